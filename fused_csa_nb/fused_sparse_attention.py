@@ -111,7 +111,7 @@ def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128
     groups = [window_topk_idxs(sq, batch_size, window, device=device)]
     if ratio and sq // ratio:
         groups.append(compressed_topk_idxs(sq, batch_size, ratio, offset=sq, device=device))
-    return build_flat_topk_idxs(*groups, batch_size=batch_size)
+    return build_flat_topk_idxs(*groups, batch_size=batch_size, num_slots=2 * sq)   # slots < sq + n_comp ≤ 2·sq
 
 # %% ../nbs/04_fused.ipynb #9f70dcc9
 def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
@@ -163,7 +163,7 @@ def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: boo
                          f"{list(window_idxs.shape)} and {list(selected.shape)}")
     slots = torch.where(selected >= 0, selected.to(torch.int64) + sq, torch.full_like(selected, -1, dtype=torch.int64))
     groups = (slots, window_idxs.to(torch.int64)) if compressed_first else (window_idxs.to(torch.int64), slots)
-    return compactify(local_to_global_flat(torch.cat(groups, -1)))
+    return compactify(local_to_global_flat(torch.cat(groups, -1), num_slots=2 * sq))   # every slot < sq + n_comp ≤ 2·sq
 
 # %% ../nbs/04_fused.ipynb #a72e2085
 _TINY = torch.finfo(torch.float32).tiny
@@ -176,7 +176,7 @@ def _kl_rows(target, log_p, support):
 def _sparse_teacher_and_predict(q, kv, lse_attn, sink, comp_slots, scores, sel, scale, sq, b):
     "Sparse loss pieces: `(target, predict, log_predict, support)`, all `[b, sq, k]`."
     k = sel.shape[-1]
-    comp_flat = local_to_global_flat(comp_slots)                               # [sq·b, k], -1 kept
+    comp_flat = local_to_global_flat(comp_slots, num_slots=2 * sq)             # [sq·b, k], -1 kept; slots < 2·sq
     kp = -(-k // 128) * 128
     comp_flat = pad_topk_idxs(comp_flat, kp) if kp != k else comp_flat
     lse_full = torch.logaddexp(lse_attn, sink[None])                           # [sq·b, H]: + the sink

@@ -48,14 +48,20 @@ def _check_idx(name, idx, ndim=3):
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
         raise TypeError(f"`{name}` must be an integer tensor, got {idx.dtype}")
 
-def local_to_global_flat(idx: torch.Tensor) -> torch.Tensor:
+def _check_int32_range(num_slots, b):
+    if num_slots * b - 1 > torch.iinfo(torch.int32).max:
+        raise ValueError(f"global flat indices overflow int32: {num_slots} slots × batch {b} is too large")
+
+def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> torch.Tensor:
     "Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept)."
     _check_idx("idx", idx)
     b, sq, k = idx.shape
     batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
     idx64 = idx.to(torch.int64)
-    if b and sq and k and int(idx64.max()) * b + b - 1 > torch.iinfo(torch.int32).max:
-        raise ValueError("`idx`: global flat indices overflow int32 (max local index × batch too large)")
+    if num_slots is not None:              # static bound: no device → host synchronisation
+        _check_int("num_slots", num_slots); _check_int32_range(num_slots, b)
+    elif b and sq and k:                   # data bound: reads the maximum (a sync on CUDA)
+        _check_int32_range(int(idx64.max()) + 1, b)
     flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
     return flat.transpose(0, 1).reshape(sq * b, k).to(torch.int32)
 
@@ -69,7 +75,7 @@ def compact_topk_idxs(idx: torch.Tensor):
     packed = torch.gather(idx, -1, order)
     return packed, (~invalid).sum(-1, dtype=torch.int32)
 
-def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool = False):
+def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool = False, num_slots: int | None = None):
     "Concatenate local `[b, sq, k_i]` groups, globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`."
     _check_int("batch_size", batch_size, 1)
     if not groups:
@@ -80,7 +86,7 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
             raise ValueError(f"`groups[{i}]` has leading shape {tuple(g.shape[:2])}, expected {tuple(groups[0].shape[:2])}")
     if groups[0].shape[0] != batch_size:
         raise ValueError(f"`batch_size`={batch_size} does not match the groups' batch dim {groups[0].shape[0]}")
-    flat = local_to_global_flat(torch.cat([g.to(torch.int64) for g in groups], dim=-1))
+    flat = local_to_global_flat(torch.cat([g.to(torch.int64) for g in groups], dim=-1), num_slots=num_slots)
     return compact_topk_idxs(flat) if compact else flat
 
 # %% ../nbs/00_layout.ipynb #885eacde
