@@ -6,7 +6,7 @@ Usage: python tools/execute_nb.py NOTEBOOK [--out PATH] [--benchmarks PATH]
 Used to refresh the outputs (tables, figures) that notebooks keep for the docs: run
 `python tools/execute_nb.py nbs/07_bench.ipynb --benchmarks BENCHMARKS.md` on the GPU, then
 `nbdev_clean`. With `--benchmarks`, the `res` the bench notebook computed is also rendered to
-that Markdown file. Stops with a non-zero exit code at the first failing cell.
+that Markdown file. Stops at the first failing cell (exit code 1), still writing what ran.
 """
 import argparse
 import os
@@ -31,13 +31,22 @@ def main(argv=None):
     os.chdir(nb_path.parent)
     shell = CaptureShell()
     shell.run("%matplotlib inline")
-    shell.run_all(nb, exc_stop=True)
+    failed = None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code": continue
+        shell.cell(cell)
+        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            failed = i
+            err = next(o for o in cell.outputs if o.get("output_type") == "error")
+            print(f"cell {i} failed: {err.get('ename')}: {err.get('evalue')}", file=sys.stderr)
+            print("\n".join(err.get("traceback", [])), file=sys.stderr)
+            break
     write_nb(nb, args.out or nb_path)
-    if args.benchmarks:
+    if args.benchmarks and "res" in shell.user_ns:
         from fused_csa_nb.bench import benchmarks_markdown
         Path(args.benchmarks).write_text(benchmarks_markdown(shell.user_ns["res"]), encoding="utf-8")
-    print(f"executed {nb_path.name}: {len(nb.cells)} cells")
-    return 0
+    print(f"executed {nb_path.name}: {len(nb.cells)} cells" + ("" if failed is None else f", stopped at cell {failed}"))
+    return 0 if failed is None else 1
 
 
 if __name__ == "__main__":
