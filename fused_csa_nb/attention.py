@@ -10,7 +10,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from .layout import compressed_topk_idxs, window_topk_idxs
+from .layout import check_tensor, compressed_topk_idxs, window_topk_idxs
 from .reference import Compressor, CSAIndexer, indexer_scores, indexer_topk, unfused_csa_attention
 from .routing import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .teacher import csa_indexer_loss
@@ -46,31 +46,18 @@ class CompressedSparseAttention(nn.Module):
                 f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}")
 
 # %% ../nbs/06_attention.ipynb #91503b53
-def _check_tensor(name, t, shape, like=None):
-    "`t` must be a floating tensor of `shape` (None = any size); with `like`, the same dtype and device."
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}")
-    if not t.dtype.is_floating_point:
-        raise TypeError(f"`{name}` must be a floating-point tensor, got {t.dtype}")
-    if t.dim() != len(shape) or any(s is not None and s != n for s, n in zip(shape, t.shape)):
-        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
-        raise ValueError(f"`{name}` must have shape {want} (SBHD), got {list(t.shape)}")
-    if like is not None and t.dtype != like.dtype:
-        raise TypeError(f"`{name}` must have the query's dtype {like.dtype}, got {t.dtype}")
-    if like is not None and t.device != like.device:
-        raise ValueError(f"`{name}` must be on the query's device {like.device}, got {t.device}")
-
 def _check_inputs(layer, query, key, x, qr):
     cfg = layer.cfg
-    _check_tensor("query", query, (None, None, cfg.num_heads, cfg.head_dim))
+    check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
     sq, b = query.shape[:2]
-    _check_tensor("key", key, (sq, b, 1, cfg.head_dim), like=query)
+    same = dict(floating=True, like=query, like_name="the query")
+    check_tensor("key", key, shape=(sq, b, 1, cfg.head_dim), what="[sq, b, 1, D]", **same)
     if layer.compressor is not None or x is not None:
         if x is None: raise ValueError(f"`x` [sq, b, hidden_size] is required by a ratio-{layer.ratio} layer (compressor)")
-        _check_tensor("x", x, (sq, b, cfg.hidden_size), like=query)
+        check_tensor("x", x, shape=(sq, b, cfg.hidden_size), what="[sq, b, hidden_size]", **same)
     if layer.indexer is not None or qr is not None:
         if qr is None: raise ValueError("`qr` [sq, b, q_lora_rank] is required by a ratio-4 layer with the indexer")
-        _check_tensor("qr", qr, (sq, b, cfg.q_lora_rank), like=query)
+        check_tensor("qr", qr, shape=(sq, b, cfg.q_lora_rank), what="[sq, b, q_lora_rank]", **same)
 
 # %% ../nbs/06_attention.ipynb #0fddad74
 def _forward(self, query, key, x=None, qr=None):

@@ -10,7 +10,7 @@ import math
 import torch
 
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat,
-                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs)
+                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs, check_int, check_tensor)
 from .kernels import (sm_major, flash_mla_sparse_fwd, cudnn_sparse_attn_bwd, indexer_fwd, radix_topk,
                                   compactify, sparse_attn_score_recompute, dense_attn_score_recompute,
                                   dense_indexer_score_recompute, indexer_bwd, dense_indexer_bwd)
@@ -35,12 +35,7 @@ def max_rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 # %% ../nbs/04_fused.ipynb #368f1fb6
 def _check_sbhd(query, kv_full, attn_sink):
     for name, t, nd in (("query", query, 4), ("kv_full", kv_full, 3), ("attn_sink", attn_sink, 1)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != nd:
-            raise ValueError(f"`{name}` must be {nd}-D, got shape {list(t.shape)}")
-        if not t.is_contiguous():
-            raise ValueError(f"`{name}` must be contiguous (SBHD memory order)")
+        check_tensor(name, t, ndim=nd, contiguous=True)
     if query.dtype != torch.bfloat16 or kv_full.dtype != torch.bfloat16:
         raise TypeError(f"`query` and `kv_full` must be bfloat16, got {query.dtype} and {kv_full.dtype}")
     if attn_sink.dtype != torch.float32:
@@ -116,12 +111,7 @@ def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128
 # %% ../nbs/04_fused.ipynb #9f70dcc9
 def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
     for name, t, nd in (("q_indexer", q_indexer, 4), ("k_indexer", k_indexer, 3), ("weights", weights, 3)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != nd:
-            raise ValueError(f"`{name}` must be {nd}-D, got shape {list(t.shape)}")
-        if t.dtype != torch.bfloat16:
-            raise TypeError(f"`{name}` must be bfloat16, got {t.dtype}")
+        check_tensor(name, t, ndim=nd, dtype=torch.bfloat16)
     if q_indexer.shape[:2] != (sq, b):
         raise ValueError(f"`q_indexer` must have shape [{sq}, {b}, Hi, Di], got {list(q_indexer.shape)}")
     hi, di = q_indexer.shape[2:]
@@ -150,8 +140,7 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
         raise ValueError("`q_indexer` must be a 4-D tensor [sq, b, Hi, Di]")
     sq, b, _, di = q_indexer.shape
     _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
-    if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio < 1:
-        raise ValueError(f"`ratio` must be a positive int, got {ratio!r}")
+    check_int("ratio", ratio, 1, type_error=ValueError)
     isc = _scale_or_default("indexer_softmax_scale", indexer_softmax_scale, di)
     q_i, k_i, w_i = (t.transpose(0, 1).contiguous() for t in (q_indexer, k_indexer, weights))
     return _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc)[1]
@@ -263,10 +252,8 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
             or window_idxs.dtype.is_floating_point:
         raise ValueError(f"`window_idxs` must be an integer tensor [b, sq, W] = [{b}, {sq}, W] of local slots, got "
                          f"{list(getattr(window_idxs, 'shape', []))}")
-    if isinstance(index_topk, bool) or not isinstance(index_topk, int) or not 1 <= index_topk <= 2048:
-        raise ValueError(f"`index_topk` must be an int in [1, 2048], got {index_topk!r}")
-    if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio < 1:
-        raise ValueError(f"`ratio` must be a positive int, got {ratio!r}")
+    check_int("index_topk", index_topk, 1, 2048, type_error=ValueError)
+    check_int("ratio", ratio, 1, type_error=ValueError)
     if n_comp != sq // ratio:
         raise ValueError(f"`k_indexer` has {n_comp} entries but sq // ratio = {sq // ratio}")
     if isinstance(loss_coeff, bool) or not isinstance(loss_coeff, (int, float)) or not math.isfinite(loss_coeff):

@@ -68,26 +68,11 @@ import math
 import sys
 import types
 
-from .layout import padded_num_heads, padded_topk, pad_query_heads, pad_topk_idxs, compact_topk_idxs
+from .layout import (padded_num_heads, padded_topk, pad_query_heads, pad_topk_idxs, compact_topk_idxs,
+                                 check_int, check_tensor)
 
 _DEVICE_TYPES = ("cuda",)
 _FAKE_SM_MAJOR = None          # set by `fake_kernel_modules`
-
-def _check_tensor(name, t, *, dtype=None, shape=None, layout="", contiguous=True):
-    "Check that `t` is a tensor of `dtype` (one or a tuple) and `shape` (`None` = any extent)."
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor {layout}, got {type(t).__name__}")
-    if dtype is not None:
-        dts = dtype if isinstance(dtype, tuple) else (dtype,)
-        if t.dtype not in dts:
-            raise TypeError(f"`{name}` must have dtype {' or '.join(str(d) for d in dts)}, got {t.dtype}")
-    if shape is not None:
-        if t.dim() != len(shape) or any(s is not None and s != n for s, n in zip(shape, t.shape)):
-            want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
-            raise ValueError(f"`{name}` must have shape {layout or want} = {want}, got {list(t.shape)}")
-    if contiguous and not t.is_contiguous():
-        raise ValueError(f"`{name}` must be contiguous (call .contiguous() first)")
-    return t
 
 def _check_devices(**tensors):
     "All tensors (None skipped) on one device of an accepted type."
@@ -105,12 +90,6 @@ def _check_scale(name, value):
         raise ValueError(f"`{name}` must be a finite positive float, got {value!r}")
     return float(value)
 
-def _check_pos_int(name, value, maximum=None):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (maximum is not None and value > maximum):
-        rng = f"in [1, {maximum}]" if maximum is not None else ">= 1"
-        raise ValueError(f"`{name}` must be an int {rng}, got {value!r}")
-    return value
-
 def sm_major(device) -> int:
     "Compute-capability major of `device` (the fakes' declared value for CPU tensors inside `fake_kernel_modules`)."
     device = torch.device(device)
@@ -122,13 +101,13 @@ def sm_major(device) -> int:
 def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                          attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None):
     "FlashMLA sparse prefill: `q [s_q,H,D]`, `kv [s_kv,D]`, global `indices [s_q,K]` int32 → `(out [s_q,H,512], lse [s_q,H])`."
-    _check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), layout="[s_q, H, D]")
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
     if d not in (512, 576): raise ValueError(f"`q` head dim must be 512 or 576, got {d}")
-    _check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), layout="[s_kv, D]")
-    _check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), layout="[s_q, K]")
-    if attn_sink is not None: _check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), layout="[H]")
-    if topk_length is not None: _check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), layout="[s_q]")
+    check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), what="[s_kv, D]", contiguous=True)
+    check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
+    if attn_sink is not None: check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
+    if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     fm = _flash_mla()
     dev = _check_devices(q=q, kv=kv, indices=indices, attn_sink=attn_sink, topk_length=topk_length)
@@ -146,17 +125,17 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
 # %% ../nbs/03_kernels.ipynb #43b29539
 def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None):
     "cuDNN DSA sparse-attention backward → `(dq [s_q,H,D], dkv [s_kv,D], d_sink [H] fp32)`."
-    _check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), layout="[s_q, H, D]")
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
     if h < 2: raise ValueError(f"`q` must have at least 2 heads, got {h}")
     if d not in (512, 576): raise ValueError(f"`q` head dim must be 512 or 576, got {d}")
-    _check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), layout="[s_kv, D]")
-    _check_tensor("out", out, dtype=torch.bfloat16, shape=(s_q, h, 512), layout="[s_q, H, 512]")
-    _check_tensor("dout", dout, dtype=torch.bfloat16, shape=(s_q, h, 512), layout="[s_q, H, 512]")
-    _check_tensor("lse", lse, dtype=torch.float32, shape=(s_q, h), layout="[s_q, H]")
-    _check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), layout="[H]")
-    _check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), layout="[s_q, K]")
-    if topk_length is not None: _check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), layout="[s_q]")
+    check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), what="[s_kv, D]", contiguous=True)
+    check_tensor("out", out, dtype=torch.bfloat16, shape=(s_q, h, 512), what="[s_q, H, 512]", contiguous=True)
+    check_tensor("dout", dout, dtype=torch.bfloat16, shape=(s_q, h, 512), what="[s_q, H, 512]", contiguous=True)
+    check_tensor("lse", lse, dtype=torch.float32, shape=(s_q, h), what="[s_q, H]", contiguous=True)
+    check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
+    check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
+    if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
     _check_devices(q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length)
@@ -167,13 +146,13 @@ def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: f
 # %% ../nbs/03_kernels.ipynb #7eae4181
 def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, sm_scale: float) -> torch.Tensor:
     "Indexer scores `[B, S_q, S_k]` fp32 (`-inf` masked) from BSHD `q [B,S_q,H,128]`, `k [B,S_k,128]`, `w [B,S_q,H]`."
-    _check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), layout="[B, S_q, H, 128]")
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S_q, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
     if h not in (16, 32, 64): raise ValueError(f"`q` must have 16, 32 or 64 index heads, got {h}")
-    _check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), layout="[B, S_k, 128]")
+    check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     if k.shape[1] < 1: raise ValueError("`k` must hold at least one compressed entry (S_k >= 1)")
-    _check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(b, s, h), layout="[B, S_q, H]")
-    _check_pos_int("ratio", ratio); sm_scale = _check_scale("sm_scale", sm_scale)
+    check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]", contiguous=True)
+    check_int("ratio", ratio, 1, type_error=ValueError); sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
     _check_devices(q=q, k=k, w=w)
     return dsa.indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale)["scores"]
@@ -181,11 +160,11 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
 # %% ../nbs/03_kernels.ipynb #288bfce4
 def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch.Tensor:
     "Per-row top-k column ids `[rows, top_k]` int32 over the first `lengths[row]` columns of `values [rows, n]`; `-1` fill."
-    _check_tensor("values", values, dtype=torch.float32, shape=(None, None), layout="[rows, n]")
+    check_tensor("values", values, dtype=torch.float32, shape=(None, None), what="[rows, n]", contiguous=True)
     rows, n = values.shape
     if rows < 1 or n < 1: raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
-    _check_tensor("lengths", lengths, dtype=torch.int32, shape=(rows,), layout="[rows]")
-    _check_pos_int("top_k", top_k, 2048)
+    check_tensor("lengths", lengths, dtype=torch.int32, shape=(rows,), what="[rows]", contiguous=True)
+    check_int("top_k", top_k, 1, 2048, type_error=ValueError)
     dsa = _dsa()
     _check_devices(values=values, lengths=lengths)
     k_eff = min(top_k, n)
@@ -195,7 +174,7 @@ def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch
 # %% ../nbs/03_kernels.ipynb #438e72d9
 def compactify(indices: torch.Tensor):
     "Pack valid entries of `indices [rows, K]` int32 to the front (order kept) → `(packed, topk_length [rows] int32)`."
-    _check_tensor("indices", indices, dtype=torch.int32, shape=(None, None), layout="[rows, K]")
+    check_tensor("indices", indices, dtype=torch.int32, shape=(None, None), what="[rows, K]", contiguous=True)
     dsa = _dsa()
     _check_devices(indices=indices)
     r = dsa.compactify_wrapper(indices)
@@ -204,12 +183,12 @@ def compactify(indices: torch.Tensor):
 # %% ../nbs/03_kernels.ipynb #4c39ae8a
 def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
     "Sparse teacher target `[B,S,K]` fp32 from `q [B,S,H,D]`, `kv [B,S_k,D]`, full `lse [B,S,H]`, local `indices [B,S,K]`."
-    _check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), layout="[B, S, H, D]")
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), what="[B, S, H, D]", contiguous=True)
     b, s, h, d = q.shape
     if h < 2 or (h > 64 and h % 64): raise ValueError(f"`q` head count {h} is not supported (2..64, or a multiple of 64)")
-    _check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), layout="[B, S_k, D]")
-    _check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), layout="[B, S, H]")
-    _check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), layout="[B, S, K]")
+    check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
+    check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
+    check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
     _check_devices(q=q, kv=kv, lse=lse, indices=indices)
@@ -217,11 +196,11 @@ def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
 
 def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int):
     "Dense teacher `(scores [B,S,S_k], denom [B,S])`: `Σ_h exp(τ q_h·kv_j − lse_h)` over ratio-causal entries `j`."
-    _check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), layout="[B, S, H, D]")
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), what="[B, S, H, D]", contiguous=True)
     b, s, h, d = q.shape
-    _check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), layout="[B, S_k, D]")
-    _check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), layout="[B, S, H]")
-    sm_scale = _check_scale("sm_scale", sm_scale); _check_pos_int("ratio", ratio)
+    check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
+    check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
+    sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1, type_error=ValueError)
     dsa = _dsa()
     _check_devices(q=q, kv=kv, lse=lse)
     r = dsa.dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio)
@@ -229,11 +208,11 @@ def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int):
 
 def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float):
     "Dense indexer scores `(scores [B,S,S_k], lse [B,S])` over ratio-causal entries (the dense loss's predict)."
-    _check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), layout="[B, S, H, 128]")
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
-    _check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), layout="[B, S_k, 128]")
-    _check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), layout="[B, S, H]")
-    _check_pos_int("ratio", ratio); sm_scale = _check_scale("sm_scale", sm_scale)
+    check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
+    check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
+    check_int("ratio", ratio, 1, type_error=ValueError); sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
     _check_devices(q=q, k=k, w=w)
     r = dsa.dense_indexer_score_recompute_wrapper(q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio)
@@ -241,20 +220,20 @@ def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float):
 
 # %% ../nbs/03_kernels.ipynb #9c98d775
 def _check_indexer_bwd_common(q, w, k):
-    _check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), layout="[B, S, H, 128]")
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
-    _check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), layout="[B, S, H]")
-    _check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), layout="[B, S_k, 128]")
+    check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
+    check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     return b, s, h
 
 def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, loss_coeff: float):
     "Sparse KL indexer backward → `(d_q, d_w, d_k)`; `target`/`predict` `[B,S,K]` fp32 aligned with local `indices` int32."
     b, s, h = _check_indexer_bwd_common(q, w, k)
-    _check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), layout="[B, S, K]")
+    check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
     kk = indices.shape[2]
-    _check_tensor("target", target, dtype=torch.float32, shape=(b, s, kk), layout="[B, S, K]")
-    _check_tensor("predict", predict, dtype=torch.float32, shape=(b, s, kk), layout="[B, S, K]")
-    _check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), layout="[1]")
+    check_tensor("target", target, dtype=torch.float32, shape=(b, s, kk), what="[B, S, K]", contiguous=True)
+    check_tensor("predict", predict, dtype=torch.float32, shape=(b, s, kk), what="[B, S, K]", contiguous=True)
+    check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     if isinstance(loss_coeff, bool) or not isinstance(loss_coeff, (int, float)) or not math.isfinite(loss_coeff):
         raise ValueError(f"`loss_coeff` must be a finite float, got {loss_coeff!r}")
@@ -274,12 +253,12 @@ def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse,
     "Dense KL indexer backward over all ratio-causal entries → `(d_q, d_w, d_k)`."
     b, s, h = _check_indexer_bwd_common(q, w, k)
     sk = k.shape[1]
-    _check_tensor("attn_scores", attn_scores, dtype=torch.float32, shape=(b, s, sk), layout="[B, S, S_k]")
-    _check_tensor("attn_denom", attn_denom, dtype=torch.float32, shape=(b, s), layout="[B, S]")
-    _check_tensor("index_scores", index_scores, dtype=torch.float32, shape=(b, s, sk), layout="[B, S, S_k]")
-    _check_tensor("index_lse", index_lse, dtype=torch.float32, shape=(b, s), layout="[B, S]")
-    _check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), layout="[1]")
-    sm_scale = _check_scale("sm_scale", sm_scale); _check_pos_int("ratio", ratio)
+    check_tensor("attn_scores", attn_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True)
+    check_tensor("attn_denom", attn_denom, dtype=torch.float32, shape=(b, s), what="[B, S]", contiguous=True)
+    check_tensor("index_scores", index_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True)
+    check_tensor("index_lse", index_lse, dtype=torch.float32, shape=(b, s), what="[B, S]", contiguous=True)
+    check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
+    sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1, type_error=ValueError)
     dsa = _dsa()
     _check_devices(q=q, w=w, k=k, attn_scores=attn_scores, attn_denom=attn_denom, index_scores=index_scores,
                    index_lse=index_lse, grad_loss=grad_loss)

@@ -8,21 +8,51 @@ from __future__ import annotations
 import torch
 
 # %% auto #0
-__all__ = ['window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs', 'build_flat_topk_idxs',
-           'padded_num_heads', 'topk_multiple', 'padded_topk', 'pad_query_heads', 'pad_topk_idxs']
+__all__ = ['check_int', 'check_tensor', 'window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs',
+           'build_flat_topk_idxs', 'padded_num_heads', 'topk_multiple', 'padded_topk', 'pad_query_heads',
+           'pad_topk_idxs']
 
 # %% ../nbs/00_layout.ipynb #15e52214
-def _check_int(name, value, minimum=0):
-    "Raise a clear error unless `value` is an int (not bool) `>= minimum`."
+def check_int(name: str, value, minimum: int = 0, maximum: int | None = None, *, type_error=TypeError) -> int:
+    "Return `value` if it is an int (not bool) in `[minimum, maximum]`; else raise `type_error` / `ValueError` naming `name`."
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
+        raise type_error(f"`{name}` must be an int, got {type(value).__name__}")
+    if value < minimum or (maximum is not None and value > maximum):
+        rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"`{name}` must be an int {rng}, got {value}")
+    return value
+
+# %% ../nbs/00_layout.ipynb #c05bbcf6
+def check_tensor(name: str, t, *, ndim: int | None = None, shape=None, dtype=None, floating: bool | None = None,
+                 contiguous: bool = False, like=None, like_name: str = "the reference tensor", what: str = ""):
+    "Return `t` if it is a tensor meeting every given condition; else raise `TypeError` / `ValueError` naming `name`."
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor{' ' + what if what else ''}, got {type(t).__name__}")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"`{name}` must be {ndim}-D, got shape {tuple(t.shape)}")
+    if floating is True and not t.dtype.is_floating_point:
+        raise TypeError(f"`{name}` must be a floating-point tensor, got {t.dtype}")
+    if floating is False and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
+        raise TypeError(f"`{name}` must be an integer tensor, got {t.dtype}")
+    if dtype is not None:
+        dts = dtype if isinstance(dtype, tuple) else (dtype,)
+        if t.dtype not in dts:
+            raise TypeError(f"`{name}` must have dtype {' or '.join(str(d) for d in dts)}, got {t.dtype}")
+    if shape is not None and (t.dim() != len(shape) or any(s is not None and s != n for s, n in zip(shape, t.shape))):
+        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        raise ValueError(f"`{name}` must have shape {what + ' = ' if what else ''}{want}, got {list(t.shape)}")
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"`{name}` must be contiguous (call .contiguous() first)")
+    if like is not None and t.dtype != like.dtype:
+        raise TypeError(f"`{name}` must have {like_name}'s dtype {like.dtype}, got {t.dtype}")
+    if like is not None and t.device != like.device:
+        raise ValueError(f"`{name}` must be on {like_name}'s device {like.device}, got {t.device}")
+    return t
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
     "Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0."
-    _check_int("sq", sq); _check_int("batch_size", batch_size, 1); _check_int("window", window, 1)
+    check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
     t = torch.arange(sq, device=device).unsqueeze(1)
     idx = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)
     idx = idx.masked_fill(idx < 0, -1)
@@ -31,8 +61,8 @@ def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -
 # %% ../nbs/00_layout.ipynb #854380d0
 def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, device=None) -> torch.Tensor:
     "All causal compressed entries `[b, sq, sq // ratio]` int64: `j + offset` where `j < (t+1)//ratio`, else `-1`."
-    _check_int("sq", sq); _check_int("batch_size", batch_size, 1); _check_int("ratio", ratio, 1)
-    _check_int("offset", offset)
+    check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
+    check_int("offset", offset)
     n_comp = sq // ratio
     j = torch.arange(n_comp, device=device).unsqueeze(0)
     visible = j < (torch.arange(sq, device=device).unsqueeze(1) + 1) // ratio
@@ -40,26 +70,18 @@ def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, 
     return idx.unsqueeze(0).expand(batch_size, sq, n_comp).contiguous()
 
 # %% ../nbs/00_layout.ipynb #50a8d8dc
-def _check_idx(name, idx, ndim=3):
-    if not isinstance(idx, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(idx).__name__}")
-    if idx.dim() != ndim:
-        raise ValueError(f"`{name}` must be {ndim}-D, got shape {tuple(idx.shape)}")
-    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-        raise TypeError(f"`{name}` must be an integer tensor, got {idx.dtype}")
-
 def _check_int32_range(num_slots, b):
     if num_slots * b - 1 > torch.iinfo(torch.int32).max:
         raise ValueError(f"global flat indices overflow int32: {num_slots} slots × batch {b} is too large")
 
 def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> torch.Tensor:
     "Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept)."
-    _check_idx("idx", idx)
+    check_tensor("idx", idx, ndim=3, floating=False)
     b, sq, k = idx.shape
     batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
     idx64 = idx.to(torch.int64)
     if num_slots is not None:              # static bound: no device → host synchronisation
-        _check_int("num_slots", num_slots); _check_int32_range(num_slots, b)
+        check_int("num_slots", num_slots); _check_int32_range(num_slots, b)
     elif b and sq and k:                   # data bound: reads the maximum (a sync on CUDA)
         _check_int32_range(int(idx64.max()) + 1, b)
     flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
@@ -77,11 +99,11 @@ def compact_topk_idxs(idx: torch.Tensor):
 
 def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool = False, num_slots: int | None = None):
     "Concatenate local `[b, sq, k_i]` groups, globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`."
-    _check_int("batch_size", batch_size, 1)
+    check_int("batch_size", batch_size, 1)
     if not groups:
         raise ValueError("`groups`: at least one index group is required")
     for i, g in enumerate(groups):
-        _check_idx(f"groups[{i}]", g)
+        check_tensor(f"groups[{i}]", g, ndim=3, floating=False)
         if g.shape[:2] != groups[0].shape[:2]:
             raise ValueError(f"`groups[{i}]` has leading shape {tuple(g.shape[:2])}, expected {tuple(groups[0].shape[:2])}")
     if groups[0].shape[0] != batch_size:
@@ -93,13 +115,13 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
 _KERNEL_HEADS = (64, 128)
 
 def _check_sm_major(sm_major):
-    _check_int("sm_major", sm_major)
+    check_int("sm_major", sm_major)
     if sm_major < 9:
         raise ValueError(f"`sm_major`={sm_major}: the fused kernels need compute capability >= 9.0 (SM90)")
 
 def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
     "Head count the sparse kernels run for `num_heads` query heads (64 or 128); `ValueError` if unsupported."
-    _check_int("num_heads", num_heads, 1); _check_sm_major(sm_major)
+    check_int("num_heads", num_heads, 1); _check_sm_major(sm_major)
     if num_heads in _KERNEL_HEADS: return num_heads
     if num_heads < 64 and 64 % num_heads == 0: return 64
     raise ValueError(f"`num_heads`={num_heads} is not supported by the fused kernels: use 64 or 128, "
@@ -112,7 +134,7 @@ def topk_multiple(sm_major: int = 9) -> int:
 
 def padded_topk(topk: int, sm_major: int = 9) -> int:
     "`topk` rounded up to the kernel granularity (at least one block)."
-    _check_int("topk", topk); m = topk_multiple(sm_major)
+    check_int("topk", topk); m = topk_multiple(sm_major)
     return max(m, -(-topk // m) * m)
 
 # %% ../nbs/00_layout.ipynb #596c91d0

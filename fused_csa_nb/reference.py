@@ -13,29 +13,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from .layout import _check_int
+from .layout import check_int, check_tensor
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'apply_rotary_interleaved', 'Compressor', 'CSAIndexer',
            'indexer_scores', 'indexer_topk']
 
 # %% ../nbs/01_reference.ipynb #a9d95549
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   # accepted float inputs
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     "Accumulation dtype for inputs of `dtype`: float64 stays float64, everything else computes in float32."
     return torch.float64 if dtype == torch.float64 else torch.float32
-
-def _check_tensor(name, t, ndim=None, floating=None):
-    "Raise a clear error unless `t` is a tensor with `ndim` dims (and a float/integer dtype if asked)."
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}")
-    if ndim is not None and t.dim() != ndim:
-        raise ValueError(f"`{name}` must be {ndim}-D, got shape {tuple(t.shape)}")
-    if floating is True and t.dtype not in _FLOAT_DTYPES:
-        raise TypeError(f"`{name}` must be a float16/bfloat16/float32/float64 tensor, got {t.dtype}")
-    if floating is False and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
-        raise TypeError(f"`{name}` must be an integer tensor, got {t.dtype}")
 
 def _check_scale(name, value):
     "`None` or a finite positive real number."
@@ -103,12 +92,12 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
     Returns `out [sq, b, H·D]` in `query.dtype`, and with `return_lse=True` also
     `lse [b, sq, H]` (float32; float64 for float64 inputs), natural log over the selected keys,
     sink excluded, `-inf` for rows without a valid key (whose output is 0)."""
-    _check_tensor("query", query, 4, floating=True)
-    _check_tensor("kv_full", kv_full, 3, floating=True)
-    _check_tensor("attn_sink", attn_sink, floating=True)
-    _check_tensor("topk_idxs", topk_idxs, 3, floating=False)
+    check_tensor("query", query, ndim=4, dtype=_FLOAT_DTYPES)
+    check_tensor("kv_full", kv_full, ndim=3, dtype=_FLOAT_DTYPES)
+    check_tensor("attn_sink", attn_sink, dtype=_FLOAT_DTYPES)
+    check_tensor("topk_idxs", topk_idxs, ndim=3, floating=False)
     _check_scale("softmax_scale", softmax_scale)
-    _check_int("max_chunk_bytes", max_chunk_bytes, 1)
+    check_int("max_chunk_bytes", max_chunk_bytes, 1)
     sq, b, h, d = query.shape
     skv = kv_full.shape[0]
     if kv_full.dtype != query.dtype:
@@ -184,8 +173,8 @@ class _SparseAttention(torch.autograd.Function):
 # %% ../nbs/01_reference.ipynb #49e6ea80
 def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int = 64, theta: float = 10000.0) -> torch.Tensor:
     "Rotate interleaved pairs of the last `rotary_dim` dims of `x [..., d]` by `positions` (broadcast to `x[..., 0]`)."
-    _check_tensor("x", x, floating=True)
-    _check_int("rotary_dim", rotary_dim, 2)
+    check_tensor("x", x, dtype=_FLOAT_DTYPES)
+    check_int("rotary_dim", rotary_dim, 2)
     if rotary_dim % 2 or rotary_dim > x.shape[-1]:
         raise ValueError(f"`rotary_dim`={rotary_dim} must be even and <= the last dim of `x` ({x.shape[-1]})")
     _check_scale("theta", theta)
@@ -213,8 +202,8 @@ class Compressor(nn.Module):
     def __init__(self, hidden_size: int, head_dim: int, ratio: int, rotary_dim: int = 64,
                  rope_theta: float = 10000.0, eps: float = 1e-6):
         super().__init__()
-        _check_int("hidden_size", hidden_size, 1); _check_int("head_dim", head_dim, 1)
-        _check_int("ratio", ratio, 2); _check_int("rotary_dim", rotary_dim, 2)
+        check_int("hidden_size", hidden_size, 1); check_int("head_dim", head_dim, 1)
+        check_int("ratio", ratio, 2); check_int("rotary_dim", rotary_dim, 2)
         if rotary_dim % 2 or rotary_dim > head_dim:
             raise ValueError(f"`rotary_dim`={rotary_dim} must be even and <= `head_dim`={head_dim}")
         _check_scale("rope_theta", rope_theta); _check_scale("eps", eps)
@@ -229,7 +218,7 @@ class Compressor(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | None:
         "`x [sq, b, hidden]` → compressed entries `[sq // ratio, b, head_dim]` in `x.dtype`, or `None` if `sq < ratio`."
-        _check_tensor("x", x, 3, floating=True)
+        check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
         sq, b, _ = x.shape
@@ -253,8 +242,8 @@ class CSAIndexer(nn.Module):
     def __init__(self, hidden_size: int, q_lora_rank: int, n_heads: int = 64, head_dim: int = 128,
                  ratio: int = 4, rotary_dim: int = 64, rope_theta: float = 10000.0):
         super().__init__()
-        _check_int("hidden_size", hidden_size, 1); _check_int("q_lora_rank", q_lora_rank, 1)
-        _check_int("n_heads", n_heads, 1); _check_int("head_dim", head_dim, 1)
+        check_int("hidden_size", hidden_size, 1); check_int("q_lora_rank", q_lora_rank, 1)
+        check_int("n_heads", n_heads, 1); check_int("head_dim", head_dim, 1)
         self.hidden_size, self.q_lora_rank, self.n_heads, self.head_dim = hidden_size, q_lora_rank, n_heads, head_dim
         self.ratio, self.rotary_dim, self.rope_theta = ratio, rotary_dim, float(rope_theta)
         self.compressor = Compressor(hidden_size, head_dim, ratio, rotary_dim, rope_theta)
@@ -262,7 +251,7 @@ class CSAIndexer(nn.Module):
         self.weights_proj = nn.Linear(hidden_size, n_heads, bias=False)
 
     def forward(self, x: torch.Tensor, qr: torch.Tensor):
-        _check_tensor("x", x, 3, floating=True); _check_tensor("qr", qr, 3, floating=True)
+        check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES); check_tensor("qr", qr, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
         if qr.shape != (*x.shape[:2], self.q_lora_rank):
@@ -279,17 +268,17 @@ class CSAIndexer(nn.Module):
 def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
                    softmax_scale: float | None = None, *, max_chunk_bytes: int = 1 << 30) -> torch.Tensor:
     "Lightning-indexer scores `[b, sq, n_comp]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` where `j >= (t+1)//ratio`."
-    _check_tensor("q_idx", q_idx, 4, floating=True)
-    _check_tensor("weights", weights, 3, floating=True)
-    _check_int("ratio", ratio, 1); _check_scale("softmax_scale", softmax_scale)
-    _check_int("max_chunk_bytes", max_chunk_bytes, 1)
+    check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
+    check_tensor("weights", weights, ndim=3, dtype=_FLOAT_DTYPES)
+    check_int("ratio", ratio, 1); _check_scale("softmax_scale", softmax_scale)
+    check_int("max_chunk_bytes", max_chunk_bytes, 1)
     sq, b, h, d = q_idx.shape
     if weights.shape != (sq, b, h):
         raise ValueError(f"`weights` must have shape {(sq, b, h)} ([sq, b, n_heads]), got {tuple(weights.shape)}")
     acc = _acc_dtype(q_idx.dtype)
     if k_idx is None:
         return q_idx.new_zeros(b, sq, 0, dtype=acc)
-    _check_tensor("k_idx", k_idx, 3, floating=True)
+    check_tensor("k_idx", k_idx, ndim=3, dtype=_FLOAT_DTYPES)
     if k_idx.shape[1:] != (b, d):
         raise ValueError(f"`k_idx` must have shape [n_comp, {b}, {d}], got {tuple(k_idx.shape)}")
     n = k_idx.shape[0]
@@ -319,8 +308,8 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
 # %% ../nbs/01_reference.ipynb #c907735e
 def indexer_topk(scores: torch.Tensor, topk: int):
     "Top-`topk` visible entries per row of `scores [b, sq, n_comp]` → `(idx [b, sq, topk] int64, -1 padded; topk_length int32)`."
-    _check_tensor("scores", scores, 3, floating=True)
-    _check_int("topk", topk)
+    check_tensor("scores", scores, ndim=3, dtype=_FLOAT_DTYPES)
+    check_int("topk", topk)
     b, sq, n = scores.shape
     k_eff = min(topk, n)
     idx = torch.full((b, sq, topk), -1, dtype=torch.int64, device=scores.device)

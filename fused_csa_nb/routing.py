@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import padded_num_heads
+from .layout import check_int, padded_num_heads
 
 # %% auto #0
 __all__ = ['ATTENTION_VARIANTS', 'DSA_KERNEL_BACKENDS', 'COMPRESS_RATIOS', 'CSAConfig', 'resolve_dsa_kernel_backend',
@@ -135,12 +135,6 @@ def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) ->
     return dataclasses.replace(cfg, dsa_kernel_backend=cfg.kernel_backend)
 
 # %% ../nbs/05_routing.ipynb #ea010f45
-def _check_pos_int(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"`{name}` must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
-
 def _check_common(cfg):
     "Checks that hold for every backend."
     if not isinstance(cfg, CSAConfig):
@@ -148,7 +142,7 @@ def _check_common(cfg):
     resolve_dsa_kernel_backend(cfg.attention_variant, cfg.dsa_kernel_backend)  # known values only
     for name in ("num_heads", "head_dim", "v_head_dim", "hidden_size", "q_lora_rank", "window_size",
                  "index_topk", "index_n_heads", "index_head_dim", "rotary_dim"):
-        _check_pos_int(name, getattr(cfg, name))
+        check_int(name, getattr(cfg, name), 1, type_error=ValueError)
     if cfg.v_head_dim != cfg.head_dim:
         raise ValueError(f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
                          "one latent per token is both key and value")

@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from .layout import check_int, check_tensor
+
 try:  # Triton is optional: the package and its eager functions import without it
     import triton
     import triton.language as tl
@@ -22,19 +24,6 @@ __all__ = ['triton_teacher_lse', 'csa_teacher_lse', 'csa_indexer_loss', 'triton_
            'triton_dense_teacher_lse', 'teacher_lse_for_dense_loss']
 
 # %% ../nbs/02_teacher.ipynb #99b74163
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-def _check_tensor(name, t, ndim, floating=True):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != ndim:
-        raise ValueError(f"`{name}` must be {ndim}-D, got shape {tuple(t.shape)}")
-    if floating and not t.dtype.is_floating_point:
-        raise TypeError(f"`{name}` must be a floating-point tensor, got {t.dtype}")
-    if not floating and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
-        raise TypeError(f"`{name}` must be an integer tensor, got {t.dtype}")
-
 def _check_index_values(name, idx, upper, what):
     if idx.numel() and (int(idx.min()) < -1 or int(idx.max()) >= upper):
         raise ValueError(f"`{name}` values must be -1 (invalid) or in [0, {upper}) ({what}), "
@@ -46,32 +35,31 @@ def _check_ratio(ratio, required):
             raise ValueError("`ratio` is required when the support is all causal compressed entries "
                              "(`compressed_idxs=None` / dense loss)")
         return
-    if not _is_int(ratio) or ratio < 1:
-        raise ValueError(f"`ratio` must be a positive int (the compression ratio), got {ratio!r}")
+    check_int("ratio", ratio, 1, type_error=ValueError)
 
 def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None,
                           ratio=None, ratio_required=False, cidx_name="compressed_idxs"):
     "Validate the SBHD teacher inputs; return `(sq, b, H, D, n_comp)`."
-    _check_tensor("query", query, 4)
+    check_tensor("query", query, ndim=4, floating=True)
     sq, b, H, D = query.shape
-    _check_tensor("kv", kv, 3)
+    check_tensor("kv", kv, ndim=3, floating=True)
     if tuple(kv.shape) != (sq, b, D):
         raise ValueError(f"`kv` must have shape [sq, b, D] = {(sq, b, D)} to match `query`, got {tuple(kv.shape)}")
     n_comp = 0
     if compressed_kv is not None:
-        _check_tensor("compressed_kv", compressed_kv, 3)
+        check_tensor("compressed_kv", compressed_kv, ndim=3, floating=True)
         if tuple(compressed_kv.shape[1:]) != (b, D):
             raise ValueError(f"`compressed_kv` must have shape [n_comp, b={b}, D={D}], got {tuple(compressed_kv.shape)}")
         n_comp = compressed_kv.shape[0]
-    _check_tensor("attn_sink", attn_sink, 1)
+    check_tensor("attn_sink", attn_sink, ndim=1, floating=True)
     if attn_sink.shape[0] != H:
         raise ValueError(f"`attn_sink` must have shape [H] = ({H},), got {tuple(attn_sink.shape)}")
-    _check_tensor("window_idxs", window_idxs, 3, floating=False)
+    check_tensor("window_idxs", window_idxs, ndim=3, floating=False)
     if tuple(window_idxs.shape[:2]) != (b, sq):
         raise ValueError(f"`window_idxs` must have shape [b, sq, W] with (b, sq) = {(b, sq)}, got {tuple(window_idxs.shape)}")
     _check_index_values("window_idxs", window_idxs, sq, "raw positions into `kv`")
     if compressed_idxs is not None:
-        _check_tensor(cidx_name, compressed_idxs, 3, floating=False)
+        check_tensor(cidx_name, compressed_idxs, ndim=3, floating=False)
         if tuple(compressed_idxs.shape[:2]) != (b, sq):
             raise ValueError(f"`{cidx_name}` must have shape [b, sq, K] with (b, sq) = {(b, sq)}, "
                              f"got {tuple(compressed_idxs.shape)}")
@@ -129,8 +117,7 @@ def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
                                                  compressed_idxs, ratio,
                                                  ratio_required=compressed_idxs is None and compressed_kv is not None)
-    if not _is_int(max_chunk_bytes) or max_chunk_bytes < 1:
-        raise ValueError(f"`max_chunk_bytes` must be a positive int, got {max_chunk_bytes!r}")
+    check_int("max_chunk_bytes", max_chunk_bytes, 1, type_error=ValueError)
     scale, acc = _scale(softmax_scale, D), _acc_dtype(query, kv, compressed_kv)
     out = torch.empty(b, sq, H, dtype=acc, device=query.device)
     if sq == 0 or b == 0: return out
@@ -196,7 +183,7 @@ def _predict_log_probs(scores, support):
 def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs=None,
                      softmax_scale=None, coeff=1.0, per_token=False, *, teacher_lse=None, max_chunk_bytes=1 << 30):
     "Indexer KL loss (scalar) towards the full-denominator CSA teacher; dense (`topk_idxs=None`) or sparse."
-    _check_tensor("index_scores", index_scores, 3)
+    check_tensor("index_scores", index_scores, ndim=3, floating=True)
     _check_ratio(ratio, True)
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
                                                  topk_idxs, ratio, cidx_name="topk_idxs")
@@ -208,11 +195,10 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
         raise ValueError(f"`coeff` must be a finite number, got {coeff!r}")
     if not isinstance(per_token, bool):
         raise TypeError(f"`per_token` must be a bool, got {type(per_token).__name__}")
-    if not _is_int(max_chunk_bytes) or max_chunk_bytes < 1:
-        raise ValueError(f"`max_chunk_bytes` must be a positive int, got {max_chunk_bytes!r}")
+    check_int("max_chunk_bytes", max_chunk_bytes, 1, type_error=ValueError)
     scale = _scale(softmax_scale, D)
     if teacher_lse is not None:
-        _check_tensor("teacher_lse", teacher_lse, 3)
+        check_tensor("teacher_lse", teacher_lse, ndim=3, floating=True)
         if tuple(teacher_lse.shape) != (b, sq, H):
             raise ValueError(f"`teacher_lse` must have shape [b, sq, H] = {(b, sq, H)}, got {tuple(teacher_lse.shape)}")
     work = torch.float64 if index_scores.dtype == torch.float64 else torch.float32
