@@ -13,7 +13,7 @@ import torch
 
 from .attention import CompressedSparseAttention
 from .fused_sparse_attention import csa_sparse_attn, similarity
-from .layout import build_flat_topk_idxs, compressed_topk_idxs, window_topk_idxs
+from .layout import build_flat_topk_idxs, window_topk_idxs
 from .routing import CSAConfig
 
 # %% auto #0
@@ -152,7 +152,7 @@ def run_benchmarks(sq: int = 4096, quick: bool = False, log=print) -> dict:
 
 def benchmarks_markdown(res: dict) -> str:
     "Render `run_benchmarks` results as Markdown tables."
-    L = [f"# Benchmarks", "", f"Measured {res['date']} on {res['gpu']}, torch {res['torch']}; "
+    L = ["# Benchmarks", "", f"Measured {res['date']} on {res['gpu']}, torch {res['torch']}; "
          "medians of CUDA-event timings after warm-up. Regenerate: `fused-csa bench --out BENCHMARKS.md`.", "",
          "## Sparse attention kernels (FlashMLA forward, cuDNN backward), bf16, D = d_v = 512", "",
          "| s_q | H | K | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s |", "|---|---|---|---|---|---|---|"]

@@ -10,7 +10,8 @@ import math
 import torch
 
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat,
-                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs, check_int, check_tensor)
+                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs, check_int, check_scale,
+                                 check_tensor)
 from .kernels import (sm_major, flash_mla_sparse_fwd, cudnn_sparse_attn_bwd, indexer_fwd, radix_topk,
                                   compactify, sparse_attn_score_recompute, dense_attn_score_recompute,
                                   dense_indexer_score_recompute, indexer_bwd, dense_indexer_bwd)
@@ -46,12 +47,6 @@ def _check_sbhd(query, kv_full, attn_sink):
     if attn_sink.shape != (h,):
         raise ValueError(f"`attn_sink` must have shape [{h}], got {list(attn_sink.shape)}")
     return sq, b, h, d
-
-def _scale_or_default(name, value, dim):
-    if value is None: return dim ** -0.5
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a finite positive float or None, got {value!r}")
-    return float(value)
 
 # %% ../nbs/04_fused.ipynb #01a4aec4
 class CSASparseAttnFunc(torch.autograd.Function):
@@ -96,7 +91,7 @@ def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, to
                                     or topk_length.shape != (sq * b,)):
         raise ValueError(f"`topk_length` must be an int32 tensor [sq·b] = [{sq * b}] (compact indices), got "
                          f"{getattr(topk_length, 'dtype', type(topk_length).__name__)} {list(getattr(topk_length, 'shape', []))}")
-    scale = _scale_or_default("softmax_scale", softmax_scale, d)
+    scale = check_scale("softmax_scale", softmax_scale, d ** -0.5, type_error=ValueError)
     out, lse = CSASparseAttnFunc.apply(query, kv_full, attn_sink, topk_idxs, scale, topk_length)
     return (out, lse.view(sq, b, h).transpose(0, 1)) if return_lse else out
 
@@ -141,7 +136,7 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
     sq, b, _, di = q_indexer.shape
     _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     check_int("ratio", ratio, 1, type_error=ValueError)
-    isc = _scale_or_default("indexer_softmax_scale", indexer_softmax_scale, di)
+    isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5, type_error=ValueError)
     q_i, k_i, w_i = (t.transpose(0, 1).contiguous() for t in (q_indexer, k_indexer, weights))
     return _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc)[1]
 
@@ -264,8 +259,8 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
         raise RuntimeError("the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
                            "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "
                            "indexer loss or the native backend ('none')")
-    cfg = (index_topk, ratio, _scale_or_default("softmax_scale", softmax_scale, d),
-           _scale_or_default("indexer_softmax_scale", indexer_softmax_scale, di), float(loss_coeff), sparse_loss,
+    cfg = (index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5, type_error=ValueError),
+           check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5, type_error=ValueError), float(loss_coeff), sparse_loss,
            calculate_per_token_loss)
     out, loss, lse = _CSAIndexerSparseAttnFunc.apply(query, kv_full, attn_sink, q_indexer, k_indexer, weights,
                                                       window_idxs, cfg)

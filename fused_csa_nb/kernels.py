@@ -69,7 +69,7 @@ import sys
 import types
 
 from .layout import (padded_num_heads, padded_topk, pad_query_heads, pad_topk_idxs, compact_topk_idxs,
-                                 check_int, check_tensor)
+                                 check_int, check_scale, check_tensor)
 
 _DEVICE_TYPES = ("cuda",)
 _FAKE_SM_MAJOR = None          # set by `fake_kernel_modules`
@@ -86,9 +86,8 @@ def _check_devices(**tensors):
     return dev
 
 def _check_scale(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a finite positive float, got {value!r}")
-    return float(value)
+    "A required finite positive scale as `float` (the adapters' errors are all `ValueError`)."
+    return check_scale(name, value, required=True, type_error=ValueError)
 
 def sm_major(device) -> int:
     "Compute-capability major of `device` (the fakes' declared value for CPU tensors inside `fake_kernel_modules`)."

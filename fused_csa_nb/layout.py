@@ -5,12 +5,15 @@
 # %% ../nbs/00_layout.ipynb #9694fd8e
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 # %% auto #0
-__all__ = ['check_int', 'check_tensor', 'window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs',
-           'build_flat_topk_idxs', 'padded_num_heads', 'topk_multiple', 'padded_topk', 'pad_query_heads',
-           'pad_topk_idxs']
+__all__ = ['check_int', 'check_tensor', 'check_scale', 'window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat',
+           'compact_topk_idxs', 'build_flat_topk_idxs', 'padded_num_heads', 'topk_multiple', 'padded_topk',
+           'pad_query_heads', 'pad_topk_idxs']
 
 # %% ../nbs/00_layout.ipynb #15e52214
 def check_int(name: str, value, minimum: int = 0, maximum: int | None = None, *, type_error=TypeError) -> int:
@@ -48,6 +51,18 @@ def check_tensor(name: str, t, *, ndim: int | None = None, shape=None, dtype=Non
     if like is not None and t.device != like.device:
         raise ValueError(f"`{name}` must be on {like_name}'s device {like.device}, got {t.device}")
     return t
+
+# %% ../nbs/00_layout.ipynb #b52cc85b
+def check_scale(name: str, value, default=None, *, required: bool = False, type_error=TypeError):
+    "A finite positive real `value` as `float`; `None` gives `default` (refused when `required`); else raise naming `name`."
+    if value is None:
+        if required: raise type_error(f"`{name}` must be a finite positive number, got None")
+        return default
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise type_error(f"`{name}` must be a finite positive number or None, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"`{name}` must be a finite positive number, got {value!r}")
+    return float(value)
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:

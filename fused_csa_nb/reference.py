@@ -5,15 +5,11 @@
 # %% ../nbs/01_reference.ipynb #d1970e23
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from .layout import check_int, check_tensor
+from .layout import check_int, check_scale, check_tensor
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'apply_rotary_interleaved', 'Compressor', 'CSAIndexer',
@@ -25,14 +21,6 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     "Accumulation dtype for inputs of `dtype`: float64 stays float64, everything else computes in float32."
     return torch.float64 if dtype == torch.float64 else torch.float32
-
-def _check_scale(name, value):
-    "`None` or a finite positive real number."
-    if value is None: return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be a float or None, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a finite positive number, got {value}")
 
 # %% ../nbs/01_reference.ipynb #5eba4d97
 _NEG_INF = float("-inf")
@@ -96,7 +84,7 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
     check_tensor("kv_full", kv_full, ndim=3, dtype=_FLOAT_DTYPES)
     check_tensor("attn_sink", attn_sink, dtype=_FLOAT_DTYPES)
     check_tensor("topk_idxs", topk_idxs, ndim=3, floating=False)
-    _check_scale("softmax_scale", softmax_scale)
+    check_scale("softmax_scale", softmax_scale)
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     sq, b, h, d = query.shape
     skv = kv_full.shape[0]
@@ -117,7 +105,6 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
         if lo < -1 or hi >= skv:
             raise ValueError(f"`topk_idxs` entries must be -1 or in [0, {skv}) (slots of `kv_full`), "
                              f"got range [{lo}, {hi}]")
-    acc = _acc_dtype(query.dtype)
     scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
     grad = torch.is_grad_enabled() and (query.requires_grad or kv_full.requires_grad or attn_sink.requires_grad)
     rows, _ = attention_chunk_rows(b, h, d, topk_idxs.shape[-1], query.dtype, max_chunk_bytes, grad=grad)
@@ -177,7 +164,7 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int = 64, t
     check_int("rotary_dim", rotary_dim, 2)
     if rotary_dim % 2 or rotary_dim > x.shape[-1]:
         raise ValueError(f"`rotary_dim`={rotary_dim} must be even and <= the last dim of `x` ({x.shape[-1]})")
-    _check_scale("theta", theta)
+    check_scale("theta", theta)
     positions = torch.as_tensor(positions, device=x.device)
     if positions.dtype.is_complex or positions.dtype == torch.bool:
         raise TypeError(f"`positions` must be a real tensor, got {positions.dtype}")
@@ -206,7 +193,7 @@ class Compressor(nn.Module):
         check_int("ratio", ratio, 2); check_int("rotary_dim", rotary_dim, 2)
         if rotary_dim % 2 or rotary_dim > head_dim:
             raise ValueError(f"`rotary_dim`={rotary_dim} must be even and <= `head_dim`={head_dim}")
-        _check_scale("rope_theta", rope_theta); _check_scale("eps", eps)
+        check_scale("rope_theta", rope_theta); check_scale("eps", eps)
         self.hidden_size, self.head_dim, self.ratio = hidden_size, head_dim, ratio
         self.rotary_dim, self.rope_theta, self.eps = rotary_dim, float(rope_theta), float(eps)
         self.overlap = ratio == 4
@@ -270,7 +257,7 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
     "Lightning-indexer scores `[b, sq, n_comp]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` where `j >= (t+1)//ratio`."
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
     check_tensor("weights", weights, ndim=3, dtype=_FLOAT_DTYPES)
-    check_int("ratio", ratio, 1); _check_scale("softmax_scale", softmax_scale)
+    check_int("ratio", ratio, 1); check_scale("softmax_scale", softmax_scale)
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     sq, b, h, d = q_idx.shape
     if weights.shape != (sq, b, h):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import check_int, padded_num_heads
+from .layout import check_int, check_scale, padded_num_heads
 
 # %% auto #0
 __all__ = ['ATTENTION_VARIANTS', 'DSA_KERNEL_BACKENDS', 'COMPRESS_RATIOS', 'CSAConfig', 'resolve_dsa_kernel_backend',
@@ -153,8 +153,7 @@ def _check_common(cfg):
     if not isinstance(cfg.indexer_loss_coeff, (int, float)) or isinstance(cfg.indexer_loss_coeff, bool) \
             or not cfg.indexer_loss_coeff >= 0:
         raise ValueError(f"`indexer_loss_coeff` must be a number >= 0, got {cfg.indexer_loss_coeff!r}")
-    if cfg.softmax_scale is not None and not (isinstance(cfg.softmax_scale, (int, float)) and cfg.softmax_scale > 0):
-        raise ValueError(f"`softmax_scale` must be a positive number or None, got {cfg.softmax_scale!r}")
+    check_scale("softmax_scale", cfg.softmax_scale, type_error=ValueError)
 
 def _detect_capability():
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()

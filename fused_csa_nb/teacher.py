@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from .layout import check_int, check_tensor
+from .layout import check_int, check_scale, check_tensor
 
 try:  # Triton is optional: the package and its eager functions import without it
     import triton
@@ -73,10 +73,8 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
     return sq, b, H, D, n_comp
 
 def _scale(softmax_scale, D):
-    if softmax_scale is None: return D ** -0.5
-    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)) or not (0 < softmax_scale < math.inf):
-        raise ValueError(f"`softmax_scale` must be a positive finite number or None, got {softmax_scale!r}")
-    return float(softmax_scale)
+    "The softmax scale, `D ** -0.5` by default (every bad value a `ValueError`)."
+    return check_scale("softmax_scale", softmax_scale, D ** -0.5, type_error=ValueError)
 
 def _acc_dtype(*ts):
     "fp32 accumulation, float64 when any input is float64."
@@ -210,7 +208,6 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
         support = _causal_visible(0, sq, n_comp, ratio, dev).expand(b, sq, n_comp)
         scores = index_scores
     else:                                                                # sparse: visible selected ids
-        K = topk_idxs.shape[-1]
         vis_count = (torch.arange(sq, device=dev) + 1) // ratio
         support = (topk_idxs >= 0) & (topk_idxs < vis_count[None, :, None])
         support_idxs = topk_idxs.masked_fill(~support, -1)
