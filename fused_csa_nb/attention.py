@@ -10,7 +10,8 @@ import dataclasses
 import torch
 from torch import nn
 
-from .layout import check_tensor, compressed_topk_idxs, window_topk_idxs
+from .checks import check_tensor
+from .layout import compressed_topk_idxs, window_topk_idxs
 from .reference import Compressor, CSAIndexer, indexer_scores, indexer_topk, unfused_csa_attention
 from .routing import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .teacher import csa_indexer_loss

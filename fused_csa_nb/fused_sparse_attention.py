@@ -9,9 +9,9 @@ import math
 
 import torch
 
+from .checks import check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat,
-                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs, check_int, check_scale,
-                                 check_tensor)
+                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs)
 from .kernels import (sm_major, flash_mla_sparse_fwd, cudnn_sparse_attn_bwd, indexer_fwd, radix_topk,
                                   compactify, sparse_attn_score_recompute, dense_attn_score_recompute,
                                   dense_indexer_score_recompute, indexer_bwd, dense_indexer_bwd)
@@ -91,7 +91,7 @@ def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, to
                                     or topk_length.shape != (sq * b,)):
         raise ValueError(f"`topk_length` must be an int32 tensor [sq·b] = [{sq * b}] (compact indices), got "
                          f"{getattr(topk_length, 'dtype', type(topk_length).__name__)} {list(getattr(topk_length, 'shape', []))}")
-    scale = check_scale("softmax_scale", softmax_scale, d ** -0.5, type_error=ValueError)
+    scale = check_scale("softmax_scale", softmax_scale, d ** -0.5)
     out, lse = CSASparseAttnFunc.apply(query, kv_full, attn_sink, topk_idxs, scale, topk_length)
     return (out, lse.view(sq, b, h).transpose(0, 1)) if return_lse else out
 
@@ -135,8 +135,8 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
         raise ValueError("`q_indexer` must be a 4-D tensor [sq, b, Hi, Di]")
     sq, b, _, di = q_indexer.shape
     _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
-    check_int("ratio", ratio, 1, type_error=ValueError)
-    isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5, type_error=ValueError)
+    check_int("ratio", ratio, 1)
+    isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5)
     q_i, k_i, w_i = (t.transpose(0, 1).contiguous() for t in (q_indexer, k_indexer, weights))
     return _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc)[1]
 
@@ -247,8 +247,8 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
             or window_idxs.dtype.is_floating_point:
         raise ValueError(f"`window_idxs` must be an integer tensor [b, sq, W] = [{b}, {sq}, W] of local slots, got "
                          f"{list(getattr(window_idxs, 'shape', []))}")
-    check_int("index_topk", index_topk, 1, 2048, type_error=ValueError)
-    check_int("ratio", ratio, 1, type_error=ValueError)
+    check_int("index_topk", index_topk, 1, 2048)
+    check_int("ratio", ratio, 1)
     if n_comp != sq // ratio:
         raise ValueError(f"`k_indexer` has {n_comp} entries but sq // ratio = {sq // ratio}")
     if isinstance(loss_coeff, bool) or not isinstance(loss_coeff, (int, float)) or not math.isfinite(loss_coeff):
@@ -259,8 +259,8 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
         raise RuntimeError("the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
                            "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "
                            "indexer loss or the native backend ('none')")
-    cfg = (index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5, type_error=ValueError),
-           check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5, type_error=ValueError), float(loss_coeff), sparse_loss,
+    cfg = (index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5),
+           check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5), float(loss_coeff), sparse_loss,
            calculate_per_token_loss)
     out, loss, lse = _CSAIndexerSparseAttnFunc.apply(query, kv_full, attn_sink, q_indexer, k_indexer, weights,
                                                       window_idxs, cfg)

@@ -68,8 +68,8 @@ import math
 import sys
 import types
 
-from .layout import (padded_num_heads, padded_topk, pad_query_heads, pad_topk_idxs, compact_topk_idxs,
-                                 check_int, check_scale, check_tensor)
+from .checks import check_int, check_scale, check_tensor
+from .layout import padded_num_heads, padded_topk, pad_query_heads, pad_topk_idxs, compact_topk_idxs
 
 _DEVICE_TYPES = ("cuda",)
 _FAKE_SM_MAJOR = None          # set by `fake_kernel_modules`
@@ -87,7 +87,7 @@ def _check_devices(**tensors):
 
 def _check_scale(name, value):
     "A required finite positive scale as `float` (the adapters' errors are all `ValueError`)."
-    return check_scale(name, value, required=True, type_error=ValueError)
+    return check_scale(name, value, required=True)
 
 def sm_major(device) -> int:
     "Compute-capability major of `device` (the fakes' declared value for CPU tensors inside `fake_kernel_modules`)."
@@ -151,7 +151,7 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     if k.shape[1] < 1: raise ValueError("`k` must hold at least one compressed entry (S_k >= 1)")
     check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]", contiguous=True)
-    check_int("ratio", ratio, 1, type_error=ValueError); sm_scale = _check_scale("sm_scale", sm_scale)
+    check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
     _check_devices(q=q, k=k, w=w)
     return dsa.indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale)["scores"]
@@ -163,7 +163,7 @@ def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch
     rows, n = values.shape
     if rows < 1 or n < 1: raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
     check_tensor("lengths", lengths, dtype=torch.int32, shape=(rows,), what="[rows]", contiguous=True)
-    check_int("top_k", top_k, 1, 2048, type_error=ValueError)
+    check_int("top_k", top_k, 1, 2048)
     dsa = _dsa()
     _check_devices(values=values, lengths=lengths)
     k_eff = min(top_k, n)
@@ -199,7 +199,7 @@ def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int):
     b, s, h, d = q.shape
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
     check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
-    sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1, type_error=ValueError)
+    sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1)
     dsa = _dsa()
     _check_devices(q=q, kv=kv, lse=lse)
     r = dsa.dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio)
@@ -211,7 +211,7 @@ def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float):
     b, s, h, _ = q.shape
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
-    check_int("ratio", ratio, 1, type_error=ValueError); sm_scale = _check_scale("sm_scale", sm_scale)
+    check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
     _check_devices(q=q, k=k, w=w)
     r = dsa.dense_indexer_score_recompute_wrapper(q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio)
@@ -257,7 +257,7 @@ def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse,
     check_tensor("index_scores", index_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True)
     check_tensor("index_lse", index_lse, dtype=torch.float32, shape=(b, s), what="[B, S]", contiguous=True)
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
-    sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1, type_error=ValueError)
+    sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1)
     dsa = _dsa()
     _check_devices(q=q, w=w, k=k, attn_scores=attn_scores, attn_denom=attn_denom, index_scores=index_scores,
                    index_lse=index_lse, grad_loss=grad_loss)

@@ -5,64 +5,13 @@
 # %% ../nbs/00_layout.ipynb #9694fd8e
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 
+from .checks import check_index_values, check_int, check_tensor
+
 # %% auto #0
-__all__ = ['check_int', 'check_tensor', 'check_scale', 'window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat',
-           'compact_topk_idxs', 'build_flat_topk_idxs', 'padded_num_heads', 'topk_multiple', 'padded_topk',
-           'pad_query_heads', 'pad_topk_idxs']
-
-# %% ../nbs/00_layout.ipynb #15e52214
-def check_int(name: str, value, minimum: int = 0, maximum: int | None = None, *, type_error=TypeError) -> int:
-    "Return `value` if it is an int (not bool) in `[minimum, maximum]`; else raise `type_error` / `ValueError` naming `name`."
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise type_error(f"`{name}` must be an int, got {type(value).__name__}")
-    if value < minimum or (maximum is not None and value > maximum):
-        rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"`{name}` must be an int {rng}, got {value}")
-    return value
-
-# %% ../nbs/00_layout.ipynb #c05bbcf6
-def check_tensor(name: str, t, *, ndim: int | None = None, shape=None, dtype=None, floating: bool | None = None,
-                 contiguous: bool = False, like=None, like_name: str = "the reference tensor", what: str = ""):
-    "Return `t` if it is a tensor meeting every given condition; else raise `TypeError` / `ValueError` naming `name`."
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor{' ' + what if what else ''}, got {type(t).__name__}")
-    if ndim is not None and t.dim() != ndim:
-        raise ValueError(f"`{name}` must be {ndim}-D, got shape {tuple(t.shape)}")
-    if floating is True and not t.dtype.is_floating_point:
-        raise TypeError(f"`{name}` must be a floating-point tensor, got {t.dtype}")
-    if floating is False and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
-        raise TypeError(f"`{name}` must be an integer tensor, got {t.dtype}")
-    if dtype is not None:
-        dts = dtype if isinstance(dtype, tuple) else (dtype,)
-        if t.dtype not in dts:
-            raise TypeError(f"`{name}` must have dtype {' or '.join(str(d) for d in dts)}, got {t.dtype}")
-    if shape is not None and (t.dim() != len(shape) or any(s is not None and s != n for s, n in zip(shape, t.shape))):
-        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
-        raise ValueError(f"`{name}` must have shape {what + ' = ' if what else ''}{want}, got {list(t.shape)}")
-    if contiguous and not t.is_contiguous():
-        raise ValueError(f"`{name}` must be contiguous (call .contiguous() first)")
-    if like is not None and t.dtype != like.dtype:
-        raise TypeError(f"`{name}` must have {like_name}'s dtype {like.dtype}, got {t.dtype}")
-    if like is not None and t.device != like.device:
-        raise ValueError(f"`{name}` must be on {like_name}'s device {like.device}, got {t.device}")
-    return t
-
-# %% ../nbs/00_layout.ipynb #b52cc85b
-def check_scale(name: str, value, default=None, *, required: bool = False, type_error=TypeError):
-    "A finite positive real `value` as `float`; `None` gives `default` (refused when `required`); else raise naming `name`."
-    if value is None:
-        if required: raise type_error(f"`{name}` must be a finite positive number, got None")
-        return default
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise type_error(f"`{name}` must be a finite positive number or None, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a finite positive number, got {value!r}")
-    return float(value)
+__all__ = ['window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs', 'build_flat_topk_idxs',
+           'padded_num_heads', 'topk_multiple', 'padded_topk', 'pad_query_heads', 'pad_topk_idxs']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:

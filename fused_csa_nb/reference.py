@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from .layout import check_int, check_scale, check_tensor
+from .checks import check_index_values, check_int, check_scale, check_tensor
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'apply_rotary_interleaved', 'Compressor', 'CSAIndexer',

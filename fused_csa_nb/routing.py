@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import check_int, check_scale, padded_num_heads
+from .checks import check_bool, check_choice, check_float, check_int, check_scale
+from .layout import padded_num_heads
 
 # %% auto #0
 __all__ = ['ATTENTION_VARIANTS', 'DSA_KERNEL_BACKENDS', 'COMPRESS_RATIOS', 'CSAConfig', 'resolve_dsa_kernel_backend',
@@ -142,7 +143,7 @@ def _check_common(cfg):
     resolve_dsa_kernel_backend(cfg.attention_variant, cfg.dsa_kernel_backend)  # known values only
     for name in ("num_heads", "head_dim", "v_head_dim", "hidden_size", "q_lora_rank", "window_size",
                  "index_topk", "index_n_heads", "index_head_dim", "rotary_dim"):
-        check_int(name, getattr(cfg, name), 1, type_error=ValueError)
+        check_int(name, getattr(cfg, name), 1)
     if cfg.v_head_dim != cfg.head_dim:
         raise ValueError(f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
                          "one latent per token is both key and value")
@@ -153,7 +154,7 @@ def _check_common(cfg):
     if not isinstance(cfg.indexer_loss_coeff, (int, float)) or isinstance(cfg.indexer_loss_coeff, bool) \
             or not cfg.indexer_loss_coeff >= 0:
         raise ValueError(f"`indexer_loss_coeff` must be a number >= 0, got {cfg.indexer_loss_coeff!r}")
-    check_scale("softmax_scale", cfg.softmax_scale, type_error=ValueError)
+    check_scale("softmax_scale", cfg.softmax_scale)
 
 def _detect_capability():
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from .layout import check_int, check_scale, check_tensor
+from .checks import check_index_values, check_int, check_scale, check_tensor
 
 try:  # Triton is optional: the package and its eager functions import without it
     import triton
@@ -35,7 +35,7 @@ def _check_ratio(ratio, required):
             raise ValueError("`ratio` is required when the support is all causal compressed entries "
                              "(`compressed_idxs=None` / dense loss)")
         return
-    check_int("ratio", ratio, 1, type_error=ValueError)
+    check_int("ratio", ratio, 1)
 
 def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None,
                           ratio=None, ratio_required=False, cidx_name="compressed_idxs"):
@@ -74,7 +74,7 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
 
 def _scale(softmax_scale, D):
     "The softmax scale, `D ** -0.5` by default (every bad value a `ValueError`)."
-    return check_scale("softmax_scale", softmax_scale, D ** -0.5, type_error=ValueError)
+    return check_scale("softmax_scale", softmax_scale, D ** -0.5)
 
 def _acc_dtype(*ts):
     "fp32 accumulation, float64 when any input is float64."
@@ -115,7 +115,7 @@ def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
                                                  compressed_idxs, ratio,
                                                  ratio_required=compressed_idxs is None and compressed_kv is not None)
-    check_int("max_chunk_bytes", max_chunk_bytes, 1, type_error=ValueError)
+    check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale, acc = _scale(softmax_scale, D), _acc_dtype(query, kv, compressed_kv)
     out = torch.empty(b, sq, H, dtype=acc, device=query.device)
     if sq == 0 or b == 0: return out
@@ -193,7 +193,7 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
         raise ValueError(f"`coeff` must be a finite number, got {coeff!r}")
     if not isinstance(per_token, bool):
         raise TypeError(f"`per_token` must be a bool, got {type(per_token).__name__}")
-    check_int("max_chunk_bytes", max_chunk_bytes, 1, type_error=ValueError)
+    check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale = _scale(softmax_scale, D)
     if teacher_lse is not None:
         check_tensor("teacher_lse", teacher_lse, ndim=3, floating=True)
