@@ -13,6 +13,7 @@ from torch import nn
 from .checks import check_tensor
 from .layout import compressed_topk_idxs, window_topk_idxs
 from .reference import Compressor, CSAIndexer, indexer_scores, indexer_topk, unfused_csa_attention
+from .rotary import layer_rotary
 from .routing import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .teacher import csa_indexer_loss
 
@@ -21,7 +22,14 @@ __all__ = ['CompressedSparseAttention']
 
 # %% ../nbs/06_attention.ipynb #34f5518d
 class CompressedSparseAttention(nn.Module):
-    "DeepSeek-V4 sparse attention layer (`ratio` 0: window, 4: CSA, 128: HCA) on SBHD tensors."
+    """DeepSeek-V4 sparse attention layer (`ratio` 0: window, 4: CSA, 128: HCA) on SBHD tensors.
+
+    `cfg`: a `CSAConfig` (validated for this layer at construction); `ratio`: the layer's compression ratio.
+    Rotary: the layer ropes its compressed entries (at `j·ratio`) and its indexer (queries at `t`, keys at
+    `j·ratio`) with its table `rotary.layer_rotary(cfg, ratio)` — plain RoPE of `cfg.rope_theta` for ratio 0,
+    DeepSeek-V4's YaRN of `cfg.compress_rope_theta` for 4 and 128. Callers must rope the `query` and `key` they
+    pass in with the same table: `rotary.apply_layer_rotary(t, positions, cfg, ratio)` (last `cfg.rotary_dim`
+    channels, interleaved pairs) at global token positions, e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`."""
     def __init__(self, cfg: CSAConfig, ratio: int):
         super().__init__()
         if not isinstance(cfg, CSAConfig):
@@ -35,10 +43,10 @@ class CompressedSparseAttention(nn.Module):
         validate_config(dataclasses.replace(cfg, compress_ratios=(ratio,)))
         self.cfg, self.ratio = cfg, ratio
         self.fused = use_fused_kernels(cfg)
-        self.compressor = (Compressor(cfg.hidden_size, cfg.head_dim, ratio, rotary_dim=cfg.rotary_dim,
-                                      rope_theta=cfg.rope_theta) if ratio > 1 else None)
+        rot, eps = layer_rotary(cfg, ratio), cfg.rms_norm_eps
+        self.compressor = Compressor(cfg.hidden_size, cfg.head_dim, ratio, eps=eps, rotary=rot) if ratio > 1 else None
         self.indexer = (CSAIndexer(cfg.hidden_size, cfg.q_lora_rank, cfg.index_n_heads, cfg.index_head_dim, ratio,
-                                   rotary_dim=cfg.rotary_dim, rope_theta=cfg.rope_theta)
+                                   eps=eps, rotary=rot)
                         if ratio == 4 and not cfg.dense_mode else None)
         self.attn_sink = nn.Parameter(torch.zeros(cfg.num_heads, dtype=torch.float32))
 

@@ -10,10 +10,14 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from .checks import check_index_values, check_int, check_scale, check_tensor
+from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
-__all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'apply_rotary_interleaved', 'Compressor', 'CSAIndexer',
-           'indexer_scores', 'indexer_topk']
+__all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'Compressor', 'CSAIndexer', 'indexer_scores', 'indexer_topk',
+           'apply_rotary_interleaved']
+
+# %% ../nbs/01_reference.ipynb #9f36db54
+_all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
 
 # %% ../nbs/01_reference.ipynb #a9d95549
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   # accepted float inputs
@@ -157,45 +161,47 @@ class _SparseAttention(torch.autograd.Function):
         if dkv is not None: dkv = dkv.view(kv_full.shape).to(kv_full.dtype)
         return dq, dkv, dsink.to(attn_sink.dtype), None, None, None
 
-# %% ../nbs/01_reference.ipynb #49e6ea80
-def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int = 64, theta: float = 10000.0) -> torch.Tensor:
-    "Rotate interleaved pairs of the last `rotary_dim` dims of `x [..., d]` by `positions` (broadcast to `x[..., 0]`)."
-    check_tensor("x", x, dtype=_FLOAT_DTYPES)
-    check_int("rotary_dim", rotary_dim, 2)
-    if rotary_dim % 2 or rotary_dim > x.shape[-1]:
-        raise ValueError(f"`rotary_dim`={rotary_dim} must be even and <= the last dim of `x` ({x.shape[-1]})")
-    check_scale("theta", theta)
-    positions = torch.as_tensor(positions, device=x.device)
-    if positions.dtype.is_complex or positions.dtype == torch.bool:
-        raise TypeError(f"`positions` must be a real tensor, got {positions.dtype}")
-    try:
-        ok = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(f"`positions` of shape {tuple(positions.shape)} must broadcast to {tuple(x.shape[:-1])}")
-    acc, half = _acc_dtype(x.dtype), rotary_dim // 2
-    inv_freq = float(theta) ** (-torch.arange(half, device=x.device, dtype=torch.float64) * 2 / rotary_dim)
-    ang = positions.to(torch.float64).unsqueeze(-1) * inv_freq
-    cos, sin = ang.cos().to(acc), ang.sin().to(acc)
-    xr = x[..., x.shape[-1] - rotary_dim:].to(acc).unflatten(-1, (half, 2))
-    x0, x1 = xr[..., 0], xr[..., 1]
-    y = torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2)
-    return torch.cat([x[..., :x.shape[-1] - rotary_dim], y.to(x.dtype)], -1)
+# %% ../nbs/01_reference.ipynb #cc835721
+def _module_inv_freq(rotary, rotary_dim, rope_theta):
+    "A module's float64 CPU table: `rotary.inv_freq`, or plain RoPE of `rope_theta` (default 10000) on `rotary_dim` (default 64)."
+    if rotary is None:
+        return rope_inv_freq(64 if rotary_dim is None else rotary_dim, 10000.0 if rope_theta is None else rope_theta)
+    if not isinstance(rotary, RotaryTable):
+        raise TypeError(f"`rotary` must be a RotaryTable (rotary.layer_rotary(cfg, ratio)), got {type(rotary).__name__}")
+    if rope_theta is not None:
+        raise ValueError("give either `rotary` (a table) or `rope_theta` (plain RoPE), not both")
+    if rotary_dim is not None and rotary_dim != rotary.rotary_dim:
+        raise ValueError(f"`rotary_dim`={rotary_dim} does not match the table's `rotary.rotary_dim`={rotary.rotary_dim}")
+    check_int("rotary.rotary_dim", rotary.rotary_dim, 2)
+    check_tensor("rotary.inv_freq", rotary.inv_freq, shape=(rotary.rotary_dim // 2,), floating=True)
+    return rotary.inv_freq.detach().to("cpu", torch.float64).clone()
 
-# %% ../nbs/01_reference.ipynb #cb1c3cb5
+def _check_start_pos(start_pos, ratio):
+    check_int("start_pos", start_pos, 0)
+    if start_pos % ratio:
+        raise ValueError(f"`start_pos`={start_pos} must be a multiple of `ratio`={ratio} (entries pool whole global blocks)")
+
+# %% ../nbs/01_reference.ipynb #8a2f192c
 class Compressor(nn.Module):
-    "Token compressor: gated softmax pooling of `ratio`-token blocks (overlapping iff `ratio == 4`), RMSNorm, rotary."
-    def __init__(self, hidden_size: int, head_dim: int, ratio: int, rotary_dim: int = 64,
-                 rope_theta: float = 10000.0, eps: float = 1e-6):
+    """Token compressor: gated softmax pooling of `ratio`-token blocks (overlapping iff `ratio == 4`), RMSNorm, rotary.
+
+    `hidden_size`: width of the input `x`; `head_dim`: width `D` of an entry; `ratio`: tokens per entry (>= 2).
+    `rotary`: the layer's `RotaryTable` (`rotary.layer_rotary(cfg, ratio)`: YaRN of `compress_rope_theta`);
+    without it, plain RoPE of `rope_theta` (default 10000) on `rotary_dim` (default 64) channels.
+    `eps`: the RMSNorm epsilon (`cfg.rms_norm_eps`)."""
+    def __init__(self, hidden_size: int, head_dim: int, ratio: int, rotary_dim: int | None = None,
+                 rope_theta: float | None = None, eps: float = 1e-6, *, rotary: RotaryTable | None = None):
         super().__init__()
         check_int("hidden_size", hidden_size, 1); check_int("head_dim", head_dim, 1)
-        check_int("ratio", ratio, 2); check_int("rotary_dim", rotary_dim, 2)
-        if rotary_dim % 2 or rotary_dim > head_dim:
-            raise ValueError(f"`rotary_dim`={rotary_dim} must be even and <= `head_dim`={head_dim}")
-        check_scale("rope_theta", rope_theta); check_scale("eps", eps)
+        check_int("ratio", ratio, 2); check_scale("eps", eps)
+        inv_freq = _module_inv_freq(rotary, rotary_dim, rope_theta)
+        if 2 * inv_freq.shape[0] > head_dim:
+            raise ValueError(f"`rotary_dim`={2 * inv_freq.shape[0]} must be even and <= `head_dim`={head_dim}")
         self.hidden_size, self.head_dim, self.ratio = hidden_size, head_dim, ratio
-        self.rotary_dim, self.rope_theta, self.eps = rotary_dim, float(rope_theta), float(eps)
+        self.rotary_dim, self.eps = 2 * inv_freq.shape[0], float(eps)
+        self.rope_theta = None if rotary is not None else (10000.0 if rope_theta is None else float(rope_theta))
+        self._inv_freq64 = inv_freq                                        # float64 master copy
+        self.register_buffer("inv_freq", inv_freq.clone(), persistent=False)
         self.overlap = ratio == 4
         width = 2 * head_dim if self.overlap else head_dim
         self.wkv = nn.Linear(hidden_size, width, bias=False)
@@ -203,11 +209,12 @@ class Compressor(nn.Module):
         self.ape = nn.Parameter(torch.randn(ratio, width) * 0.02)
         self.norm_weight = nn.Parameter(torch.ones(head_dim))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor | None:
-        "`x [sq, b, hidden]` → compressed entries `[sq // ratio, b, head_dim]` in `x.dtype`, or `None` if `sq < ratio`."
+    def forward(self, x: torch.Tensor, start_pos: int = 0) -> torch.Tensor | None:
+        "`x [sq, b, hidden]` at global positions `start_pos …` → entries `[sq // ratio, b, head_dim]` in `x.dtype`, or `None` if `sq < ratio`."
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
+        _check_start_pos(start_pos, self.ratio)
         sq, b, _ = x.shape
         r, d, n = self.ratio, self.head_dim, sq // self.ratio
         if n == 0: return None
@@ -220,36 +227,52 @@ class Compressor(nn.Module):
             g = torch.cat([torch.cat([g.new_full((1, r, b, d), float("-inf")), g[:-1, ..., :d]]), g[..., d:]], 1)
         c = (torch.softmax(g, dim=1) * a).sum(1)                           # [n, b, d]
         c = c * torch.rsqrt(c.square().mean(-1, keepdim=True) + self.eps) * self.norm_weight.to(acc)
-        pos = (torch.arange(n, device=x.device) * r).view(n, 1)
-        return apply_rotary_interleaved(c, pos, self.rotary_dim, self.rope_theta).to(x.dtype)
+        pos = (start_pos + torch.arange(n, device=x.device) * r).view(n, 1)
+        return apply_rotary_interleaved(c, pos, self.rotary_dim, inv_freq=self.inv_freq).to(x.dtype)
 
-# %% ../nbs/01_reference.ipynb #95518987
+# %% ../nbs/01_reference.ipynb #c5dab750
+def _keep_float64_table(self, fn, recurse=True):
+    "Moves and casts (`.to`, `.cuda()`, `.float()`, `.bfloat16()`) move the rotary table but keep it float64."
+    nn.Module._apply(self, fn, recurse)
+    self.inv_freq = self._inv_freq64.to(self.inv_freq.device)
+    return self
+
+Compressor._apply = _keep_float64_table
+
+# %% ../nbs/01_reference.ipynb #43ad7a04
 class CSAIndexer(nn.Module):
-    "Lightning indexer: `forward(x, qr)` → `(q_idx [sq,b,Hi,Di], k_idx [n_comp,b,Di] | None, weights [sq,b,Hi])`."
+    """Lightning indexer: `forward(x, qr, start_pos=0)` → `(q_idx [sq,b,Hi,Di], k_idx [n_comp,b,Di] | None, weights [sq,b,Hi])`.
+
+    `rotary`, `rotary_dim`, `rope_theta`, `eps`: as for `Compressor` (the indexer's own compressor holds the table,
+    the queries use the same one)."""
     def __init__(self, hidden_size: int, q_lora_rank: int, n_heads: int = 64, head_dim: int = 128,
-                 ratio: int = 4, rotary_dim: int = 64, rope_theta: float = 10000.0):
+                 ratio: int = 4, rotary_dim: int | None = None, rope_theta: float | None = None, eps: float = 1e-6,
+                 *, rotary: RotaryTable | None = None):
         super().__init__()
         check_int("hidden_size", hidden_size, 1); check_int("q_lora_rank", q_lora_rank, 1)
         check_int("n_heads", n_heads, 1); check_int("head_dim", head_dim, 1)
         self.hidden_size, self.q_lora_rank, self.n_heads, self.head_dim = hidden_size, q_lora_rank, n_heads, head_dim
-        self.ratio, self.rotary_dim, self.rope_theta = ratio, rotary_dim, float(rope_theta)
-        self.compressor = Compressor(hidden_size, head_dim, ratio, rotary_dim, rope_theta)
+        self.compressor = Compressor(hidden_size, head_dim, ratio, rotary_dim, rope_theta, eps, rotary=rotary)
+        self.ratio, self.rotary_dim = ratio, self.compressor.rotary_dim
         self.wq = nn.Linear(q_lora_rank, n_heads * head_dim, bias=False)
         self.weights_proj = nn.Linear(hidden_size, n_heads, bias=False)
 
-    def forward(self, x: torch.Tensor, qr: torch.Tensor):
+    def forward(self, x: torch.Tensor, qr: torch.Tensor, start_pos: int = 0):
+        "`x [sq, b, hidden]`, `qr [sq, b, q_lora_rank]` of the tokens at global positions `start_pos …` (a multiple of `ratio`)."
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES); check_tensor("qr", qr, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
         if qr.shape != (*x.shape[:2], self.q_lora_rank):
             raise ValueError(f"`qr` must have shape {(*x.shape[:2], self.q_lora_rank)} ([sq, b, q_lora_rank]), "
                              f"got {tuple(qr.shape)}")
+        _check_start_pos(start_pos, self.ratio)
         x, qr = x.detach(), qr.detach()
         sq, b, _ = x.shape
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
-        q = apply_rotary_interleaved(q, torch.arange(sq, device=x.device).view(sq, 1, 1), self.rotary_dim, self.rope_theta)
+        pos = (start_pos + torch.arange(sq, device=x.device)).view(sq, 1, 1)
+        q = apply_rotary_interleaved(q, pos, self.rotary_dim, inv_freq=self.compressor.inv_freq)
         weights = self.weights_proj(x) * self.n_heads ** -0.5
-        return q, self.compressor(x), weights
+        return q, self.compressor(x, start_pos), weights
 
 # %% ../nbs/01_reference.ipynb #8c6b1e01
 def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,

@@ -43,8 +43,14 @@ class CSAConfig:
     dense_mode: bool = False           # ratio-4 layers attend to all causal compressed entries
     per_token_loss: bool = False       # indexer loss: sum × coeff instead of mean × coeff
     softmax_scale: float | None = None # None = head_dim ** -0.5
-    rotary_dim: int = 64
-    rope_theta: float = 10000.0
+    rotary_dim: int = 64               # roped channels: the last rotary_dim of a head
+    rope_theta: float = 10000.0        # plain RoPE base of window-only layers (ratio 0)
+    compress_rope_theta: float = 160000.0   # YaRN base of compressed layers (ratio 4, 128)
+    rope_factor: float = 16.0          # YaRN factor of compressed layers (1 = plain RoPE)
+    original_seq_len: int = 65536      # YaRN original_max_position_embeddings
+    beta_fast: float = 32.0            # YaRN: pairs turning >= beta_fast times keep their frequency
+    beta_slow: float = 1.0             # YaRN: pairs turning < beta_slow times are divided by rope_factor
+    rms_norm_eps: float = 1e-6         # epsilon of the compressors' RMSNorm
 
     def __post_init__(self):
         if isinstance(self.compress_ratios, int): self.compress_ratios = (self.compress_ratios,)
@@ -67,15 +73,18 @@ def _preset(defaults: dict, overrides: dict) -> CSAConfig:
         raise TypeError(f"unknown CSAConfig field(s): {', '.join(sorted(unknown))}")
     return CSAConfig(**{**defaults, **overrides})
 
+_V4_ROTARY = dict(rope_theta=10000.0, compress_rope_theta=160000.0, rope_factor=16.0, original_seq_len=65536,
+                  beta_fast=32.0, beta_slow=1.0, rms_norm_eps=1e-6)   # published V4-Flash and V4-Pro values
+
 def _v4_flash(cls, **overrides) -> CSAConfig:
     "DeepSeek-V4-Flash attention: H=64, D=512, W=128, indexer 64×128 top-512 (hidden size, q-LoRA rank and layer pattern illustrative)."
     return _preset(dict(num_heads=64, index_topk=512, hidden_size=4096, q_lora_rank=1024,
-                        compress_ratios=(0, 0) + (4, 128) * 20 + (4,)), overrides)
+                        compress_ratios=(0, 0) + (4, 128) * 20 + (4,), **_V4_ROTARY), overrides)
 
 def _v4_pro(cls, **overrides) -> CSAConfig:
     "DeepSeek-V4-Pro attention: H=128, D=512, W=128, indexer 64×128 top-1024 (hidden size, q-LoRA rank and layer pattern illustrative)."
     return _preset(dict(num_heads=128, index_topk=1024, hidden_size=7168, q_lora_rank=1536,
-                        compress_ratios=(0, 0) + (4, 128) * 29 + (4,)), overrides)
+                        compress_ratios=(0, 0) + (4, 128) * 29 + (4,), **_V4_ROTARY), overrides)
 
 CSAConfig.v4_flash = classmethod(_v4_flash)
 CSAConfig.v4_pro = classmethod(_v4_pro)
@@ -104,6 +113,13 @@ _ARG_FIELDS = (  # (flag, field, type, help)
     ("--index-head-dim", "index_head_dim", int, "indexer head width"),
     ("--indexer-loss-coeff", "indexer_loss_coeff", float, "indexer KL loss coefficient (0 = no loss)"),
     ("--softmax-scale", "softmax_scale", float, "attention softmax scale (default D**-0.5)"),
+    ("--rope-theta", "rope_theta", float, "plain RoPE base of window-only layers (ratio 0)"),
+    ("--compress-rope-theta", "compress_rope_theta", float, "YaRN rotary base of compressed layers (ratio 4, 128)"),
+    ("--rope-factor", "rope_factor", float, "YaRN factor of compressed layers (1 = plain RoPE)"),
+    ("--original-seq-len", "original_seq_len", int, "YaRN original context length"),
+    ("--beta-fast", "beta_fast", float, "YaRN beta_fast (rotations over the original length)"),
+    ("--beta-slow", "beta_slow", float, "YaRN beta_slow (rotations over the original length)"),
+    ("--rms-norm-eps", "rms_norm_eps", float, "epsilon of the compressors' RMSNorm"),
 )
 _BOOL_FIELDS = (
     ("--indexer-use-sparse-loss", "indexer_use_sparse_loss", "indexer loss over the selected top-k (else dense, all causal entries)"),
@@ -155,6 +171,18 @@ def _check_common(cfg):
             or not cfg.indexer_loss_coeff >= 0:
         raise ValueError(f"`indexer_loss_coeff` must be a number >= 0, got {cfg.indexer_loss_coeff!r}")
     check_scale("softmax_scale", cfg.softmax_scale)
+    # rotary (DeepSeek-V4: plain RoPE for ratio 0, YaRN for compressed layers) and the compressor norm
+    for name in ("rope_theta", "compress_rope_theta"):
+        if check_scale(name, getattr(cfg, name), required=True) <= 1:
+            raise ValueError(f"`{name}` must be a rotary base > 1, got {getattr(cfg, name)}")
+    check_float("rope_factor", cfg.rope_factor, minimum=1.0)
+    check_int("original_seq_len", cfg.original_seq_len, 1)
+    check_scale("beta_slow", cfg.beta_slow, required=True); check_scale("rms_norm_eps", cfg.rms_norm_eps, required=True)
+    if check_float("beta_fast", cfg.beta_fast) <= cfg.beta_slow:
+        raise ValueError(f"`beta_fast`={cfg.beta_fast} must be > `beta_slow`={cfg.beta_slow}")
+    if cfg.rotary_dim % 2 or cfg.rotary_dim > min(cfg.head_dim, cfg.index_head_dim):
+        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be even and <= `head_dim`={cfg.head_dim} "
+                         f"and `index_head_dim`={cfg.index_head_dim}")
 
 def _detect_capability():
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()
