@@ -11,9 +11,10 @@ import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat,
-                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs)
-from .kernels import (sm_major, flash_mla_sparse_fwd, cudnn_sparse_attn_bwd, indexer_fwd, radix_topk,
-                                  compactify, sparse_attn_score_recompute, dense_attn_score_recompute,
+                                 build_flat_topk_idxs, pad_topk_idxs)
+from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd,
+                                  cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
+                                  sparse_attn_score_recompute, dense_attn_score_recompute,
                                   dense_indexer_score_recompute, indexer_bwd, dense_indexer_bwd)
 from . import teacher as _teacher
 
@@ -247,7 +248,7 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
             or window_idxs.dtype.is_floating_point:
         raise ValueError(f"`window_idxs` must be an integer tensor [b, sq, W] = [{b}, {sq}, W] of local slots, got "
                          f"{list(getattr(window_idxs, 'shape', []))}")
-    check_int("index_topk", index_topk, 1, 2048)
+    check_int("index_topk", index_topk, 1, kernel_limits(sm_major(query.device)).max_topk)
     check_int("ratio", ratio, 1)
     if n_comp != sq // ratio:
         raise ValueError(f"`k_indexer` has {n_comp} entries but sq // ratio = {sq // ratio}")

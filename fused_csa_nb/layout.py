@@ -11,7 +11,7 @@ from .checks import check_index_values, check_int, check_tensor
 
 # %% auto #0
 __all__ = ['window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs', 'build_flat_topk_idxs',
-           'padded_num_heads', 'topk_multiple', 'padded_topk', 'pad_query_heads', 'pad_topk_idxs']
+           'pad_query_heads', 'pad_topk_idxs']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -74,32 +74,6 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
         raise ValueError(f"`batch_size`={batch_size} does not match the groups' batch dim {groups[0].shape[0]}")
     flat = local_to_global_flat(torch.cat([g.to(torch.int64) for g in groups], dim=-1), num_slots=num_slots)
     return compact_topk_idxs(flat) if compact else flat
-
-# %% ../nbs/00_layout.ipynb #885eacde
-_KERNEL_HEADS = (64, 128)
-
-def _check_sm_major(sm_major):
-    check_int("sm_major", sm_major)
-    if sm_major < 9:
-        raise ValueError(f"`sm_major`={sm_major}: the fused kernels need compute capability >= 9.0 (SM90)")
-
-def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
-    "Head count the sparse kernels run for `num_heads` query heads (64 or 128); `ValueError` if unsupported."
-    check_int("num_heads", num_heads, 1); _check_sm_major(sm_major)
-    if num_heads in _KERNEL_HEADS: return num_heads
-    if num_heads < 64 and 64 % num_heads == 0: return 64
-    raise ValueError(f"`num_heads`={num_heads} is not supported by the fused kernels: use 64 or 128, "
-                     "or a divisor of 64 (padded to 64)")
-
-def topk_multiple(sm_major: int = 9) -> int:
-    "Top-K granularity of the sparse kernels: 128 on SM90, 64 on SM100+."
-    _check_sm_major(sm_major)
-    return 128 if sm_major == 9 else 64
-
-def padded_topk(topk: int, sm_major: int = 9) -> int:
-    "`topk` rounded up to the kernel granularity (at least one block)."
-    check_int("topk", topk); m = topk_multiple(sm_major)
-    return max(m, -(-topk // m) * m)
 
 # %% ../nbs/00_layout.ipynb #596c91d0
 def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padded: int):
