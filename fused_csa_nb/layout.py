@@ -42,12 +42,16 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
     "Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept)."
     check_tensor("idx", idx, ndim=3, floating=False)
     b, sq, k = idx.shape
+    if num_slots is None:
+        if idx.device.type != "cpu":       # reading the maximum would synchronise the device
+            raise ValueError(f"`num_slots` (an upper bound of the local indices, e.g. kv_full.shape[0]) is required "
+                             f"for {idx.device.type} tensors: reading the largest index back would synchronise")
+        num_slots = int(idx.max()) + 1 if idx.numel() else 0
+    num_slots = check_int("num_slots", num_slots)
+    _check_int32_range(num_slots, b)
+    check_index_values("idx", idx, num_slots)
     batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
     idx64 = idx.to(torch.int64)
-    if num_slots is not None:              # static bound: no device → host synchronisation
-        check_int("num_slots", num_slots); _check_int32_range(num_slots, b)
-    elif b and sq and k:                   # data bound: reads the maximum (a sync on CUDA)
-        _check_int32_range(int(idx64.max()) + 1, b)
     flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
     return flat.transpose(0, 1).reshape(sq * b, k).to(torch.int32)
 
