@@ -148,6 +148,11 @@ def padded_topk(topk: int, sm_major: int = 9) -> int:
     return max(m, -(-topk // m) * m)
 
 # %% ../nbs/03_kernels.ipynb #96d7cde7
+def _sink_poison(sink):
+    "`[H]` bf16: NaN where the sink is NaN or `+inf` (its head's output must be NaN), else 0; `-inf` (no sink) is fine."
+    return torch.zeros(sink.shape, dtype=torch.bfloat16, device=sink.device).masked_fill(
+        torch.isnan(sink) | torch.isposinf(sink), float("nan"))
+
 def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                          attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None):
     "FlashMLA sparse prefill: `q [s_q,H,D]`, `kv [s_kv,D]`, global `indices [s_q,K]` int32 → `(out [s_q,H,512], lse [s_q,H])`."
@@ -170,7 +175,7 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     out, _max_logits, lse = fm.flash_mla_sparse_fwd(qp.contiguous(), kv.unsqueeze(1), idx.unsqueeze(1), sm_scale,
                                                     d_v=512, attn_sink=sinkp.contiguous(), topk_length=topk_length)
     if hp != h: out, lse = out[:, :h].contiguous(), lse[:, :h].contiguous()
-    return out, lse
+    return out.add_(_sink_poison(sink).view(1, h, 1)), lse       # a NaN / +inf sink is never hidden
 
 # %% ../nbs/03_kernels.ipynb #43b29539
 def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None):
@@ -326,14 +331,15 @@ def _fake_sparse_attn(q, kv, idx, sm_scale, sink, topk_length):
     valid = (idx >= 0) & (idx < s_kv)
     if topk_length is not None:
         valid &= torch.arange(k, device=idx.device)[None] < topk_length[:, None].long()
-    keys = kv.float()[idx.clamp(0, s_kv - 1)]                                   # [s_q, K, D]
+    keys = kv.float()[idx.clamp(0, s_kv - 1)].masked_fill(~valid[..., None], 0.0)   # [s_q, K, D]; unread slots 0
     s = torch.einsum("qhd,qkd->qhk", q.float(), keys) * sm_scale
     s = s.masked_fill(~valid[:, None, :], float("-inf"))
     lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    empty = torch.isneginf(lse)                                                 # no valid key: output 0
+    p = torch.where(empty[..., None], 0.0, torch.exp(s - lse[..., None]))      # NaN / Inf inputs stay NaN
     out = torch.einsum("qhk,qkd->qhd", p, keys[..., :512])
     if sink is not None:
-        out = out * torch.sigmoid(lse - sink).nan_to_num(0.0)[..., None]
+        out = out * torch.where(empty, 0.0, torch.sigmoid(lse - sink))[..., None]
     return out, torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
 
 def _fake_index_logits(q, k, w, sm_scale):

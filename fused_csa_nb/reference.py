@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import check_bool, check_index_values, check_int, check_scale, check_tensor
+from .checks import check_bool, check_index_values, check_int, check_like_module, check_scale, check_tensor
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'apply_rotary_interleaved', 'Compressor', 'CSAIndexer',
@@ -204,6 +204,7 @@ class Compressor(nn.Module):
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
+        check_like_module("x", x, self, "compressor")
         sq, b, _ = x.shape
         r, d, n = self.ratio, self.head_dim, sq // self.ratio
         if n == 0: return None
@@ -240,6 +241,7 @@ class CSAIndexer(nn.Module):
         if qr.shape != (*x.shape[:2], self.q_lora_rank):
             raise ValueError(f"`qr` must have shape {(*x.shape[:2], self.q_lora_rank)} ([sq, b, q_lora_rank]), "
                              f"got {tuple(qr.shape)}")
+        check_like_module("x", x, self, "indexer"); check_like_module("qr", qr, self, "indexer")
         x, qr = x.detach(), qr.detach()
         sq, b, _ = x.shape
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
