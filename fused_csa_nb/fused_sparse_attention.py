@@ -85,14 +85,9 @@ class CSASparseAttnFunc(torch.autograd.Function):
 def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False):
     "Fused sparse attention: SBHD `query [sq,b,H,D]`, `kv_full [skv,b,D]`, flat global `topk_idxs [sq·b, K]` int32 → `[sq, b, H·D]`."
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
-    if not isinstance(topk_idxs, torch.Tensor) or topk_idxs.dtype != torch.int32 or topk_idxs.dim() != 2 \
-            or topk_idxs.shape[0] != sq * b:
-        raise ValueError(f"`topk_idxs` must be an int32 tensor [sq·b, K] = [{sq * b}, K] of flat global indices, got "
-                         f"{getattr(topk_idxs, 'dtype', type(topk_idxs).__name__)} {list(getattr(topk_idxs, 'shape', []))}")
-    if topk_length is not None and (not isinstance(topk_length, torch.Tensor) or topk_length.dtype != torch.int32
-                                    or topk_length.shape != (sq * b,)):
-        raise ValueError(f"`topk_length` must be an int32 tensor [sq·b] = [{sq * b}] (compact indices), got "
-                         f"{getattr(topk_length, 'dtype', type(topk_length).__name__)} {list(getattr(topk_length, 'shape', []))}")
+    check_tensor("topk_idxs", topk_idxs, dtype=torch.int32, shape=(sq * b, None), what="[sq·b, K] (flat global indices)")
+    if topk_length is not None:
+        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(sq * b,), what="[sq·b] (compact indices)")
     scale = check_scale("softmax_scale", softmax_scale, d ** -0.5)
     out, lse = CSASparseAttnFunc.apply(query, kv_full, attn_sink, topk_idxs, scale, topk_length)
     return (out, lse.view(sq, b, h).transpose(0, 1)) if return_lse else out
@@ -252,10 +247,7 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
     hi, di, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     if kv_full.shape[0] != sq + n_comp:
         raise ValueError(f"`kv_full` must hold sq + n_comp = {sq} + {n_comp} slots, got {kv_full.shape[0]}")
-    if not isinstance(window_idxs, torch.Tensor) or window_idxs.dim() != 3 or window_idxs.shape[:2] != (b, sq) \
-            or window_idxs.dtype.is_floating_point:
-        raise ValueError(f"`window_idxs` must be an integer tensor [b, sq, W] = [{b}, {sq}, W] of local slots, got "
-                         f"{list(getattr(window_idxs, 'shape', []))}")
+    check_tensor("window_idxs", window_idxs, floating=False, shape=(b, sq, None), what="[b, sq, W] (local slots)")
     check_int("index_topk", index_topk, 1, kernel_limits(sm_major(query.device)).max_topk)
     check_int("ratio", ratio, 1)
     if n_comp != sq // ratio:
