@@ -10,9 +10,10 @@ import dataclasses
 import torch
 from torch import nn
 
-from .checks import check_tensor
+from .checks import check_like_module, check_tensor
 from .layout import compressed_topk_idxs, window_topk_idxs
-from .reference import Compressor, CSAIndexer, indexer_scores, indexer_topk, unfused_csa_attention
+from .reference import (Compressor, CSAIndexer, indexer_scores, indexer_topk, nonfinite_row_poison,
+                                    unfused_csa_attention)
 from .rotary import layer_rotary
 from .routing import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .teacher import csa_indexer_loss
@@ -59,14 +60,18 @@ def _check_inputs(layer, query, key, x, qr):
     cfg = layer.cfg
     check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
     sq, b = query.shape[:2]
+    if b == 0: raise ValueError(f"`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
     same = dict(floating=True, like=query, like_name="the query")
     check_tensor("key", key, shape=(sq, b, 1, cfg.head_dim), what="[sq, b, 1, D]", **same)
     if layer.compressor is not None or x is not None:
         if x is None: raise ValueError(f"`x` [sq, b, hidden_size] is required by a ratio-{layer.ratio} layer (compressor)")
         check_tensor("x", x, shape=(sq, b, cfg.hidden_size), what="[sq, b, hidden_size]", **same)
+        for m in (layer.compressor, layer.indexer):       # dtype / device of the layer: named fix, every ratio
+            if m is not None: check_like_module("x", x, m)
     if layer.indexer is not None or qr is not None:
         if qr is None: raise ValueError("`qr` [sq, b, q_lora_rank] is required by a ratio-4 layer with the indexer")
         check_tensor("qr", qr, shape=(sq, b, cfg.q_lora_rank), what="[sq, b, q_lora_rank]", **same)
+        if layer.indexer is not None: check_like_module("qr", qr, layer.indexer)
 
 # %% ../nbs/06_attention.ipynb #0fddad74
 def _forward(self, query, key, x=None, qr=None):
@@ -75,6 +80,10 @@ def _forward(self, query, key, x=None, qr=None):
     if self.fused:
         return self._forward_fused(query, key, x, qr)
     return self._forward_native(query, key, x, qr)
+
+def _poisoned(out, poison):
+    "`out [sq, b, ·]` plus the `[b, sq]` NaN/0 `poison` of `nonfinite_row_poison` (the non-finite rule), or `out`."
+    return out if poison is None else out + poison.t().unsqueeze(-1).to(out.dtype)
 
 def _wants_indexer_loss(self) -> bool:
     return self.training and torch.is_grad_enabled() and self.cfg.indexer_loss_coeff > 0
@@ -87,7 +96,7 @@ def _forward_native(self, query, key, x=None, qr=None):
     sink = self.attn_sink.float()
     window = window_topk_idxs(sq, b, cfg.window_size, device=query.device)
     compressed = self.compressor(x) if self.compressor is not None else None
-    loss = None
+    loss = poison = None
     if compressed is None:                      # ratio 0, or sq < ratio
         kv_full, idx = kv, window
     else:
@@ -97,6 +106,7 @@ def _forward_native(self, query, key, x=None, qr=None):
         else:                                   # ratio 4: indexer top-k
             q_idx, k_idx, weights = self.indexer(x, qr)
             scores = indexer_scores(q_idx, k_idx, weights, r, softmax_scale=cfg.index_head_dim ** -0.5)
+            poison = nonfinite_row_poison(scores.detach())   # rows with a NaN/+inf score: NaN output
             topk, _ = indexer_topk(scores.detach(), cfg.index_topk)
             topk = topk[..., :min(cfg.index_topk, compressed.shape[0])]   # columns past k_eff are all -1
             idx = torch.cat([window, torch.where(topk >= 0, topk + sq, topk)], -1)
@@ -109,9 +119,9 @@ def _forward_native(self, query, key, x=None, qr=None):
                                         sink.detach(), window, r, topk_idxs=topk if sparse else None,
                                         softmax_scale=cfg.scale, coeff=cfg.indexer_loss_coeff,
                                         per_token=cfg.per_token_loss, teacher_lse=teacher_lse)
-                return out, loss
+                return _poisoned(out, poison), loss
     out = unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale)
-    return out, loss
+    return _poisoned(out, poison), loss
 
 CompressedSparseAttention.forward = _forward
 CompressedSparseAttention._wants_indexer_loss = _wants_indexer_loss
@@ -146,8 +156,10 @@ def _forward_fused(self, query, key, x=None, qr=None):
             indexer_softmax_scale=isc, loss_coeff=float(coeff), sparse_loss=cfg.indexer_use_sparse_loss,
             calculate_per_token_loss=cfg.per_token_loss)
         return out, (loss if coeff > 0 else None)
-    sel = fused_indexer_topk(q_idx, k_idx, weights, cfg.index_topk, r, indexer_softmax_scale=isc)   # path C
+    sel, scores = fused_indexer_topk(q_idx, k_idx, weights, cfg.index_topk, r, indexer_softmax_scale=isc,
+                                     return_scores=True)                                      # path C
     idx, tlen = indexer_attn_topk_idxs(window, sel, sq)
-    return csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen), None
+    out = csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen)
+    return _poisoned(out, nonfinite_row_poison(scores)), None
 
 CompressedSparseAttention._forward_fused = _forward_fused

@@ -14,8 +14,8 @@ import os
 import torch
 
 # %% auto #0
-__all__ = ['check_int', 'check_bool', 'check_float', 'check_scale', 'check_choice', 'check_tensor', 'index_checks',
-           'check_index_values']
+__all__ = ['check_int', 'check_bool', 'check_float', 'check_scale', 'check_choice', 'check_tensor', 'check_like_module',
+           'index_checks', 'check_index_values']
 
 # %% ../nbs/00_checks.ipynb #5631495a
 def _describe(value) -> str:
@@ -101,6 +101,19 @@ def check_tensor(name: str, t, *, ndim: int | None = None, shape=None, dtype=Non
         raise TypeError(f"`{name}` must have {like_name}'s dtype {like.dtype}, got {t.dtype}")
     if like is not None and t.device != like.device:
         raise ValueError(f"`{name}` must be on {like_name}'s device {like.device}, got {t.device}")
+    return t
+
+# %% ../nbs/00_checks.ipynb #cf5fc59b
+def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner: str = "layer") -> torch.Tensor:
+    "Return `t` if it has the dtype and device of `module`'s parameters; else `TypeError` (dtype) / `ValueError` (device) naming `owner.to(...)`."
+    p = next(module.parameters(), None)
+    if p is None: return t
+    if t.dtype != p.dtype:
+        raise TypeError(f"`{name}` is {t.dtype} but the {owner}'s parameters are {p.dtype}: cast the {owner} with "
+                        f"`{owner}.to({t.dtype})`, or the input with `{name}.to({p.dtype})`")
+    if t.device != p.device:
+        raise ValueError(f"`{name}` is on {t.device} but the {owner}'s parameters are on {p.device}: move the {owner} "
+                         f"with `{owner}.to('{t.device}')`, or the input with `{name}.to('{p.device}')`")
     return t
 
 # %% ../nbs/00_checks.ipynb #0b9edb0f

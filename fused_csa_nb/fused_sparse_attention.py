@@ -11,10 +11,12 @@ import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat,
-                                 build_flat_topk_idxs, padded_topk, pad_topk_idxs)
-from .kernels import (sm_major, flash_mla_sparse_fwd, cudnn_sparse_attn_bwd, indexer_fwd, radix_topk,
-                                  compactify, sparse_attn_score_recompute, dense_attn_score_recompute,
+                                 build_flat_topk_idxs, pad_topk_idxs)
+from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd,
+                                  cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
+                                  sparse_attn_score_recompute, dense_attn_score_recompute,
                                   dense_indexer_score_recompute, indexer_bwd, dense_indexer_bwd)
+from .reference import nonfinite_row_poison
 from . import teacher as _teacher
 
 # %% auto #0
@@ -83,14 +85,9 @@ class CSASparseAttnFunc(torch.autograd.Function):
 def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False):
     "Fused sparse attention: SBHD `query [sq,b,H,D]`, `kv_full [skv,b,D]`, flat global `topk_idxs [sq·b, K]` int32 → `[sq, b, H·D]`."
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
-    if not isinstance(topk_idxs, torch.Tensor) or topk_idxs.dtype != torch.int32 or topk_idxs.dim() != 2 \
-            or topk_idxs.shape[0] != sq * b:
-        raise ValueError(f"`topk_idxs` must be an int32 tensor [sq·b, K] = [{sq * b}, K] of flat global indices, got "
-                         f"{getattr(topk_idxs, 'dtype', type(topk_idxs).__name__)} {list(getattr(topk_idxs, 'shape', []))}")
-    if topk_length is not None and (not isinstance(topk_length, torch.Tensor) or topk_length.dtype != torch.int32
-                                    or topk_length.shape != (sq * b,)):
-        raise ValueError(f"`topk_length` must be an int32 tensor [sq·b] = [{sq * b}] (compact indices), got "
-                         f"{getattr(topk_length, 'dtype', type(topk_length).__name__)} {list(getattr(topk_length, 'shape', []))}")
+    check_tensor("topk_idxs", topk_idxs, dtype=torch.int32, shape=(sq * b, None), what="[sq·b, K] (flat global indices)")
+    if topk_length is not None:
+        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(sq * b,), what="[sq·b] (compact indices)")
     scale = check_scale("softmax_scale", softmax_scale, d ** -0.5)
     out, lse = CSASparseAttnFunc.apply(query, kv_full, attn_sink, topk_idxs, scale, topk_length)
     return (out, lse.view(sq, b, h).transpose(0, 1)) if return_lse else out
@@ -129,16 +126,19 @@ def _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc):
     sel = radix_topk(scores.reshape(b * sq, n_comp).contiguous(), _visible_lengths(sq, b, ratio, n_comp, scores.device), index_topk)
     return scores, sel.view(b, sq, index_topk)
 
-def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None) -> torch.Tensor:
-    "Fused indexer top-k from SBHD indexer tensors → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded."
+def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None, *,
+                 return_scores: bool = False):
+    "Fused indexer top-k from SBHD indexer tensors → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded (and the scores `[b, sq, n_comp]` fp32 with `return_scores`)."
     if not isinstance(q_indexer, torch.Tensor) or q_indexer.dim() != 4:
         raise ValueError("`q_indexer` must be a 4-D tensor [sq, b, Hi, Di]")
     sq, b, _, di = q_indexer.shape
     _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     check_int("ratio", ratio, 1)
     isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5)
+    check_bool("return_scores", return_scores)
     q_i, k_i, w_i = (t.transpose(0, 1).contiguous() for t in (q_indexer, k_indexer, weights))
-    return _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc)[1]
+    scores, sel = _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc)
+    return (sel, scores) if return_scores else sel
 
 def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
     "Compact flat attention rows from local `window_idxs [b,sq,W]` and entry ids `selected [b,sq,k]` → `(idx [sq·b, W+k] int32, topk_length)`."
@@ -186,6 +186,8 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
         packed, tlen = indexer_attn_topk_idxs(window_idxs, sel, sq, compressed_first=True)
         idx = pad_topk_idxs(packed, padded_topk(packed.shape[1], sm_major(query.device)))
         out, lse = flash_mla_sparse_fwd(q, kv, idx, scale, attn_sink=attn_sink, topk_length=tlen)
+        poison = nonfinite_row_poison(scores)                                   # [b, sq]: NaN rows of bad scores
+        out.add_(poison.t().reshape(sq * b, 1, 1).to(out.dtype))              # the non-finite rule, no sync
         grads, loss = None, torch.zeros((), device=query.device, dtype=torch.float32)
         if coeff != 0.0:
             kcoeff = coeff * b * sq if per_token else coeff
@@ -208,7 +210,9 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
                     log_p = torch.where(support, i_scores - i_lse[..., None], torch.full_like(i_scores, float("-inf")))
                     grads = dense_indexer_bwd(q_i, w_i, k_i, a_scores, a_denom, i_scores, i_lse, one, isc, kcoeff, ratio)
                 total = _kl_rows(target, log_p, support).sum()
-                loss = coeff * (total if per_token else total / (b * sq))
+                loss = coeff * (total if per_token else total / (b * sq)) + poison.sum()   # NaN if any row is
+                # as the native teacher: a NaN attention LSE or sink (query, kv, sink) is a NaN loss, not a 0 target
+                loss = loss.masked_fill(torch.isnan(lse).any() | torch.isnan(attn_sink).any(), float("nan"))
         idx.clamp_(min=0)                       # cuDNN backward: every slot a non-negative address
         ctx.save_for_backward(q, kv, out, lse, attn_sink, idx, tlen, *(grads or ()))
         ctx.scale, ctx.shapes, ctx.has_grads = scale, (query.shape, kv_full.shape), grads is not None
@@ -243,18 +247,14 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
     hi, di, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     if kv_full.shape[0] != sq + n_comp:
         raise ValueError(f"`kv_full` must hold sq + n_comp = {sq} + {n_comp} slots, got {kv_full.shape[0]}")
-    if not isinstance(window_idxs, torch.Tensor) or window_idxs.dim() != 3 or window_idxs.shape[:2] != (b, sq) \
-            or window_idxs.dtype.is_floating_point:
-        raise ValueError(f"`window_idxs` must be an integer tensor [b, sq, W] = [{b}, {sq}, W] of local slots, got "
-                         f"{list(getattr(window_idxs, 'shape', []))}")
-    check_int("index_topk", index_topk, 1, 2048)
+    check_tensor("window_idxs", window_idxs, floating=False, shape=(b, sq, None), what="[b, sq, W] (local slots)")
+    check_int("index_topk", index_topk, 1, kernel_limits(sm_major(query.device)).max_topk)
     check_int("ratio", ratio, 1)
     if n_comp != sq // ratio:
         raise ValueError(f"`k_indexer` has {n_comp} entries but sq // ratio = {sq // ratio}")
-    if isinstance(loss_coeff, bool) or not isinstance(loss_coeff, (int, float)) or not math.isfinite(loss_coeff):
-        raise ValueError(f"`loss_coeff` must be a finite float, got {loss_coeff!r}")
-    for name, v in (("sparse_loss", sparse_loss), ("calculate_per_token_loss", calculate_per_token_loss)):
-        if not isinstance(v, bool): raise TypeError(f"`{name}` must be a bool, got {type(v).__name__}")
+    loss_coeff = check_float("loss_coeff", loss_coeff)
+    check_bool("sparse_loss", sparse_loss); check_bool("calculate_per_token_loss", calculate_per_token_loss)
+    check_bool("return_lse", return_lse)
     if loss_coeff != 0.0 and not sparse_loss and sm_major(query.device) < 10:
         raise RuntimeError("the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
                            "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "

@@ -10,9 +10,10 @@ import importlib
 import torch
 
 # %% auto #0
-__all__ = ['kernel_status', 'kernels_available', 'sm_major', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd', 'indexer_fwd',
-           'radix_topk', 'compactify', 'sparse_attn_score_recompute', 'dense_attn_score_recompute',
-           'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd', 'fake_kernel_modules']
+__all__ = ['KERNEL_LIMITS', 'kernel_status', 'kernels_available', 'sm_major', 'KernelLimits', 'kernel_limits', 'padded_num_heads',
+           'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd', 'indexer_fwd', 'radix_topk',
+           'compactify', 'sparse_attn_score_recompute', 'dense_attn_score_recompute', 'dense_indexer_score_recompute',
+           'indexer_bwd', 'dense_indexer_bwd', 'fake_kernel_modules']
 
 # %% ../nbs/03_kernels.ipynb #898c4a2d
 _FLASH_MLA_PKG = "flash_mla (pip install tokenspeed-flashmla==1.0.0.post20260615)"
@@ -68,8 +69,8 @@ import math
 import sys
 import types
 
-from .checks import check_int, check_scale, check_tensor
-from .layout import padded_num_heads, padded_topk, pad_query_heads, pad_topk_idxs, compact_topk_idxs
+from .checks import check_float, check_int, check_scale, check_tensor
+from .layout import pad_query_heads, pad_topk_idxs, compact_topk_idxs
 
 _DEVICE_TYPES = ("cuda",)
 _FAKE_SM_MAJOR = None          # set by `fake_kernel_modules`
@@ -96,13 +97,68 @@ def sm_major(device) -> int:
     if _FAKE_SM_MAJOR is not None: return _FAKE_SM_MAJOR
     raise ValueError(f"no compute capability for device {device}: the fused kernels need a CUDA device")
 
+# %% ../nbs/03_kernels.ipynb #3a3decc8
+import dataclasses
+
+# %% ../nbs/03_kernels.ipynb #f1a68eb5
+@dataclasses.dataclass(frozen=True)
+class KernelLimits:
+    "What the fused kernels accept on one GPU generation (see the table above)."
+    query_heads: tuple = (64, 128)
+    head_dims: tuple = (512, 576)
+    v_head_dim: int = 512
+    topk_multiple: int = 128
+    max_topk: int = 2048
+    index_heads: tuple = (32, 64)
+    index_head_dim: int = 128
+    indexer_bwd_topk_multiple: int = 128
+    min_bwd_heads: int = 2
+
+KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, index_heads=(16, 32, 64))}
+
+def kernel_limits(sm_major: int) -> KernelLimits:
+    "The `KernelLimits` of compute-capability major `sm_major` (the newest entry at or below it); `ValueError` below SM90."
+    check_int("sm_major", sm_major)
+    if sm_major < min(KERNEL_LIMITS):
+        raise ValueError(f"`sm_major`={sm_major}: the fused kernels need compute capability >= "
+                         f"{min(KERNEL_LIMITS)}.0 (SM{min(KERNEL_LIMITS)}0)")
+    return KERNEL_LIMITS[max(k for k in KERNEL_LIMITS if k <= sm_major)]
+
+def _anywhere(field):
+    "Every value of `field` (a tuple or a number) on some GPU generation, sorted: the checks made before the device is known."
+    vals = [getattr(lim, field) for lim in KERNEL_LIMITS.values()]
+    return tuple(sorted({v for x in vals for v in (x if isinstance(x, tuple) else (x,))}))
+
+# %% ../nbs/03_kernels.ipynb #18dca154
+def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
+    "Head count the sparse kernels run for `num_heads` query heads (`query_heads` of the table); `ValueError` if unsupported."
+    check_int("num_heads", num_heads, 1); heads = kernel_limits(sm_major).query_heads
+    if num_heads in heads: return num_heads
+    if num_heads < heads[0] and heads[0] % num_heads == 0: return heads[0]
+    raise ValueError(f"`num_heads`={num_heads} is not supported by the fused kernels: use one of {heads}, "
+                     f"or a divisor of {heads[0]} (padded to {heads[0]})")
+
+def topk_multiple(sm_major: int = 9) -> int:
+    "Top-K granularity of the sparse kernels on `sm_major` (128 on SM90, 64 on SM100+)."
+    return kernel_limits(sm_major).topk_multiple
+
+def padded_topk(topk: int, sm_major: int = 9) -> int:
+    "`topk` rounded up to the kernel granularity (at least one block)."
+    check_int("topk", topk); m = topk_multiple(sm_major)
+    return max(m, -(-topk // m) * m)
+
 # %% ../nbs/03_kernels.ipynb #96d7cde7
+def _sink_poison(sink):
+    "`[H]` bf16: NaN where the sink is NaN or `+inf` (its head's output must be NaN), else 0; `-inf` (no sink) is fine."
+    return torch.zeros(sink.shape, dtype=torch.bfloat16, device=sink.device).masked_fill(
+        torch.isnan(sink) | torch.isposinf(sink), float("nan"))
+
 def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                          attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None):
     "FlashMLA sparse prefill: `q [s_q,H,D]`, `kv [s_kv,D]`, global `indices [s_q,K]` int32 → `(out [s_q,H,512], lse [s_q,H])`."
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
-    if d not in (512, 576): raise ValueError(f"`q` head dim must be 512 or 576, got {d}")
+    if d not in _anywhere("head_dims"): raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), what="[s_kv, D]", contiguous=True)
     check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
     if attn_sink is not None: check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
@@ -119,15 +175,15 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     out, _max_logits, lse = fm.flash_mla_sparse_fwd(qp.contiguous(), kv.unsqueeze(1), idx.unsqueeze(1), sm_scale,
                                                     d_v=512, attn_sink=sinkp.contiguous(), topk_length=topk_length)
     if hp != h: out, lse = out[:, :h].contiguous(), lse[:, :h].contiguous()
-    return out, lse
+    return out.add_(_sink_poison(sink).view(1, h, 1)), lse       # a NaN / +inf sink is never hidden
 
 # %% ../nbs/03_kernels.ipynb #43b29539
 def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None):
     "cuDNN DSA sparse-attention backward → `(dq [s_q,H,D], dkv [s_kv,D], d_sink [H] fp32)`."
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
-    if h < 2: raise ValueError(f"`q` must have at least 2 heads, got {h}")
-    if d not in (512, 576): raise ValueError(f"`q` head dim must be 512 or 576, got {d}")
+    if h < min(_anywhere("min_bwd_heads")): raise ValueError(f"`q` must have at least {min(_anywhere('min_bwd_heads'))} heads, got {h}")
+    if d not in _anywhere("head_dims"): raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), what="[s_kv, D]", contiguous=True)
     check_tensor("out", out, dtype=torch.bfloat16, shape=(s_q, h, 512), what="[s_q, H, 512]", contiguous=True)
     check_tensor("dout", dout, dtype=torch.bfloat16, shape=(s_q, h, 512), what="[s_q, H, 512]", contiguous=True)
@@ -147,13 +203,15 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
     "Indexer scores `[B, S_q, S_k]` fp32 (`-inf` masked) from BSHD `q [B,S_q,H,128]`, `k [B,S_k,128]`, `w [B,S_q,H]`."
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S_q, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
-    if h not in (16, 32, 64): raise ValueError(f"`q` must have 16, 32 or 64 index heads, got {h}")
+    if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     if k.shape[1] < 1: raise ValueError("`k` must hold at least one compressed entry (S_k >= 1)")
     check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]", contiguous=True)
     check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
-    _check_devices(q=q, k=k, w=w)
+    major = sm_major(_check_devices(q=q, k=k, w=w))
+    if h not in kernel_limits(major).index_heads:
+        raise ValueError(f"`q` has {h} index heads; the cuDNN indexer on SM{major}0 runs {kernel_limits(major).index_heads}")
     return dsa.indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale)["scores"]
 
 # %% ../nbs/03_kernels.ipynb #288bfce4
@@ -163,9 +221,9 @@ def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch
     rows, n = values.shape
     if rows < 1 or n < 1: raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
     check_tensor("lengths", lengths, dtype=torch.int32, shape=(rows,), what="[rows]", contiguous=True)
-    check_int("top_k", top_k, 1, 2048)
+    check_int("top_k", top_k, 1, max(_anywhere("max_topk")))
     dsa = _dsa()
-    _check_devices(values=values, lengths=lengths)
+    check_int("top_k", top_k, 1, kernel_limits(sm_major(_check_devices(values=values, lengths=lengths))).max_topk)
     k_eff = min(top_k, n)
     idx = dsa.indexer_top_k_wrapper(values, lengths, k_eff, next_n=1, return_val=False)["indices"]
     return idx if k_eff == top_k else pad_topk_idxs(idx, top_k)
@@ -234,11 +292,11 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     check_tensor("predict", predict, dtype=torch.float32, shape=(b, s, kk), what="[B, S, K]", contiguous=True)
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
-    if isinstance(loss_coeff, bool) or not isinstance(loss_coeff, (int, float)) or not math.isfinite(loss_coeff):
-        raise ValueError(f"`loss_coeff` must be a finite float, got {loss_coeff!r}")
+    loss_coeff = check_float("loss_coeff", loss_coeff)
     dsa = _dsa()
-    _check_devices(q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss)
-    kp = -(-kk // 128) * 128
+    dev = _check_devices(q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss)
+    m = kernel_limits(sm_major(dev)).indexer_bwd_topk_multiple
+    kp = -(-kk // m) * m
     pad = kp - kk
     idx = pad_topk_idxs(indices, kp) if pad else indices
     tgt = torch.nn.functional.pad(target, (0, pad)) if pad else target.clone()   # the kernel overwrites it
@@ -273,14 +331,15 @@ def _fake_sparse_attn(q, kv, idx, sm_scale, sink, topk_length):
     valid = (idx >= 0) & (idx < s_kv)
     if topk_length is not None:
         valid &= torch.arange(k, device=idx.device)[None] < topk_length[:, None].long()
-    keys = kv.float()[idx.clamp(0, s_kv - 1)]                                   # [s_q, K, D]
+    keys = kv.float()[idx.clamp(0, s_kv - 1)].masked_fill(~valid[..., None], 0.0)   # [s_q, K, D]; unread slots 0
     s = torch.einsum("qhd,qkd->qhk", q.float(), keys) * sm_scale
     s = s.masked_fill(~valid[:, None, :], float("-inf"))
     lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    empty = torch.isneginf(lse)                                                 # no valid key: output 0
+    p = torch.where(empty[..., None], 0.0, torch.exp(s - lse[..., None]))      # NaN / Inf inputs stay NaN
     out = torch.einsum("qhk,qkd->qhd", p, keys[..., :512])
     if sink is not None:
-        out = out * torch.sigmoid(lse - sink).nan_to_num(0.0)[..., None]
+        out = out * torch.where(empty, 0.0, torch.sigmoid(lse - sink))[..., None]
     return out, torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
 
 def _fake_index_logits(q, k, w, sm_scale):

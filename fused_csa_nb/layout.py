@@ -11,7 +11,7 @@ from .checks import check_index_values, check_int, check_tensor
 
 # %% auto #0
 __all__ = ['window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs', 'build_flat_topk_idxs',
-           'padded_num_heads', 'topk_multiple', 'padded_topk', 'pad_query_heads', 'pad_topk_idxs']
+           'pad_query_heads', 'pad_topk_idxs']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -42,12 +42,16 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
     "Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept)."
     check_tensor("idx", idx, ndim=3, floating=False)
     b, sq, k = idx.shape
+    if num_slots is None:
+        if idx.device.type != "cpu":       # reading the maximum would synchronise the device
+            raise ValueError(f"`num_slots` (an upper bound of the local indices, e.g. kv_full.shape[0]) is required "
+                             f"for {idx.device.type} tensors: reading the largest index back would synchronise")
+        num_slots = int(idx.max()) + 1 if idx.numel() else 0
+    num_slots = check_int("num_slots", num_slots)
+    _check_int32_range(num_slots, b)
+    check_index_values("idx", idx, num_slots)
     batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
     idx64 = idx.to(torch.int64)
-    if num_slots is not None:              # static bound: no device → host synchronisation
-        check_int("num_slots", num_slots); _check_int32_range(num_slots, b)
-    elif b and sq and k:                   # data bound: reads the maximum (a sync on CUDA)
-        _check_int32_range(int(idx64.max()) + 1, b)
     flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
     return flat.transpose(0, 1).reshape(sq * b, k).to(torch.int32)
 
@@ -74,32 +78,6 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
         raise ValueError(f"`batch_size`={batch_size} does not match the groups' batch dim {groups[0].shape[0]}")
     flat = local_to_global_flat(torch.cat([g.to(torch.int64) for g in groups], dim=-1), num_slots=num_slots)
     return compact_topk_idxs(flat) if compact else flat
-
-# %% ../nbs/00_layout.ipynb #885eacde
-_KERNEL_HEADS = (64, 128)
-
-def _check_sm_major(sm_major):
-    check_int("sm_major", sm_major)
-    if sm_major < 9:
-        raise ValueError(f"`sm_major`={sm_major}: the fused kernels need compute capability >= 9.0 (SM90)")
-
-def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
-    "Head count the sparse kernels run for `num_heads` query heads (64 or 128); `ValueError` if unsupported."
-    check_int("num_heads", num_heads, 1); _check_sm_major(sm_major)
-    if num_heads in _KERNEL_HEADS: return num_heads
-    if num_heads < 64 and 64 % num_heads == 0: return 64
-    raise ValueError(f"`num_heads`={num_heads} is not supported by the fused kernels: use 64 or 128, "
-                     "or a divisor of 64 (padded to 64)")
-
-def topk_multiple(sm_major: int = 9) -> int:
-    "Top-K granularity of the sparse kernels: 128 on SM90, 64 on SM100+."
-    _check_sm_major(sm_major)
-    return 128 if sm_major == 9 else 64
-
-def padded_topk(topk: int, sm_major: int = 9) -> int:
-    "`topk` rounded up to the kernel granularity (at least one block)."
-    check_int("topk", topk); m = topk_multiple(sm_major)
-    return max(m, -(-topk // m) * m)
 
 # %% ../nbs/00_layout.ipynb #596c91d0
 def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padded: int):

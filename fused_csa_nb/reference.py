@@ -9,12 +9,12 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import check_index_values, check_int, check_scale, check_tensor
+from .checks import check_bool, check_index_values, check_int, check_like_module, check_scale, check_tensor
 from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'Compressor', 'CSAIndexer', 'indexer_scores', 'indexer_topk',
-           'apply_rotary_interleaved']
+           'nonfinite_row_poison', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
 _all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
@@ -51,9 +51,9 @@ def _chunk_logits(q_c, kv_flat, sink, idx_c, scale, acc):
     # log Z = logaddexp(lse, sink), with log Z := 0 where Z = 0 (no key and a -inf sink)
     a = sink.view(1, 1, h, 1)
     m2 = torch.maximum(lse, a)
-    m2 = torch.where(torch.isfinite(m2), m2, torch.zeros_like(m2))
+    m2 = torch.where(torch.isneginf(m2), torch.zeros_like(m2), m2)        # NaN / +inf stay: they poison log Z
     z = torch.exp(lse - m2) + torch.exp(a - m2)
-    log_z = torch.where(z > 0, _guarded_log(z) + m2, torch.zeros_like(z))
+    log_z = torch.where(z == 0, torch.zeros_like(z), torch.log(torch.where(z == 0, torch.ones_like(z), z)) + m2)
     return q, kv_g, s, lse, log_z, rows
 
 def _attention_chunk(q_c, kv_flat, sink, idx_c, scale, acc):
@@ -89,7 +89,7 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
     check_tensor("attn_sink", attn_sink, dtype=_FLOAT_DTYPES)
     check_tensor("topk_idxs", topk_idxs, ndim=3, floating=False)
     check_scale("softmax_scale", softmax_scale)
-    check_int("max_chunk_bytes", max_chunk_bytes, 1)
+    check_bool("return_lse", return_lse); check_int("max_chunk_bytes", max_chunk_bytes, 1)
     sq, b, h, d = query.shape
     skv = kv_full.shape[0]
     if kv_full.dtype != query.dtype:
@@ -104,11 +104,7 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
     for name, t in (("kv_full", kv_full), ("attn_sink", attn_sink), ("topk_idxs", topk_idxs)):
         if t.device != query.device:
             raise ValueError(f"`{name}` is on {t.device}, `query` on {query.device}")
-    if topk_idxs.numel():
-        lo, hi = int(topk_idxs.min()), int(topk_idxs.max())
-        if lo < -1 or hi >= skv:
-            raise ValueError(f"`topk_idxs` entries must be -1 or in [0, {skv}) (slots of `kv_full`), "
-                             f"got range [{lo}, {hi}]")
+    check_index_values("topk_idxs", topk_idxs, skv, "slots of `kv_full`")   # no device sync
     scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
     grad = torch.is_grad_enabled() and (query.requires_grad or kv_full.requires_grad or attn_sink.requires_grad)
     rows, _ = attention_chunk_rows(b, h, d, topk_idxs.shape[-1], query.dtype, max_chunk_bytes, grad=grad)
@@ -215,6 +211,7 @@ class Compressor(nn.Module):
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
         _check_start_pos(start_pos, self.ratio)
+        check_like_module("x", x, self, "compressor")
         sq, b, _ = x.shape
         r, d, n = self.ratio, self.head_dim, sq // self.ratio
         if n == 0: return None
@@ -266,6 +263,7 @@ class CSAIndexer(nn.Module):
             raise ValueError(f"`qr` must have shape {(*x.shape[:2], self.q_lora_rank)} ([sq, b, q_lora_rank]), "
                              f"got {tuple(qr.shape)}")
         _check_start_pos(start_pos, self.ratio)
+        check_like_module("x", x, self, "indexer"); check_like_module("qr", qr, self, "indexer")
         x, qr = x.detach(), qr.detach()
         sq, b, _ = x.shape
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
@@ -331,3 +329,10 @@ def indexer_topk(scores: torch.Tensor, topk: int):
     ok = vals > float("-inf")
     idx[..., :k_eff] = torch.where(ok, ind, torch.full_like(ind, -1))
     return idx, ok.sum(-1, dtype=torch.int32)
+
+# %% ../nbs/01_reference.ipynb #5da0e9a1
+def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
+    "`[b, sq]` float32 from indexer `scores [b, sq, n_comp]`: NaN where a row holds a NaN or `+inf` score, else 0 (no sync)."
+    check_tensor("scores", scores, ndim=3, dtype=_FLOAT_DTYPES)
+    bad = (torch.isnan(scores) | torch.isposinf(scores)).any(-1)
+    return torch.zeros(bad.shape, dtype=torch.float32, device=scores.device).masked_fill(bad, float("nan"))

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 import torch
 
 from .checks import check_bool, check_choice, check_float, check_int, check_scale
-from .layout import padded_num_heads
+from .kernels import kernel_limits, padded_num_heads
 
 # %% auto #0
-__all__ = ['ATTENTION_VARIANTS', 'DSA_KERNEL_BACKENDS', 'COMPRESS_RATIOS', 'CSAConfig', 'resolve_dsa_kernel_backend',
-           'add_csa_arguments', 'config_from_args', 'validate_config', 'use_fused_kernels']
+__all__ = ['ATTENTION_VARIANTS', 'DSA_KERNEL_BACKENDS', 'COMPRESS_RATIOS', 'CONFIG_FIELD_CHECKS', 'CSAConfig',
+           'resolve_dsa_kernel_backend', 'add_csa_arguments', 'config_from_args', 'validate_config',
+           'use_fused_kernels']
 
 # %% ../nbs/05_routing.ipynb #674239ae
 ATTENTION_VARIANTS = ("dsv4_hybrid", "dsa")
@@ -53,8 +54,8 @@ class CSAConfig:
     rms_norm_eps: float = 1e-6         # epsilon of the compressors' RMSNorm
 
     def __post_init__(self):
-        if isinstance(self.compress_ratios, int): self.compress_ratios = (self.compress_ratios,)
-        self.compress_ratios = tuple(self.compress_ratios)
+        "Check and normalise every field by its row of `CONFIG_FIELD_CHECKS` (below)."
+        for name, value in _checked_fields(self).items(): setattr(self, name, value)
 
     @property
     def kernel_backend(self) -> str:
@@ -65,6 +66,73 @@ class CSAConfig:
     def scale(self) -> float:
         "The attention softmax scale: `softmax_scale`, or `head_dim ** -0.5` when unset."
         return self.head_dim ** -0.5 if self.softmax_scale is None else float(self.softmax_scale)
+
+# %% ../nbs/05_routing.ipynb #329c94cf
+def _at_least(minimum):
+    "Row: an integer (`operator.index`, not `bool`) `>= minimum`."
+    return lambda name, v: check_int(name, v, minimum)
+
+def _even_at_least(minimum):
+    "Row: an even integer `>= minimum`."
+    def check(name, v):
+        v = check_int(name, v, minimum)
+        if v % 2: raise ValueError(f"`{name}` must be an even integer >= {minimum}, got {v}")
+        return v
+    return check
+
+def _rotary_base(name, v):
+    "Row of a rotary base: a finite number > 1 (YaRN divides by its logarithm; frequencies must fall with the pair)."
+    v = check_float(name, v)
+    if not v > 1: raise ValueError(f"`{name}` must be a rotary base > 1, got {v}")
+    return v
+
+def _one_of(choices, allow_none=False):
+    "Row: one of the strings `choices` (or `None` when `allow_none`)."
+    def check(name, v):
+        if v is None and allow_none: return None
+        if not isinstance(v, str):
+            raise TypeError(f"`{name}` must be a str, one of {choices}{' or None' if allow_none else ''}, "
+                            f"got {v!r} ({type(v).__name__})")
+        return check_choice(name, v, choices)
+    return check
+
+def _ratios(name, v):
+    "Row of `compress_ratios`: one ratio or a non-empty sequence of them, each in `COMPRESS_RATIOS`; a tuple of ints."
+    if isinstance(v, (str, bytes)) or not (isinstance(v, (list, tuple)) or hasattr(v, "__index__")):
+        raise TypeError(f"`{name}` must be a sequence of ints in {COMPRESS_RATIOS}, got {v!r} ({type(v).__name__})")
+    vals = (v,) if hasattr(v, "__index__") else tuple(v)
+    vals = tuple(check_int(f"{name}[{i}]", r) for i, r in enumerate(vals))
+    if not vals or any(r not in COMPRESS_RATIOS for r in vals):
+        raise ValueError(f"`{name}` must be a non-empty sequence of values in {COMPRESS_RATIOS}, got {vals}")
+    return vals
+
+CONFIG_FIELD_CHECKS = {   # one row per CSAConfig field: check(name, value) -> normalised value
+    "num_heads": _at_least(1), "head_dim": _at_least(1), "v_head_dim": _at_least(1),
+    "hidden_size": _at_least(1), "q_lora_rank": _at_least(1), "window_size": _at_least(1),
+    "compress_ratios": _ratios,
+    "index_topk": _at_least(1), "index_n_heads": _at_least(1), "index_head_dim": _at_least(1),
+    "attention_variant": _one_of(ATTENTION_VARIANTS),
+    "dsa_kernel_backend": _one_of(DSA_KERNEL_BACKENDS, allow_none=True),
+    "indexer_loss_coeff": lambda name, v: check_float(name, v, minimum=0.0),
+    "indexer_use_sparse_loss": check_bool, "dense_mode": check_bool, "per_token_loss": check_bool,
+    "softmax_scale": check_scale,                                   # None = head_dim ** -0.5
+    "rotary_dim": _even_at_least(2),
+    "rope_theta": _rotary_base, "compress_rope_theta": _rotary_base,
+    "rope_factor": lambda name, v: check_float(name, v, minimum=1.0),
+    "original_seq_len": _at_least(1),
+    "beta_fast": lambda name, v: check_scale(name, v, required=True),
+    "beta_slow": lambda name, v: check_scale(name, v, required=True),
+    "rms_norm_eps": lambda name, v: check_scale(name, v, required=True),
+}
+
+def _checked_fields(cfg) -> dict:
+    "Every field of `cfg` checked and normalised by its row of `CONFIG_FIELD_CHECKS`."
+    out = {}
+    for f in dataclasses.fields(cfg):
+        if f.name not in CONFIG_FIELD_CHECKS:
+            raise NotImplementedError(f"CSAConfig field `{f.name}` has no row in CONFIG_FIELD_CHECKS")
+        out[f.name] = CONFIG_FIELD_CHECKS[f.name](f.name, getattr(cfg, f.name))
+    return out
 
 # %% ../nbs/05_routing.ipynb #d90f2730
 def _preset(defaults: dict, overrides: dict) -> CSAConfig:
@@ -144,6 +212,10 @@ def add_csa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) -> CSAConfig:
     "A `CSAConfig` from parsed arguments: given options override `base` (default `CSAConfig()`); the backend is resolved."
+    if not isinstance(args, argparse.Namespace):
+        raise TypeError(f"`args` must be an argparse.Namespace (from `parser.parse_args()`), got {type(args).__name__}")
+    if base is not None and not isinstance(base, CSAConfig):
+        raise TypeError(f"`base` must be a CSAConfig or None, got {type(base).__name__}")
     base = CSAConfig() if base is None else base
     names = ["attention_variant", "dsa_kernel_backend", "compress_ratios"]
     names += [f for _, f, _, _ in _ARG_FIELDS] + [f for _, f, _ in _BOOL_FIELDS]
@@ -156,33 +228,18 @@ def _check_common(cfg):
     "Checks that hold for every backend."
     if not isinstance(cfg, CSAConfig):
         raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
-    resolve_dsa_kernel_backend(cfg.attention_variant, cfg.dsa_kernel_backend)  # known values only
-    for name in ("num_heads", "head_dim", "v_head_dim", "hidden_size", "q_lora_rank", "window_size",
-                 "index_topk", "index_n_heads", "index_head_dim", "rotary_dim"):
-        check_int(name, getattr(cfg, name), 1)
+    _checked_fields(cfg)                    # the field table again: a field may have been assigned since
     if cfg.v_head_dim != cfg.head_dim:
         raise ValueError(f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
                          "one latent per token is both key and value")
-    bad = [r for r in cfg.compress_ratios if isinstance(r, bool) or r not in COMPRESS_RATIOS]
-    if bad or not cfg.compress_ratios:
-        raise ValueError(f"`compress_ratios` must be a non-empty sequence of values in {COMPRESS_RATIOS}, "
-                         f"got {cfg.compress_ratios} (invalid: {bad})")
-    if not isinstance(cfg.indexer_loss_coeff, (int, float)) or isinstance(cfg.indexer_loss_coeff, bool) \
-            or not cfg.indexer_loss_coeff >= 0:
-        raise ValueError(f"`indexer_loss_coeff` must be a number >= 0, got {cfg.indexer_loss_coeff!r}")
-    check_scale("softmax_scale", cfg.softmax_scale)
-    # rotary (DeepSeek-V4: plain RoPE for ratio 0, YaRN for compressed layers) and the compressor norm
-    for name in ("rope_theta", "compress_rope_theta"):
-        if check_scale(name, getattr(cfg, name), required=True) <= 1:
-            raise ValueError(f"`{name}` must be a rotary base > 1, got {getattr(cfg, name)}")
-    check_float("rope_factor", cfg.rope_factor, minimum=1.0)
-    check_int("original_seq_len", cfg.original_seq_len, 1)
-    check_scale("beta_slow", cfg.beta_slow, required=True); check_scale("rms_norm_eps", cfg.rms_norm_eps, required=True)
-    if check_float("beta_fast", cfg.beta_fast) <= cfg.beta_slow:
-        raise ValueError(f"`beta_fast`={cfg.beta_fast} must be > `beta_slow`={cfg.beta_slow}")
-    if cfg.rotary_dim % 2 or cfg.rotary_dim > min(cfg.head_dim, cfg.index_head_dim):
-        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be even and <= `head_dim`={cfg.head_dim} "
-                         f"and `index_head_dim`={cfg.index_head_dim}")
+    if cfg.beta_fast <= cfg.beta_slow:
+        raise ValueError(f"`beta_fast`={cfg.beta_fast} must be > `beta_slow`={cfg.beta_slow} (YaRN correction range)")
+    if cfg.rotary_dim > cfg.head_dim:
+        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `head_dim`={cfg.head_dim} (rotary acts on the last "
+                         "rotary_dim dims of each head)")
+    if _has_indexer_layer(cfg) and cfg.rotary_dim > cfg.index_head_dim:
+        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `index_head_dim`={cfg.index_head_dim} "
+                         "(the indexer's heads are roped too)")
 
 def _detect_capability():
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()
@@ -227,22 +284,23 @@ def validate_config(cfg: CSAConfig, *, device_capability=None, kernels_available
         raise ValueError("the dense indexer loss is not supported by the fused kernels on SM90 (ratio-4 layers with "
                          "indexer_loss_coeff > 0): use the sparse indexer loss (--indexer-use-sparse-loss), "
                          "or --dsa-kernel-backend none")
-    if cfg.head_dim != 512 or cfg.v_head_dim != 512:
-        raise ValueError(f"dsa_kernel_backend='cudnn' needs head_dim = v_head_dim = 512 (FlashMLA sparse prefill), "
-                         f"got head_dim={cfg.head_dim}, v_head_dim={cfg.v_head_dim}; use --dsa-kernel-backend none")
+    lim = kernel_limits(major)                  # the kernels' own limits on this GPU generation
+    if cfg.head_dim not in lim.head_dims or cfg.v_head_dim != lim.v_head_dim:
+        raise ValueError(f"dsa_kernel_backend='cudnn' needs head_dim = v_head_dim = {lim.v_head_dim} (FlashMLA sparse "
+                         f"prefill), got head_dim={cfg.head_dim}, v_head_dim={cfg.v_head_dim}; use --dsa-kernel-backend none")
     try:
         padded_num_heads(cfg.num_heads, major)
     except ValueError as e:
         raise ValueError(f"dsa_kernel_backend='cudnn': {e}; or use --dsa-kernel-backend none") from None
     if _has_indexer_layer(cfg):
-        if cfg.index_head_dim != 128:
-            raise ValueError(f"dsa_kernel_backend='cudnn' needs index_head_dim = 128 (cuDNN indexer kernels), "
-                             f"got {cfg.index_head_dim}; use --dsa-kernel-backend none")
-        if major == 9 and cfg.index_n_heads not in (32, 64):
-            raise ValueError(f"dsa_kernel_backend='cudnn' on SM90 needs index_n_heads in (32, 64) (cuDNN indexer "
-                             f"kernels), got {cfg.index_n_heads}; use --dsa-kernel-backend none")
-        if cfg.index_topk > 2048:
-            raise ValueError(f"dsa_kernel_backend='cudnn' needs index_topk <= 2048 (cuDNN radix top-k), "
+        if cfg.index_head_dim != lim.index_head_dim:
+            raise ValueError(f"dsa_kernel_backend='cudnn' needs index_head_dim = {lim.index_head_dim} (cuDNN indexer "
+                             f"kernels), got {cfg.index_head_dim}; use --dsa-kernel-backend none")
+        if cfg.index_n_heads not in lim.index_heads:
+            raise ValueError(f"dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in {lim.index_heads} (cuDNN "
+                             f"indexer kernels), got {cfg.index_n_heads}; use --dsa-kernel-backend none")
+        if cfg.index_topk > lim.max_topk:
+            raise ValueError(f"dsa_kernel_backend='cudnn' needs index_topk <= {lim.max_topk} (cuDNN radix top-k), "
                              f"got {cfg.index_topk}; use --dsa-kernel-backend none")
     return cfg
 

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from .checks import check_index_values, check_int, check_scale, check_tensor
+from .checks import check_bool, check_float, check_index_values, check_int, check_scale, check_tensor
 
 try:  # Triton is optional: the package and its eager functions import without it
     import triton
@@ -24,11 +24,6 @@ __all__ = ['triton_teacher_lse', 'csa_teacher_lse', 'csa_indexer_loss', 'triton_
            'triton_dense_teacher_lse', 'teacher_lse_for_dense_loss']
 
 # %% ../nbs/02_teacher.ipynb #99b74163
-def _check_index_values(name, idx, upper, what):
-    if idx.numel() and (int(idx.min()) < -1 or int(idx.max()) >= upper):
-        raise ValueError(f"`{name}` values must be -1 (invalid) or in [0, {upper}) ({what}), "
-                         f"got range [{int(idx.min())}, {int(idx.max())}]")
-
 def _check_ratio(ratio, required):
     if ratio is None:
         if required:
@@ -42,12 +37,12 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
     "Validate the SBHD teacher inputs; return `(sq, b, H, D, n_comp)`."
     check_tensor("query", query, ndim=4, floating=True)
     sq, b, H, D = query.shape
-    check_tensor("kv", kv, ndim=3, floating=True)
+    check_tensor("kv", kv, ndim=3, floating=True, like=query, like_name="`query`")
     if tuple(kv.shape) != (sq, b, D):
         raise ValueError(f"`kv` must have shape [sq, b, D] = {(sq, b, D)} to match `query`, got {tuple(kv.shape)}")
     n_comp = 0
     if compressed_kv is not None:
-        check_tensor("compressed_kv", compressed_kv, ndim=3, floating=True)
+        check_tensor("compressed_kv", compressed_kv, ndim=3, floating=True, like=query, like_name="`query`")
         if tuple(compressed_kv.shape[1:]) != (b, D):
             raise ValueError(f"`compressed_kv` must have shape [n_comp, b={b}, D={D}], got {tuple(compressed_kv.shape)}")
         n_comp = compressed_kv.shape[0]
@@ -57,13 +52,13 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
     check_tensor("window_idxs", window_idxs, ndim=3, floating=False)
     if tuple(window_idxs.shape[:2]) != (b, sq):
         raise ValueError(f"`window_idxs` must have shape [b, sq, W] with (b, sq) = {(b, sq)}, got {tuple(window_idxs.shape)}")
-    _check_index_values("window_idxs", window_idxs, sq, "raw positions into `kv`")
+    check_index_values("window_idxs", window_idxs, sq, "raw positions into `kv`")
     if compressed_idxs is not None:
         check_tensor(cidx_name, compressed_idxs, ndim=3, floating=False)
         if tuple(compressed_idxs.shape[:2]) != (b, sq):
             raise ValueError(f"`{cidx_name}` must have shape [b, sq, K] with (b, sq) = {(b, sq)}, "
                              f"got {tuple(compressed_idxs.shape)}")
-        _check_index_values(cidx_name, compressed_idxs, n_comp, "compressed-entry ids")
+        check_index_values(cidx_name, compressed_idxs, n_comp, "compressed-entry ids")
     _check_ratio(ratio, ratio_required)
     if ratio is not None and n_comp != sq // ratio:
         raise ValueError(f"`compressed_kv` has {n_comp} entries but sq // ratio = {sq} // {ratio} = {sq // ratio}")
@@ -189,10 +184,7 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
         raise ValueError(f"`index_scores` must have shape [b, sq, n_comp] = {(b, sq, n_comp)}, got {tuple(index_scores.shape)}")
     if index_scores.device != query.device:
         raise ValueError(f"`index_scores` is on {index_scores.device}, `query` on {query.device}")
-    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not math.isfinite(coeff):
-        raise ValueError(f"`coeff` must be a finite number, got {coeff!r}")
-    if not isinstance(per_token, bool):
-        raise TypeError(f"`per_token` must be a bool, got {type(per_token).__name__}")
+    coeff = check_float("coeff", coeff); check_bool("per_token", per_token)
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale = _scale(softmax_scale, D)
     if teacher_lse is not None:
@@ -225,7 +217,10 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
     target = target.to(work)
     log_t = torch.log(target.clamp_min(_TINY))
     row = torch.where(support, target * (log_t - log_p), torch.zeros_like(log_p)).sum(-1)   # [b, sq]
-    total = row.sum()
+    # non-finite inputs are never hidden (reference chapter): a NaN/Inf visible score poisons the loss even where
+    # no support uses it (`0 · Σ visible scores` is 0 otherwise, with zero gradient); no device sync
+    visible = _causal_visible(0, sq, n_comp, ratio, dev)
+    total = row.sum() + 0.0 * torch.where(visible, index_scores.to(work), torch.zeros((), dtype=work, device=dev)).sum()
     return coeff * (total if per_token else total / max(1, b * sq))
 
 # %% ../nbs/02_teacher.ipynb #9232bfce
