@@ -42,6 +42,7 @@ class CSAConfig:
     indexer_use_sparse_loss: bool = False
     dense_mode: bool = False           # ratio-4 layers attend to all causal compressed entries
     per_token_loss: bool = False       # indexer loss: sum × coeff instead of mean × coeff
+    indexer_block_bytes: int = 1 << 30 # memory budget of one indexer query block (scores, top-k, loss), bytes
     softmax_scale: float | None = None # None = head_dim ** -0.5
     rotary_dim: int = 64
     rope_theta: float = 10000.0
@@ -104,6 +105,7 @@ _ARG_FIELDS = (  # (flag, field, type, help)
     ("--index-head-dim", "index_head_dim", int, "indexer head width"),
     ("--indexer-loss-coeff", "indexer_loss_coeff", float, "indexer KL loss coefficient (0 = no loss)"),
     ("--softmax-scale", "softmax_scale", float, "attention softmax scale (default D**-0.5)"),
+    ("--indexer-block-bytes", "indexer_block_bytes", int, "memory budget of one indexer query block, bytes (default 2**30)"),
 )
 _BOOL_FIELDS = (
     ("--indexer-use-sparse-loss", "indexer_use_sparse_loss", "indexer loss over the selected top-k (else dense, all causal entries)"),
@@ -142,7 +144,7 @@ def _check_common(cfg):
         raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
     resolve_dsa_kernel_backend(cfg.attention_variant, cfg.dsa_kernel_backend)  # known values only
     for name in ("num_heads", "head_dim", "v_head_dim", "hidden_size", "q_lora_rank", "window_size",
-                 "index_topk", "index_n_heads", "index_head_dim", "rotary_dim"):
+                 "index_topk", "index_n_heads", "index_head_dim", "rotary_dim", "indexer_block_bytes"):
         check_int(name, getattr(cfg, name), 1)
     if cfg.v_head_dim != cfg.head_dim:
         raise ValueError(f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
