@@ -207,7 +207,12 @@ def _growth(rows, key):
 # %% ../nbs/07_bench.ipynb #db98232d
 def long_context_rows(seqlens=(16384, 65536, 131072, 262144), ratios=(4, 128), heads: int = 64, topk: int = 512,
                       block_bytes: int = 1 << 30, warmup: int = 1, iters: int = 3, log=print) -> list[dict]:
-    "One fused training step per (ratio, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling."
+    """One fused training step per (ratio, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
+
+    `seqlens`: tokens per sequence (b = 1); `ratios`: layer kinds (4: indexer + sparse loss, 128: HCA); `heads`: query
+    heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`: timed
+    steps. Returns one dict per (ratio, sq): `ms`, `peak_gib`, `step_gib` (above what was allocated before the step),
+    `blocks` (indexer query blocks), `ms_x2`/`peak_gib_x2` (growth per doubling), or `error` (out of memory)."""
     if not torch.cuda.is_available(): raise RuntimeError("long_context_rows needs a CUDA GPU")
     rows = []
     for ratio in ratios:

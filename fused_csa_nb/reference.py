@@ -313,7 +313,11 @@ def indexer_topk(scores: torch.Tensor, topk: int):
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,
                          block_rows: int, softmax_scale: float | None = None):
-    "`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows → `(idx [b, sq, topk] int64, topk_length [b, sq] int32)`."
+    """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
+
+    `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]` (float), `k_idx [n_comp, b, Di]` or `None`; `ratio` the compression
+    ratio; `topk` ids per row; `block_rows >= 1`; `softmax_scale` as in `indexer_scores`.
+    Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES); check_int("topk", topk); check_int("block_rows", block_rows, 1)
     sq, b = q_idx.shape[:2]
     idx = torch.full((b, sq, topk), -1, dtype=torch.int64, device=q_idx.device)
