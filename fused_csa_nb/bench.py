@@ -242,7 +242,8 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
     if gpu is None and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
-    L = ["## Long context on one GPU (fused training step, b = 1, H = 64, D = 512, top-512, bf16)", "",
+    h, k = (rows[0].get("heads", 64), rows[0].get("topk", 512)) if rows else (64, 512)
+    L = [f"## Long context on one GPU (fused training step, b = 1, H = {h}, D = 512, top-{k}, bf16)", "",
          f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one "
          "forward + backward (sparse indexer loss at ratio 4), median of CUDA events after warm-up; peak = "
          "`torch.cuda.max_memory_allocated` with the step's inputs (query, key, x, qr, d_out) included. "
@@ -279,8 +280,12 @@ def plot_long_context(rows: list[dict], path: str | None = None):
             y0 = ref[0]["peak_gib"]; ax[1].plot([x0, x1], [y0, y0 * x1 / x0], "k:", lw=1, label="∝ s_q")
     for a, lab in zip(ax, ("step time (ms)", "peak memory (GiB)")):
         a.set_xscale("log", base=2); a.set_yscale("log"); a.set_xlabel("s_q (tokens)"); a.set_ylabel(lab)
-        a.grid(True, which="both", alpha=0.3); a.legend(fontsize=7)
-    fig.suptitle("fused CSA training step, one GPU (b = 1, H = 64)", fontsize=9); fig.tight_layout()
+        tk = plt.matplotlib.ticker
+        a.yaxis.set_major_locator(tk.LogLocator(subs=(1.0, 2.0, 5.0))); a.yaxis.set_major_formatter(tk.ScalarFormatter())
+        a.yaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter()); a.grid(True, which="both", alpha=0.3)
+        a.legend(fontsize=7)
+    h = rows[0].get("heads", 64) if rows else 64
+    fig.suptitle(f"fused CSA training step, one GPU (b = 1, H = {h})", fontsize=9); fig.tight_layout()
     if path: fig.savefig(path, dpi=80)
     return fig
 
