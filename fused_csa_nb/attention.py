@@ -9,11 +9,12 @@ import dataclasses
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .checks import check_like_module, check_tensor
-from .layout import compressed_topk_idxs, window_topk_idxs
-from .reference import (Compressor, CSAIndexer, indexer_scores, indexer_topk, nonfinite_row_poison,
-                                    unfused_csa_attention)
+from .layout import compressed_topk_idxs, indexer_block_rows, query_blocks, window_topk_idxs
+from .reference import (Compressor, CSAIndexer, blocked_indexer_topk, indexer_scores, indexer_topk,
+                                    nonfinite_row_poison, unfused_csa_attention)
 from .rotary import layer_rotary
 from .routing import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .teacher import csa_indexer_loss
@@ -73,6 +74,35 @@ def _check_inputs(layer, query, key, x, qr):
         check_tensor("qr", qr, shape=(sq, b, cfg.q_lora_rank), what="[sq, b, q_lora_rank]", **same)
         if layer.indexer is not None: check_like_module("qr", qr, layer.indexer)
 
+# %% ../nbs/06_attention.ipynb #0b039a7b
+_NATIVE_BYTES_PER_ENTRY = 16    # accumulation-dtype values per score entry: scores, their gradient, loss temporaries
+
+def _native_select(cfg, ratio, q_idx, k_idx, weights, rows):
+    """`(scores or None, top-k ids [b, sq, index_topk], poison [b, sq])`: whole scores when one block holds them, else
+    per block (never whole); `poison` is NaN on rows whose scores hold a NaN or `+inf` (the non-finite rule)."""
+    isc = cfg.index_head_dim ** -0.5
+    if rows >= q_idx.shape[0]:
+        scores = indexer_scores(q_idx, k_idx, weights, ratio, softmax_scale=isc)
+        return scores, indexer_topk(scores.detach(), cfg.index_topk)[0], nonfinite_row_poison(scores.detach())
+    idx, _, poison = blocked_indexer_topk(q_idx, k_idx, weights, ratio, cfg.index_topk, rows, softmax_scale=isc,
+                                          return_poison=True)
+    return None, idx, poison
+
+def _blocked_indexer_loss(cfg, ratio, q_idx, k_idx, weights, rows, query, kv, compressed, sink, window,
+                          topk_idxs=None, teacher_lse=None):
+    "The indexer loss as a sum over blocks of `rows` query rows, each checkpointed (block scores recomputed in the backward)."
+    sq, b = q_idx.shape[:2]
+    total = 0
+    for t0, t1 in query_blocks(sq, rows):
+        def block(qb, kb, wb, t0=t0, t1=t1):
+            s = indexer_scores(qb, kb, wb, ratio, softmax_scale=cfg.index_head_dim ** -0.5, q_offset=t0)
+            return csa_indexer_loss(s, query[t0:t1], kv, compressed, sink, window[:, t0:t1], ratio,
+                                    topk_idxs=None if topk_idxs is None else topk_idxs[:, t0:t1], softmax_scale=cfg.scale,
+                                    per_token=True, teacher_lse=None if teacher_lse is None else teacher_lse[:, t0:t1],
+                                    q_offset=t0)
+        total = total + checkpoint(block, q_idx[t0:t1], k_idx, weights[t0:t1], use_reentrant=False)
+    return cfg.indexer_loss_coeff * (total if cfg.per_token_loss else total / (b * sq))
+
 # %% ../nbs/06_attention.ipynb #0fddad74
 def _forward(self, query, key, x=None, qr=None):
     "`(out [sq, b, H·D], indexer_loss or None)` for SBHD `query [sq,b,H,D]`, `key [sq,b,1,D]`, `x [sq,b,hidden]`, `qr [sq,b,q_lora]`."
@@ -105,9 +135,9 @@ def _forward_native(self, query, key, x=None, qr=None):
             idx = torch.cat([window, compressed_topk_idxs(sq, b, r, offset=sq, device=query.device)], -1)
         else:                                   # ratio 4: indexer top-k
             q_idx, k_idx, weights = self.indexer(x, qr)
-            scores = indexer_scores(q_idx, k_idx, weights, r, softmax_scale=cfg.index_head_dim ** -0.5)
-            poison = nonfinite_row_poison(scores.detach())   # rows with a NaN/+inf score: NaN output
-            topk, _ = indexer_topk(scores.detach(), cfg.index_topk)
+            acc = 8 if q_idx.dtype == torch.float64 else 4
+            rows = indexer_block_rows(cfg.indexer_block_bytes, compressed.shape[0], b, _NATIVE_BYTES_PER_ENTRY * acc)
+            scores, topk, poison = _native_select(cfg, r, q_idx, k_idx, weights, rows)    # scores None: query blocks
             topk = topk[..., :min(cfg.index_topk, compressed.shape[0])]   # columns past k_eff are all -1
             idx = torch.cat([window, torch.where(topk >= 0, topk + sq, topk)], -1)
             if self._wants_indexer_loss():
@@ -115,11 +145,12 @@ def _forward_native(self, query, key, x=None, qr=None):
                 out, lse = unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale, return_lse=True)
                 # sparse teacher: LSE_full = logaddexp(attention LSE over window ∪ selected, sink)
                 teacher_lse = torch.logaddexp(lse.detach().float(), sink.detach().view(1, 1, -1)) if sparse else None
-                loss = csa_indexer_loss(scores, query.detach(), kv.detach(), compressed.detach().to(kv.dtype),
-                                        sink.detach(), window, r, topk_idxs=topk if sparse else None,
-                                        softmax_scale=cfg.scale, coeff=cfg.indexer_loss_coeff,
-                                        per_token=cfg.per_token_loss, teacher_lse=teacher_lse)
-                return _poisoned(out, poison), loss
+                args = (query.detach(), kv.detach(), compressed.detach().to(kv.dtype), sink.detach(), window, r)
+                kw = dict(topk_idxs=topk if sparse else None, teacher_lse=teacher_lse)
+                if scores is None:
+                    return _poisoned(out, poison), _blocked_indexer_loss(cfg, r, q_idx, k_idx, weights, rows, *args[:-1], **kw)
+                return _poisoned(out, poison), csa_indexer_loss(scores, *args, softmax_scale=cfg.scale, coeff=cfg.indexer_loss_coeff,
+                                             per_token=cfg.per_token_loss, **kw)
     out = unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale)
     return _poisoned(out, poison), loss
 
@@ -130,6 +161,8 @@ CompressedSparseAttention._forward_native = _forward_native
 # %% ../nbs/06_attention.ipynb #9c709ecb
 from .fused_sparse_attention import (csa_sparse_attn, fused_csa_indexer_sparse_attn, indexer_topk as
                                                  fused_indexer_topk, indexer_attn_topk_idxs, no_indexer_topk_idxs)
+
+_FUSED_BYTES_PER_ENTRY = {False: 8, True: 32}   # per score entry and query block: sparse / no loss, dense loss
 
 def _forward_fused(self, query, key, x=None, qr=None):
     "Fused path: FlashMLA + cuDNN DSA for the attention, the indexer top-k and the indexer loss (paths A, B, C)."
@@ -151,15 +184,18 @@ def _forward_fused(self, query, key, x=None, qr=None):
     isc = cfg.index_head_dim ** -0.5
     if self.training and torch.is_grad_enabled():                   # path B
         coeff = cfg.indexer_loss_coeff if self._wants_indexer_loss() else 0.0
+        dense = coeff > 0 and not cfg.indexer_use_sparse_loss
+        rows = indexer_block_rows(cfg.indexer_block_bytes, k_idx.shape[0], b, _FUSED_BYTES_PER_ENTRY[dense])
         out, loss = fused_csa_indexer_sparse_attn(
             query, kv_full, sink, window, q_idx, k_idx, weights, cfg.index_topk, r, softmax_scale=cfg.scale,
             indexer_softmax_scale=isc, loss_coeff=float(coeff), sparse_loss=cfg.indexer_use_sparse_loss,
-            calculate_per_token_loss=cfg.per_token_loss)
+            calculate_per_token_loss=cfg.per_token_loss, block_rows=rows)
         return out, (loss if coeff > 0 else None)
-    sel, scores = fused_indexer_topk(q_idx, k_idx, weights, cfg.index_topk, r, indexer_softmax_scale=isc,
-                                     return_scores=True)                                      # path C
+    rows = indexer_block_rows(cfg.indexer_block_bytes, k_idx.shape[0], b, _FUSED_BYTES_PER_ENTRY[False])
+    sel, poison = fused_indexer_topk(q_idx, k_idx, weights, cfg.index_topk, r, indexer_softmax_scale=isc,
+                                     block_rows=rows, return_poison=True)                         # path C
     idx, tlen = indexer_attn_topk_idxs(window, sel, sq)
     out = csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen)
-    return _poisoned(out, nonfinite_row_poison(scores)), None
+    return _poisoned(out, poison), None
 
 CompressedSparseAttention._forward_fused = _forward_fused

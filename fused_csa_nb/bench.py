@@ -5,20 +5,23 @@
 # %% ../nbs/07_bench.ipynb #f106dad9
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import math
 import statistics
 import time
 
 import torch
 
 from .attention import CompressedSparseAttention
-from .fused_sparse_attention import csa_sparse_attn, similarity
-from .layout import build_flat_topk_idxs, window_topk_idxs
+from .fused_sparse_attention import csa_sparse_attn, indexer_topk, max_rel_err, similarity
+from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
 from .routing import CSAConfig
 
 # %% auto #0
 __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity',
-           'run_benchmarks', 'benchmarks_markdown']
+           'run_benchmarks', 'benchmarks_markdown', 'long_context_layer', 'long_context_rows', 'long_context_markdown',
+           'plot_long_context', 'blocked_parity']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -174,3 +177,137 @@ def benchmarks_markdown(res: dict) -> str:
         L.append(f"| {r['ratio']} | " + " | ".join(f"{1 - r[k]:.1e}" if k in r else "–" for k in keys) + " |")
     L += ["", "(parity cells show 1 − similarity)"]
     return "\n".join(L) + "\n"
+
+# %% ../nbs/07_bench.ipynb #2c550687
+def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 1024, q_lora: int = 512, topk: int = 512,
+                       block_bytes: int = 1 << 30, device="cuda", seed: int = 0):
+    "A fused bf16 training layer (sparse indexer loss at ratio 4) and GPU inputs `(query, key, x, qr, d_out)` for `sq` tokens, b = 1."
+    cfg = CSAConfig.v4_flash(dsa_kernel_backend="cudnn", num_heads=heads, hidden_size=hidden, q_lora_rank=q_lora,
+                             index_topk=topk, compress_ratios=(ratio,), indexer_loss_coeff=1.0,
+                             indexer_use_sparse_loss=True, indexer_block_bytes=block_bytes)
+    torch.manual_seed(seed)
+    layer = CompressedSparseAttention(cfg, ratio)
+    with torch.no_grad(): layer.attn_sink.uniform_(-1, 1)
+    layer.to(device, torch.bfloat16); layer.attn_sink.data = layer.attn_sink.data.float()
+    g = torch.Generator(device=device).manual_seed(seed + 1)
+    mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)   # made on the GPU: no host copy
+    return layer.train(), (mk(sq, 1, heads, 512), mk(sq, 1, 1, 512), mk(sq, 1, hidden), mk(sq, 1, q_lora),
+                           mk(sq, 1, heads * 512))
+
+def _growth(rows, key):
+    "Per row: the factor `key` grows by per doubling of `sq` since the previous row of the same ratio (None for the first)."
+    prev = {}
+    for r in rows:
+        p = prev.get(r["ratio"])
+        ok = p is not None and r.get(key) and p.get(key)
+        r[key + "_x2"] = (r[key] / p[key]) ** (1 / math.log2(r["sq"] / p["sq"])) if ok else None
+        prev[r["ratio"]] = r
+    return rows
+
+# %% ../nbs/07_bench.ipynb #db98232d
+def long_context_rows(seqlens=(16384, 65536, 131072, 262144), ratios=(4, 128), heads: int = 64, topk: int = 512,
+                      block_bytes: int = 1 << 30, warmup: int = 1, iters: int = 3, log=print) -> list[dict]:
+    """One fused training step per (ratio, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
+
+    `seqlens`: tokens per sequence (b = 1); `ratios`: layer kinds (4: indexer + sparse loss, 128: HCA); `heads`: query
+    heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`: timed
+    steps. Returns one dict per (ratio, sq): `ms`, `peak_gib`, `step_gib` (above what was allocated before the step),
+    `blocks` (indexer query blocks), `ms_x2`/`peak_gib_x2` (growth per doubling), or `error` (out of memory)."""
+    if not torch.cuda.is_available(): raise RuntimeError("long_context_rows needs a CUDA GPU")
+    rows = []
+    for ratio in ratios:
+        for sq in seqlens:
+            row = dict(ratio=ratio, sq=sq, heads=heads, topk=topk, block_bytes=block_bytes,
+                       blocks=-(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0)
+            layer = inputs = None
+            torch.cuda.empty_cache()
+            try:
+                layer, inputs = long_context_layer(ratio, sq, heads, topk=topk, block_bytes=block_bytes)
+                torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+                _step(layer, inputs); torch.cuda.synchronize()
+                row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+                row["step_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+                row["ms"] = median_time_ms(lambda: _step(layer, inputs), warmup=warmup, iters=iters)
+            except torch.cuda.OutOfMemoryError as e:
+                row["error"] = "out of memory: " + str(e).splitlines()[0][:120]
+            del layer, inputs
+            torch.cuda.empty_cache()
+            rows.append(row); log(row)
+    return _growth(_growth(rows, "ms"), "peak_gib")
+
+# %% ../nbs/07_bench.ipynb #3c905bac
+def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str | None = None) -> str:
+    "The long-context section of `BENCHMARKS.md` from `long_context_rows` (and `blocked_parity`) results."
+    if gpu is None and torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
+    f = lambda v, fmt: "–" if v is None else format(v, fmt)
+    h, k = (rows[0].get("heads", 64), rows[0].get("topk", 512)) if rows else (64, 512)
+    L = [f"## Long context on one GPU (fused training step, b = 1, H = {h}, D = 512, top-{k}, bf16)", "",
+         f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one "
+         "forward + backward (sparse indexer loss at ratio 4), median of CUDA events after warm-up; peak = "
+         "`torch.cuda.max_memory_allocated` with the step's inputs (query, key, x, qr, d_out) included. "
+         "Growth = factor per doubling of s_q (2 = linear, 4 = quadratic). Regenerate: "
+         "`fused-csa bench --long-context --out BENCHMARKS.md`.", "",
+         "| ratio | s_q | indexer blocks | step ms | time ×/doubling | peak GiB | memory ×/doubling |",
+         "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            L.append(f"| {r['ratio']} | {r['sq']} | {r['blocks'] or '–'} | {r['error']} | | | |"); continue
+        L.append(f"| {r['ratio']} | {r['sq']} | {r['blocks'] or '–'} | {r['ms']:.1f} | {f(r.get('ms_x2'), '.2f')} | "
+                 f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} |")
+    if parity:
+        L += ["", f"Blocked ({parity['blocks']} indexer blocks) vs one block, ratio 4, s_q = {parity['sq']}: top-k sets "
+              f"identical: **{parity['topk_identical']}**; output bit-identical: {parity['out_identical']}; "
+              "1 − similarity / max-rel error:", "", "| tensor | 1 − similarity | max-rel |", "|---|---|---|"]
+        L += [f"| {k} | {1 - s:.1e} | {e:.1e} |" for k, (s, e) in parity["tensors"].items()]
+    return "\n".join(L) + "\n"
+
+# %% ../nbs/07_bench.ipynb #287190f4
+def plot_long_context(rows: list[dict], path: str | None = None):
+    "Log–log plot of step time and peak memory against `sq` per ratio; saved as a small PNG when `path` is given."
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 2, figsize=(8, 3), dpi=80)
+    for ratio in sorted({r["ratio"] for r in rows}):
+        rr = [r for r in rows if r["ratio"] == ratio and "error" not in r]
+        xs = [r["sq"] for r in rr]
+        ax[0].plot(xs, [r["ms"] for r in rr], "o-", label=f"ratio {ratio}")
+        ax[1].plot(xs, [r["peak_gib"] for r in rr], "o-", label=f"ratio {ratio}")
+    if rows:
+        x0 = min(r["sq"] for r in rows); x1 = max(r["sq"] for r in rows)
+        ref = [r for r in rows if "error" not in r and r["sq"] == x0]
+        if ref:     # a slope-1 guide through the smallest ratio-4 point: linear growth
+            y0 = ref[0]["peak_gib"]; ax[1].plot([x0, x1], [y0, y0 * x1 / x0], "k:", lw=1, label="∝ s_q")
+    for a, lab in zip(ax, ("step time (ms)", "peak memory (GiB)")):
+        a.set_xscale("log", base=2); a.set_yscale("log"); a.set_xlabel("s_q (tokens)"); a.set_ylabel(lab)
+        tk = plt.matplotlib.ticker
+        a.yaxis.set_major_locator(tk.LogLocator(subs=(1.0, 2.0, 5.0))); a.yaxis.set_major_formatter(tk.ScalarFormatter())
+        a.yaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter()); a.grid(True, which="both", alpha=0.3)
+        a.legend(fontsize=7)
+    h = rows[0].get("heads", 64) if rows else 64
+    fig.suptitle(f"fused CSA training step, one GPU (b = 1, H = {h})", fontsize=9); fig.tight_layout()
+    if path: fig.savefig(path, dpi=80)
+    return fig
+
+# %% ../nbs/07_bench.ipynb #1c38abb2
+def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int = 64, topk: int = 512, seed: int = 0,
+                   device="cuda") -> dict:
+    """Ratio-4 fused training step in indexer query blocks vs one block on the same weights and inputs: output, loss,
+    every gradient, top-k. The default budget gives 3051-row blocks at 16K (block starts not multiples of 4 or 128)."""
+    big = 1 << 62
+    layer, inputs = long_context_layer(4, sq, heads, topk=topk, block_bytes=big, seed=seed, device=device)
+    res = []
+    for bb in (big, block_bytes):
+        layer.cfg = dataclasses.replace(layer.cfg, indexer_block_bytes=bb); layer.zero_grad(set_to_none=True)
+        out, loss, q, k = _step(layer, inputs)
+        grads = {"query": q.grad, "key": k.grad, **{n: p.grad for n, p in layer.named_parameters() if p.grad is not None}}
+        res.append((out.detach(), loss.detach().reshape(1), grads))
+    (o1, l1, g1), (o2, l2, g2) = res
+    with torch.no_grad():
+        q_idx, k_idx, w = layer.indexer(inputs[2], inputs[3])
+        rows = indexer_block_rows(block_bytes, sq // 4, 1, 8)
+        s1, s2 = (indexer_topk(q_idx, k_idx, w, topk, 4, block_rows=r).long().sort(-1).values for r in (None, rows))
+    tensors = {"out": (similarity(o2, o1), max_rel_err(o2, o1)), "loss": (similarity(l2, l1), max_rel_err(l2, l1))}
+    tensors.update({"d_" + n: (similarity(g2[n], g1[n]), max_rel_err(g2[n], g1[n])) for n in g1})
+    return dict(sq=sq, blocks=-(-sq // rows), topk_identical=bool(torch.equal(s1, s2)),
+                out_identical=bool(torch.equal(o1, o2)), tensors=tensors)

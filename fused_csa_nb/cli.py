@@ -20,13 +20,14 @@ import torch
 
 import fused_csa_nb
 from .attention import CompressedSparseAttention
-from .bench import benchmarks_markdown, run_benchmarks
+from .bench import (benchmarks_markdown, blocked_parity, long_context_markdown, long_context_rows,
+                                plot_long_context, run_benchmarks)
 from .kernels import kernel_status
 from .routing import CSAConfig, add_csa_arguments, config_from_args, validate_config
 
 # %% auto #0
-__all__ = ['default_backend_report', 'environment_info', 'cmd_info', 'resolve_device', 'Progress', 'cmd_demo', 'cmd_bench',
-           'build_parser', 'main']
+__all__ = ['default_backend_report', 'environment_info', 'cmd_info', 'resolve_device', 'Progress', 'cmd_demo', 'merge_section',
+           'cmd_bench', 'build_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #7306b697
 def _probe_import(module: str, attr: str | None = None) -> str:
@@ -250,10 +251,22 @@ def cmd_demo(args) -> int:
     return 0
 
 # %% ../nbs/09_cli.ipynb #c6fc3252
+_LC_HEADER = "## Long context on one GPU"
+
+def merge_section(text: str, section: str, header: str = _LC_HEADER) -> str:
+    "`text` with its `header…` section (up to the next `## ` heading) replaced by `section`, or `section` appended."
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, l in enumerate(lines) if l.startswith(header)), None)
+    if start is None: return text + ("" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n") + section
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return "".join(lines[:start]) + section + ("\n" if end < len(lines) else "") + "".join(lines[end:])
+
 def cmd_bench(args) -> int:
-    "`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown."
+    "`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown (`--long-context`: the long-context section)."
     if args.seq_len < 256:
         print(f"fused-csa bench: --seq-len must be >= 256, got {args.seq_len}", file=sys.stderr); return 2
+    if any(s < 256 for s in args.seqlens):
+        print(f"fused-csa bench: error: --seqlens must all be >= 256, got {args.seqlens}", file=sys.stderr); return 2
     reason = _no_gpu_reason()
     if reason is None:
         try:
@@ -267,11 +280,23 @@ def cmd_bench(args) -> int:
               "environment", file=sys.stderr)
         return 2
     progress = Progress("fused-csa bench", quiet=args.quiet)
-    progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
-    md = benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log))
+    if args.long_context:
+        progress.stage("blocked-vs-one-block parity at 16,384 tokens")
+        par = blocked_parity(16384); progress.log(par)
+        progress.stage(f"long-context training steps at sq = {args.seqlens}")
+        rows = long_context_rows(seqlens=tuple(args.seqlens), log=progress.log)
+        md = long_context_markdown(rows, par)
+        if args.plot: plot_long_context(rows, args.plot); progress.log(f"wrote {args.plot}")
+    else:
+        progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
+        md = benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log))
     progress.done()
     print(md)
     if args.out:
+        if args.long_context:
+            try: old = open(args.out, encoding="utf-8").read()
+            except FileNotFoundError: old = ""
+            md = merge_section(old, md)
         with open(args.out, "w", encoding="utf-8") as f: f.write(md)
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -305,6 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--quick", action="store_true", help="ratios 0 and 4 only")
     pb.add_argument("--out", default=None, help="also write the tables to this file (e.g. BENCHMARKS.md)")
     pb.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    pb.add_argument("--long-context", action="store_true",
+                    help="the long-context section instead: one training step per --seqlens (ratios 4 and 128) and "
+                         "blocked-vs-one-block parity at 16K; with --out it replaces or appends that section")
+    pb.add_argument("--seqlens", type=int, nargs="+", default=[16384, 65536, 131072, 262144], metavar="N",
+                    help="sequence lengths of --long-context (default 16384 65536 131072 262144)")
+    pb.add_argument("--plot", default=None, help="with --long-context: save the time/memory plot to this PNG")
     pb.set_defaults(func=cmd_bench)
     return p
 

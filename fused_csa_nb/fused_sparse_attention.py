@@ -6,12 +6,13 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat,
-                                 build_flat_topk_idxs, pad_topk_idxs)
+                                 build_flat_topk_idxs, pad_topk_idxs, query_blocks)
 from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd,
                                   cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
                                   sparse_attn_score_recompute, dense_attn_score_recompute,
@@ -114,31 +115,47 @@ def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
         raise ValueError(f"`weights` must have shape [{sq}, {b}, {hi}], got {list(weights.shape)}")
     return hi, di, k_indexer.shape[0]
 
-def _visible_lengths(sq, b, ratio, n_comp, device):
-    "Number of visible compressed entries per BSHD row `[b·sq]` int32: `min((t+1)//ratio, n_comp)`."
-    return ((torch.arange(sq, device=device) + 1) // ratio).clamp(max=n_comp).to(torch.int32).repeat(b)
+def _visible_lengths(t0, t1, b, ratio, n_comp, device):
+    "Visible compressed entries per BSHD row of the query block `[t0, t1)`, `[b·(t1−t0)]` int32: `min((t+1)//ratio, n_comp)`."
+    return ((torch.arange(t0, t1, device=device) + 1) // ratio).clamp(max=n_comp).to(torch.int32).repeat(b)
 
-def _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc):
-    "BSHD indexer tensors → `(scores [b,sq,n_comp] fp32, selected entry ids [b,sq,index_topk] int32, -1 padded)`."
-    b, sq = q_i.shape[:2]
-    n_comp = k_i.shape[1]
-    scores = indexer_fwd(q_i, k_i, w_i, ratio, isc)
-    sel = radix_topk(scores.reshape(b * sq, n_comp).contiguous(), _visible_lengths(sq, b, ratio, n_comp, scores.device), index_topk)
-    return scores, sel.view(b, sq, index_topk)
+def _block_bshd(t, t0, t1):
+    "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."
+    return t[t0:t1].transpose(0, 1).contiguous()
 
-def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None, *,
-                 return_scores: bool = False):
-    "Fused indexer top-k from SBHD indexer tensors → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded (and the scores `[b, sq, n_comp]` fp32 with `return_scores`)."
+def _indexer_select(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc):
+    "Query rows `[t0, t1)` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,n_comp] fp32, selected ids [b,c,index_topk] int32, -1 padded)`."
+    b, n_comp = k_i.shape[:2]
+    q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
+    scores = indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset=t0)
+    lengths = _visible_lengths(t0, t1, b, ratio, n_comp, scores.device)
+    sel = radix_topk(scores.reshape(b * (t1 - t0), n_comp).contiguous(), lengths, index_topk)
+    return q_i, w_i, scores, sel.view(b, t1 - t0, index_topk)
+
+def _check_block_rows(block_rows, sq):
+    "Query rows per indexer block: `None` = all rows (one block)."
+    return max(sq, 1) if block_rows is None else check_int("block_rows", block_rows, 1)
+
+def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None,
+                 *, block_rows: int | None = None, return_poison: bool = False):
+    """Fused indexer top-k from SBHD indexer tensors → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded.
+    `block_rows`: query rows scored at a time (the `[b, block_rows, n_comp]` scores are the transient); `None` = all.
+    `return_poison`: also return `[b, sq]` float32, NaN on rows whose scores hold a NaN or `+inf` (the non-finite rule)."""
     if not isinstance(q_indexer, torch.Tensor) or q_indexer.dim() != 4:
         raise ValueError("`q_indexer` must be a 4-D tensor [sq, b, Hi, Di]")
     sq, b, _, di = q_indexer.shape
     _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     check_int("ratio", ratio, 1)
     isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5)
-    check_bool("return_scores", return_scores)
-    q_i, k_i, w_i = (t.transpose(0, 1).contiguous() for t in (q_indexer, k_indexer, weights))
-    scores, sel = _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc)
-    return (sel, scores) if return_scores else sel
+    check_bool("return_poison", return_poison)
+    blocks = query_blocks(sq, _check_block_rows(block_rows, sq))
+    k_i = k_indexer.transpose(0, 1).contiguous()                                  # [b, n_comp, Di]: small
+    sel = torch.empty(b, sq, index_topk, dtype=torch.int32, device=q_indexer.device)
+    poison = torch.empty(b, sq, dtype=torch.float32, device=q_indexer.device) if return_poison else None
+    for t0, t1 in blocks:
+        _, _, scores, sel[:, t0:t1] = _indexer_select(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc)
+        if return_poison: poison[:, t0:t1] = nonfinite_row_poison(scores)
+    return (sel, poison) if return_poison else sel
 
 def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
     "Compact flat attention rows from local `window_idxs [b,sq,W]` and entry ids `selected [b,sq,k]` → `(idx [sq·b, W+k] int32, topk_length)`."
@@ -157,65 +174,123 @@ def _kl_rows(target, log_p, support):
     log_t = torch.log(target.clamp_min(_TINY))
     return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), torch.zeros_like(target)).sum(-1)
 
-def _sparse_teacher_and_predict(q, kv, lse_attn, sink, comp_slots, scores, sel, scale, sq, b):
-    "Sparse loss pieces: `(target, predict, log_predict, support)`, all `[b, sq, k]`."
-    k = sel.shape[-1]
-    comp_flat = local_to_global_flat(comp_slots, num_slots=2 * sq)             # [sq·b, k], -1 kept; slots < 2·sq
+def _sparse_teacher_and_predict(q, kv, lse_attn, sink, scores, sel, scale, sq, b):
+    "Sparse loss pieces of a query block (`q` its flat rows, `sel [b, c, k]`): `(target, predict, log_predict, support)`, all `[b, c, k]`."
+    c, k = sel.shape[1:]
+    comp_slots = torch.where(sel >= 0, sel + sq, torch.full_like(sel, -1))           # kv_full slots sq + j
+    comp_flat = local_to_global_flat(comp_slots, num_slots=2 * sq)             # [c·b, k], -1 kept; slots < 2·sq
     kp = -(-k // 128) * 128
     comp_flat = pad_topk_idxs(comp_flat, kp) if kp != k else comp_flat
-    lse_full = torch.logaddexp(lse_attn, sink[None])                           # [sq·b, H]: + the sink
+    lse_full = torch.logaddexp(lse_attn, sink[None])                           # [c·b, H]: + the sink
     tgt = sparse_attn_score_recompute(q[None], kv[None], lse_full[None].contiguous(), comp_flat[None].contiguous(), scale)[0]
     support = (sel >= 0)
-    target = tgt[:, :k].reshape(sq, b, k).transpose(0, 1)                      # → [b, sq, k]
+    target = tgt[:, :k].reshape(c, b, k).transpose(0, 1)                       # → [b, c, k]
     target = torch.where(support, target.nan_to_num(0.0), torch.zeros_like(target))
     logits = torch.gather(scores, 2, sel.long().clamp(min=0)).masked_fill(~support, float("-inf"))
     log_p = torch.log_softmax(logits, -1)
     log_p = torch.where(support, log_p, torch.full_like(log_p, float("-inf")))
     return target.contiguous(), log_p.exp().contiguous(), log_p, support
 
+class _RowBuffer:
+    "Per-row results of all query blocks along dim 0: the block's own tensor when it is the only block, else one preallocated buffer."
+    def __init__(self, n_rows, one_block): self.n, self.one, self.t = n_rows, one_block, None
+    def put(self, r0, r1, x):
+        if self.one: self.t = x; return
+        if self.t is None: self.t = x.new_empty((self.n, *x.shape[1:]))
+        self.t[r0:r1] = x
+
+def _scale_rows(t, g, rows=1 << 14):
+    "`t · g` with an fp32 product, in `t`'s dtype, in row chunks (no fp32 copy of the whole tensor)."
+    if t.shape[0] <= rows: return (t.float() * g).to(t.dtype)
+    out = torch.empty_like(t)
+    for r0 in range(0, t.shape[0], rows): out[r0:r0 + rows] = (t[r0:r0 + rows].float() * g).to(t.dtype)
+    return out
+
+# %% ../nbs/04_fused.ipynb #c404d1ee
+class _PathB(NamedTuple):
+    "The settings of one path-B call."
+    index_topk: int
+    ratio: int
+    scale: float              # attention softmax scale
+    isc: float                # indexer softmax scale
+    coeff: float              # indexer-loss coefficient; 0: no loss and no teacher work
+    sparse_loss: bool         # sparse (selected entries) or dense (all causal entries) KL
+    per_token: bool           # loss summed over rows instead of averaged
+    block_rows: int           # query rows per indexer block
+
+def _block_coeff(cfg, c, sq, b):
+    "The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·sq)` (mean) or `coeff` (sum)."
+    return cfg.coeff * b * c if cfg.per_token else cfg.coeff * c / sq
+
+def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, sq, one, dk_out):
+    "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
+    target, predict, log_p, support = _sparse_teacher_and_predict(q, kv, lse, sink, scores, sel, cfg.scale, sq, k_i.shape[0])
+    grads = indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], sq, k_i.shape[0]),
+                        d_index_k=dk_out)
+    return _kl_rows(target, log_p, support).sum(), grads
+
+def _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out):
+    "Dense KL of the block `[t0, t1)` over all causal entries (dense kernels with `q_offset = t0`)."
+    sq, (b, n_comp) = query.shape[0], k_i.shape[:2]
+    a_scores, a_denom = dense_attn_score_recompute(_block_bshd(query, t0, t1), ckv, lse_full[:, t0:t1].contiguous(),
+                                                   cfg.scale, cfg.ratio, q_offset=t0)
+    i_scores, i_lse = dense_indexer_score_recompute(q_i, k_i, w_i, cfg.ratio, cfg.isc, q_offset=t0)
+    support = torch.arange(n_comp, device=query.device)[None, None] < \
+        _visible_lengths(t0, t1, b, cfg.ratio, n_comp, query.device).view(b, t1 - t0, 1)
+    target = torch.where(support, (a_scores / a_denom[..., None]).nan_to_num(0.0), torch.zeros_like(a_scores))
+    log_p = torch.where(support, i_scores - i_lse[..., None], torch.full_like(i_scores, float("-inf")))
+    grads = dense_indexer_bwd(q_i, w_i, k_i, a_scores, a_denom, i_scores, i_lse, one, cfg.isc,
+                              _block_coeff(cfg, t1 - t0, sq, b), cfg.ratio, q_offset=t0, d_index_k=dk_out)
+    return _kl_rows(target, log_p, support).sum(), grads
+
+# %% ../nbs/04_fused.ipynb #aca411ac
 class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, cfg):
-        index_topk, ratio, scale, isc, coeff, sparse_loss, per_token = cfg
         sq, b, h, d = query.shape
-        n_comp = k_indexer.shape[0]
         q, kv = query.view(sq * b, h, d), kv_full.view(-1, d)
-        q_i, k_i, w_i = (t.transpose(0, 1).contiguous() for t in (q_indexer, k_indexer, weights))   # BSHD
-        scores, sel = _indexer_select(q_i, k_i, w_i, index_topk, ratio, isc)
-        comp_slots = torch.where(sel >= 0, sel + sq, torch.full_like(sel, -1))
-        packed, tlen = indexer_attn_topk_idxs(window_idxs, sel, sq, compressed_first=True)
-        idx = pad_topk_idxs(packed, padded_topk(packed.shape[1], sm_major(query.device)))
-        out, lse = flash_mla_sparse_fwd(q, kv, idx, scale, attn_sink=attn_sink, topk_length=tlen)
-        poison = nonfinite_row_poison(scores)                                   # [b, sq]: NaN rows of bad scores
-        out.add_(poison.t().reshape(sq * b, 1, 1).to(out.dtype))              # the non-finite rule, no sync
-        grads, loss = None, torch.zeros((), device=query.device, dtype=torch.float32)
-        if coeff != 0.0:
-            kcoeff = coeff * b * sq if per_token else coeff
-            one = torch.ones(1, device=query.device, dtype=torch.float32)
-            with torch.no_grad():
-                if sparse_loss:
-                    target, predict, log_p, support = _sparse_teacher_and_predict(
-                        q, kv, lse, attn_sink, comp_slots, scores, sel, scale, sq, b)
-                    grads = indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, isc, kcoeff)
-                else:
-                    lse_full = _teacher.teacher_lse_for_dense_loss(query, kv_full[:sq], kv_full[sq:], attn_sink,
-                                                                   window_idxs, ratio, scale)
-                    a_scores, a_denom = dense_attn_score_recompute(query.transpose(0, 1).contiguous(),
-                                                                   kv_full[sq:].transpose(0, 1).contiguous(),
-                                                                   lse_full.contiguous(), scale, ratio)
-                    i_scores, i_lse = dense_indexer_score_recompute(q_i, k_i, w_i, ratio, isc)
-                    support = torch.arange(n_comp, device=query.device)[None, None] < \
-                        _visible_lengths(sq, b, ratio, n_comp, query.device).view(b, sq, 1)
-                    target = torch.where(support, (a_scores / a_denom[..., None]).nan_to_num(0.0), torch.zeros_like(a_scores))
-                    log_p = torch.where(support, i_scores - i_lse[..., None], torch.full_like(i_scores, float("-inf")))
-                    grads = dense_indexer_bwd(q_i, w_i, k_i, a_scores, a_denom, i_scores, i_lse, one, isc, kcoeff, ratio)
-                total = _kl_rows(target, log_p, support).sum()
-                loss = coeff * (total if per_token else total / (b * sq)) + poison.sum()   # NaN if any row is
-                # as the native teacher: a NaN attention LSE or sink (query, kv, sink) is a NaN loss, not a 0 target
-                loss = loss.masked_fill(torch.isnan(lse).any() | torch.isnan(attn_sink).any(), float("nan"))
-        idx.clamp_(min=0)                       # cuDNN backward: every slot a non-negative address
-        ctx.save_for_backward(q, kv, out, lse, attn_sink, idx, tlen, *(grads or ()))
-        ctx.scale, ctx.shapes, ctx.has_grads = scale, (query.shape, kv_full.shape), grads is not None
+        k_i = k_indexer.transpose(0, 1).contiguous()                                  # [b, n_comp, Di]: small
+        blocks = query_blocks(sq, cfg.block_rows)
+        one_block, with_loss = len(blocks) == 1, cfg.coeff != 0.0
+        rows = [_RowBuffer(n, one_block) for n in (sq * b, sq * b, sq * b, sq * b, sq, sq)]   # out lse idx tlen dq_i dw_i
+        total = torch.zeros((), device=query.device, dtype=torch.float32)
+        bad = torch.zeros((), device=query.device, dtype=torch.float32)                # NaN if any row is
+        one = torch.ones(1, device=query.device, dtype=torch.float32)
+        dk = dk_out = None
+        if with_loss and not one_block:                                                # fp32 d_k summed over blocks
+            dk, dk_out = torch.zeros(k_i.shape, device=query.device), torch.empty(k_i.shape, device=query.device)
+        if with_loss and not cfg.sparse_loss:
+            lse_full = _teacher.teacher_lse_for_dense_loss(query, kv_full[:sq], kv_full[sq:], attn_sink, window_idxs,
+                                                           cfg.ratio, cfg.scale)        # [b, sq, H]: linear in sq
+            ckv = kv_full[sq:].transpose(0, 1).contiguous()
+        for t0, t1 in blocks:
+            q_i, w_i, scores, sel = _indexer_select(q_indexer, k_i, weights, t0, t1, cfg.index_topk, cfg.ratio, cfg.isc)
+            packed, tlen = indexer_attn_topk_idxs(window_idxs[:, t0:t1], sel, sq, compressed_first=True)
+            idx = pad_topk_idxs(packed, padded_topk(packed.shape[1], sm_major(query.device)))
+            out, lse = flash_mla_sparse_fwd(q[t0 * b:t1 * b], kv, idx, cfg.scale, attn_sink=attn_sink, topk_length=tlen)
+            poison = nonfinite_row_poison(scores)                               # [b, c]: NaN rows of bad scores
+            out.add_(poison.t().reshape(-1, 1, 1).to(out.dtype)); bad += poison.sum()   # the non-finite rule, no sync
+            if with_loss:
+                with torch.no_grad():
+                    if cfg.sparse_loss:
+                        kl, g = _sparse_block_loss(cfg, q[t0 * b:t1 * b], kv, attn_sink, lse, q_i, w_i, k_i, scores, sel,
+                                                   sq, one, dk_out)
+                    else:
+                        kl, g = _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out)
+                total += kl
+                rows[4].put(t0, t1, g[0].transpose(0, 1)); rows[5].put(t0, t1, g[1].transpose(0, 1))   # SBHD rows
+                if dk is None: dk = g[2]
+                else: dk += dk_out
+            idx.clamp_(min=0)                   # cuDNN backward: every slot a non-negative address
+            for r, x in zip(rows, (out, lse, idx, tlen)): r.put(t0 * b, t1 * b, x)
+            del q_i, w_i, scores, sel, packed, idx, out, lse, tlen                      # one block's temporaries at a time
+        out, lse, idx, tlen = (r.t for r in rows[:4])
+        grads = (rows[4].t, rows[5].t, dk.to(k_indexer.dtype).transpose(0, 1)) if with_loss else ()
+        loss = cfg.coeff * (total if cfg.per_token else total / (b * sq)) if with_loss else total
+        if with_loss:   # as the native teacher: a NaN score row, attention LSE or sink is a NaN loss, not a 0 target
+            loss = (loss + bad).masked_fill(torch.isnan(lse).any() | torch.isnan(attn_sink).any(), float("nan"))
+        ctx.save_for_backward(q, kv, out, lse, attn_sink, idx, tlen, *grads)
+        ctx.scale, ctx.shapes, ctx.has_grads = cfg.scale, (query.shape, kv_full.shape), with_loss
         ctx.mark_non_differentiable(lse)
         ctx.set_materialize_grads(False)
         return out.view(sq, b, h * out.shape[-1]), loss, lse
@@ -233,7 +308,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
             g = dloss.to(torch.float32)
-            dq_i, dw_i, dk_i = ((t.float() * g).to(t.dtype).transpose(0, 1) for t in grads)   # back to SBHD
+            dq_i, dw_i, dk_i = (_scale_rows(t, g) for t in grads)                        # SBHD already
         return (dq if need[0] else None, dkv if need[1] else None, dsink if need[2] else None,
                 dq_i if need[3] else None, dk_i if need[4] else None, dw_i if need[5] else None, None, None)
 
@@ -241,8 +316,10 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
 def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights,
                                   index_topk: int, ratio: int, softmax_scale=None, indexer_softmax_scale=None,
                                   loss_coeff: float = 0.0, sparse_loss: bool = False,
-                                  calculate_per_token_loss: bool = False, *, return_lse: bool = False):
-    "Path B: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward. → `(out [sq,b,H·D], loss)`."
+                                  calculate_per_token_loss: bool = False, *, return_lse: bool = False,
+                                  block_rows: int | None = None):
+    """Path B: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward. → `(out [sq,b,H·D], loss)`.
+    `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients); `None` = one block."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
     hi, di, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     if kv_full.shape[0] != sq + n_comp:
@@ -259,9 +336,9 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
         raise RuntimeError("the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
                            "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "
                            "indexer loss or the native backend ('none')")
-    cfg = (index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5),
-           check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5), float(loss_coeff), sparse_loss,
-           calculate_per_token_loss)
+    cfg = _PathB(index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5),
+                 check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5), float(loss_coeff), sparse_loss,
+                 calculate_per_token_loss, _check_block_rows(block_rows, sq))
     out, loss, lse = _CSAIndexerSparseAttnFunc.apply(query, kv_full, attn_sink, q_indexer, k_indexer, weights,
                                                       window_idxs, cfg)
     return (out, loss, lse.view(sq, b, h).transpose(0, 1)) if return_lse else (out, loss)

@@ -113,6 +113,7 @@ class KernelLimits:
     index_head_dim: int = 128
     indexer_bwd_topk_multiple: int = 128
     min_bwd_heads: int = 2
+    score_head_multiple: int = 8        # sparse score recompute: its Q·Kᵀ MMA takes heads as N, 8 ≤ N, N % 8 == 0
 
 KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, index_heads=(16, 32, 64))}
 
@@ -199,8 +200,19 @@ def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: f
     return r["dq"], r["dkv"], r["d_sink"]
 
 # %% ../nbs/03_kernels.ipynb #7eae4181
-def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, sm_scale: float) -> torch.Tensor:
-    "Indexer scores `[B, S_q, S_k]` fp32 (`-inf` masked) from BSHD `q [B,S_q,H,128]`, `k [B,S_k,128]`, `w [B,S_q,H]`."
+def _q_causal_offsets(q_offset, b, device):
+    "The kernels' `q_causal_offsets`: `None` for no offset, else a `(B,)` int32 tensor on `device` (no host sync)."
+    if q_offset is None: return None
+    if isinstance(q_offset, torch.Tensor):
+        check_tensor("q_offset", q_offset, dtype=torch.int32, shape=(b,), what="[B]", contiguous=True)
+        return q_offset
+    q_offset = check_int("q_offset", q_offset, 0)
+    return None if q_offset == 0 else torch.full((b,), q_offset, dtype=torch.int32, device=device)
+
+def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, sm_scale: float,
+                q_offset: int | torch.Tensor | None = None) -> torch.Tensor:
+    """Indexer scores `[B, S_q, S_k]` fp32 (`-inf` masked) from BSHD `q [B,S_q,H,128]`, `k [B,S_k,128]`, `w [B,S_q,H]`;
+    `q_offset` (int, or `(B,)` int32 tensor): global token index of `q[:, 0]` for the causal rule."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S_q, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
     if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
@@ -208,11 +220,13 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
     if k.shape[1] < 1: raise ValueError("`k` must hold at least one compressed entry (S_k >= 1)")
     check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]", contiguous=True)
     check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
+    qco = _q_causal_offsets(q_offset, b, q.device)
     dsa = _dsa()
-    major = sm_major(_check_devices(q=q, k=k, w=w))
+    major = sm_major(_check_devices(q=q, k=k, w=w, q_offset=qco))
     if h not in kernel_limits(major).index_heads:
         raise ValueError(f"`q` has {h} index heads; the cuDNN indexer on SM{major}0 runs {kernel_limits(major).index_heads}")
-    return dsa.indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale)["scores"]
+    extra = {} if qco is None else dict(q_causal_offsets=qco)
+    return dsa.indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale, **extra)["scores"]
 
 # %% ../nbs/03_kernels.ipynb #288bfce4
 def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -242,37 +256,45 @@ def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
     "Sparse teacher target `[B,S,K]` fp32 from `q [B,S,H,D]`, `kv [B,S_k,D]`, full `lse [B,S,H]`, local `indices [B,S,K]`."
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), what="[B, S, H, D]", contiguous=True)
     b, s, h, d = q.shape
-    if h < 2 or (h > 64 and h % 64): raise ValueError(f"`q` head count {h} is not supported (2..64, or a multiple of 64)")
+    if h > 64 and h % 64: raise ValueError(f"`q` head count {h} is not supported (1..64, or a multiple of 64)")
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
     check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     dsa = _dsa()
-    _check_devices(q=q, kv=kv, lse=lse, indices=indices)
+    m = kernel_limits(sm_major(_check_devices(q=q, kv=kv, lse=lse, indices=indices))).score_head_multiple
+    hp = max(m, -(-h // m) * m)
+    if hp != h:   # zero query heads with lse = +inf add exp(0 - inf) = 0 to every target
+        q = torch.cat([q, q.new_zeros(b, s, hp - h, d)], 2)
+        lse = torch.cat([lse, lse.new_full((b, s, hp - h), float("inf"))], 2)
     return dsa.sparse_attn_score_recompute_wrapper(q, kv, lse, indices, sm_scale, topk_indices_global=False)["target"]
 
-def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int):
-    "Dense teacher `(scores [B,S,S_k], denom [B,S])`: `Σ_h exp(τ q_h·kv_j − lse_h)` over ratio-causal entries `j`."
+def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int, q_offset=None):
+    "Dense teacher `(scores [B,S,S_k], denom [B,S])`: `Σ_h exp(τ q_h·kv_j − lse_h)` over ratio-causal entries `j` (`q_offset` as in `indexer_fwd`)."
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), what="[B, S, H, D]", contiguous=True)
     b, s, h, d = q.shape
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
     check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1)
+    qco = _q_causal_offsets(q_offset, b, q.device)
     dsa = _dsa()
-    _check_devices(q=q, kv=kv, lse=lse)
-    r = dsa.dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio)
+    _check_devices(q=q, kv=kv, lse=lse, q_offset=qco)
+    extra = {} if qco is None else dict(q_causal_offsets=qco)
+    r = dsa.dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio, **extra)
     return r["out"], r["denom"]
 
-def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float):
-    "Dense indexer scores `(scores [B,S,S_k], lse [B,S])` over ratio-causal entries (the dense loss's predict)."
+def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float, q_offset=None):
+    "Dense indexer scores `(scores [B,S,S_k], lse [B,S])` over ratio-causal entries (the dense loss's predict; `q_offset` as in `indexer_fwd`)."
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
+    qco = _q_causal_offsets(q_offset, b, q.device)
     dsa = _dsa()
-    _check_devices(q=q, k=k, w=w)
-    r = dsa.dense_indexer_score_recompute_wrapper(q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio)
+    _check_devices(q=q, k=k, w=w, q_offset=qco)
+    extra = {} if qco is None else dict(q_causal_offsets=qco)
+    r = dsa.dense_indexer_score_recompute_wrapper(q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio, **extra)
     return r["out"], r["denom"]
 
 # %% ../nbs/03_kernels.ipynb #9c98d775
@@ -283,8 +305,16 @@ def _check_indexer_bwd_common(q, w, k):
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     return b, s, h
 
-def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, loss_coeff: float):
-    "Sparse KL indexer backward → `(d_q, d_w, d_k)`; `target`/`predict` `[B,S,K]` fp32 aligned with local `indices` int32."
+def _check_dk_out(d_index_k, k):
+    "An optional caller-owned `d_index_k` output: `k`'s shape, bf16 or fp32 (fp32 receives the kernel's fp32 accumulator)."
+    if d_index_k is not None:
+        check_tensor("d_index_k", d_index_k, dtype=(torch.bfloat16, torch.float32), shape=tuple(k.shape),
+                     what="[B, S_k, 128]", contiguous=True)
+    return {} if d_index_k is None else dict(d_index_k=d_index_k)
+
+def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, loss_coeff: float, d_index_k=None):
+    """Sparse KL indexer backward → `(d_q, d_w, d_k)`; `target`/`predict` `[B,S,K]` fp32 aligned with local `indices` int32.
+    `d_index_k`: optional output `[B,S_k,128]` (fp32: the kernel zeroes it and writes its fp32 accumulator)."""
     b, s, h = _check_indexer_bwd_common(q, w, k)
     check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
     kk = indices.shape[2]
@@ -293,8 +323,9 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     loss_coeff = check_float("loss_coeff", loss_coeff)
+    out = _check_dk_out(d_index_k, k)
     dsa = _dsa()
-    dev = _check_devices(q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss)
+    dev = _check_devices(q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss, d_index_k=d_index_k)
     m = kernel_limits(sm_major(dev)).indexer_bwd_topk_multiple
     kp = -(-kk // m) * m
     pad = kp - kk
@@ -302,12 +333,12 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     tgt = torch.nn.functional.pad(target, (0, pad)) if pad else target.clone()   # the kernel overwrites it
     prd = torch.nn.functional.pad(predict, (0, pad)) if pad else predict
     r = dsa.indexer_backward_wrapper(q, w, k, tgt, prd, idx, grad_loss, sm_scale=sm_scale,
-                                     loss_coeff=float(loss_coeff), topk_indices_global=False)
+                                     loss_coeff=float(loss_coeff), topk_indices_global=False, **out)
     return r["d_index_q"], r["d_weights"], r["d_index_k"]
 
 def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss,
-                      sm_scale: float, loss_coeff: float, ratio: int):
-    "Dense KL indexer backward over all ratio-causal entries → `(d_q, d_w, d_k)`."
+                      sm_scale: float, loss_coeff: float, ratio: int, q_offset=None, d_index_k=None):
+    "Dense KL indexer backward over all ratio-causal entries → `(d_q, d_w, d_k)` (`q_offset` as in `indexer_fwd`, `d_index_k` as in `indexer_bwd`)."
     b, s, h = _check_indexer_bwd_common(q, w, k)
     sk = k.shape[1]
     check_tensor("attn_scores", attn_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True)
@@ -316,11 +347,14 @@ def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse,
     check_tensor("index_lse", index_lse, dtype=torch.float32, shape=(b, s), what="[B, S]", contiguous=True)
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1)
+    out = _check_dk_out(d_index_k, k)
+    qco = _q_causal_offsets(q_offset, b, q.device)
     dsa = _dsa()
     _check_devices(q=q, w=w, k=k, attn_scores=attn_scores, attn_denom=attn_denom, index_scores=index_scores,
-                   index_lse=index_lse, grad_loss=grad_loss)
+                   index_lse=index_lse, grad_loss=grad_loss, q_offset=qco, d_index_k=d_index_k)
+    if qco is not None: out["q_causal_offsets"] = qco
     r = dsa.dense_indexer_backward_wrapper(q, w, k, attn_scores.clone(), attn_denom, index_scores.clone(), index_lse,
-                                           grad_loss, sm_scale=sm_scale, loss_coeff=float(loss_coeff), ratio=ratio)
+                                           grad_loss, sm_scale=sm_scale, loss_coeff=float(loss_coeff), ratio=ratio, **out)
     return r["d_index_q"], r["d_weights"], r["d_index_k"]
 
 # %% ../nbs/03_kernels.ipynb #55f5cfb9
@@ -346,8 +380,13 @@ def _fake_index_logits(q, k, w, sm_scale):
     "`Σ_h w_h ReLU(sm_scale q_h·k_j)` for `q [B,S,H,D]`, `k [B,S_k,D]`, `w [B,S,H]` → `[B,S,S_k]` fp32."
     return torch.einsum("bsh,bshj->bsj", w.float(), torch.relu(torch.einsum("bshd,bjd->bshj", q.float(), k.float()) * sm_scale))
 
-def _fake_causal(s, sk, ratio, device):
-    return torch.arange(sk, device=device)[None] < (torch.arange(s, device=device)[:, None] + 1) // ratio
+def _fake_causal(s, sk, ratio, device, q_causal_offsets=None):
+    "`[s, sk]` (or `[B, s, sk]` with offsets) visibility, exactly the kernels' rule `j < (offset + t + 1) // ratio`."
+    t = torch.arange(s, device=device)[:, None]
+    if q_causal_offsets is not None:
+        assert q_causal_offsets.dtype == torch.int32 and q_causal_offsets.dim() == 1, "fake: q_causal_offsets (B,) int32"
+        t = t + q_causal_offsets.long().view(-1, 1, 1)
+    return torch.arange(sk, device=device) < (t + 1) // ratio
 
 def _fake_indexer_grad(q, w, k, grad_logits, sm_scale, gather=None):
     "Chain `grad_logits [B,S,K]` through the index logits (gathered at local `gather [B,S,K]`, -1 skipped)."
@@ -358,7 +397,7 @@ def _fake_indexer_grad(q, w, k, grad_logits, sm_scale, gather=None):
             g = gather.long()
             logits = torch.gather(logits, 2, g.clamp(min=0)).masked_fill(g < 0, 0.0)
         dq, dw, dk = torch.autograd.grad((logits * grad_logits).sum(), (qf, wf, kf))
-    return dq.to(q.dtype), dw.to(w.dtype), dk.to(k.dtype)
+    return dq.to(q.dtype), dw.to(w.dtype), dk                        # dk in fp32: the kernels' accumulator
 
 _CLIP = math.exp(-100.0)
 
@@ -366,6 +405,12 @@ def _fake_score_grad(target, predict, scale):
     "The KL score gradient `scale·(p_i Σ t − t_i)` with the kernels' clipping."
     g = -target.clamp(min=_CLIP) * (predict >= _CLIP) * scale
     return g - predict * g.sum(-1, keepdim=True)
+
+def _fake_dk(dk, index_k, d_index_k):
+    "The kernels' `d_index_k` contract: written into a caller-owned buffer (fp32 or bf16), else `index_k`'s dtype."
+    if d_index_k is None: return dk.to(index_k.dtype)
+    assert d_index_k.shape == index_k.shape and d_index_k.dtype in (torch.float32, torch.bfloat16)
+    return d_index_k.copy_(dk)
 
 def _make_fake_modules(major):
     def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None):
@@ -384,9 +429,10 @@ def _make_fake_modules(major):
             dq, dkv, ds = torch.autograd.grad(o, (qf, kvf, sf), dout.float())
         return dict(dq=dq.to(q.dtype), dkv=dkv.to(kv.dtype), d_sink=ds)
 
-    def indexer_forward_wrapper(q, k, w, ratio=4, sm_scale=1.0, **kw):
+    def indexer_forward_wrapper(q, k, w, ratio=4, sm_scale=1.0, q_causal_offsets=None, **kw):
         s = _fake_index_logits(q, k[:, :, 0], w, sm_scale)
-        return dict(scores=s.masked_fill(~_fake_causal(s.shape[1], s.shape[2], ratio, s.device), float("-inf")))
+        vis = _fake_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets)
+        return dict(scores=s.masked_fill(~vis, float("-inf")))
 
     def indexer_top_k_wrapper(input_values, seq_lens, top_k, next_n=1, return_val=True, **kw):
         assert 0 < top_k <= 2048 and top_k <= input_values.shape[1] and next_n == 1
@@ -407,34 +453,36 @@ def _make_fake_modules(major):
         p = p.sum(2).masked_fill(idx < 0, 0.0)
         return dict(target=p / p.sum(-1, keepdim=True))
 
-    def dense_attn_score_recompute_wrapper(q, k, lse, softmax_scale, ratio=1, **kw):
+    def dense_attn_score_recompute_wrapper(q, k, lse, softmax_scale, ratio=1, q_causal_offsets=None, **kw):
         s = torch.einsum("bshd,bjd->bshj", q.float(), k[:, :, 0].float()) * softmax_scale - lse[..., None]
-        p = torch.exp(s).sum(2) * _fake_causal(q.shape[1], k.shape[1], ratio, q.device)
+        p = torch.exp(s).sum(2) * _fake_causal(q.shape[1], k.shape[1], ratio, q.device, q_causal_offsets)
         return dict(out=p, denom=p.sum(-1))
 
-    def dense_indexer_score_recompute_wrapper(q, k, weights, sm_scale=1.0, ratio=1, **kw):
+    def dense_indexer_score_recompute_wrapper(q, k, weights, sm_scale=1.0, ratio=1, q_causal_offsets=None, **kw):
         s = _fake_index_logits(q, k[:, :, 0], weights, sm_scale)
-        s = s.masked_fill(~_fake_causal(s.shape[1], s.shape[2], ratio, s.device), float("-inf"))
+        s = s.masked_fill(~_fake_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
         return dict(out=s, denom=torch.logsumexp(s, -1))
 
     def indexer_backward_wrapper(index_q, weights, index_k, attn_score, index_score, topk_indices, grad_loss,
-                                 sm_scale=1.0, loss_coeff=1.0, topk_indices_global=False, **kw):
+                                 sm_scale=1.0, loss_coeff=1.0, topk_indices_global=False, d_index_k=None, **kw):
         assert index_q.shape[2] >= 64 and topk_indices.shape[-1] % 128 == 0
         b, s = index_q.shape[:2]
         g = _fake_score_grad(attn_score, index_score, loss_coeff / (b * s) * grad_loss[0])
         attn_score.copy_(g)                                          # the kernel's in-place contract
         dq, dw, dk = _fake_indexer_grad(index_q, weights, index_k, g, sm_scale, gather=topk_indices)
-        return dict(d_index_q=dq, d_weights=dw, d_index_k=dk)
+        return dict(d_index_q=dq, d_weights=dw, d_index_k=_fake_dk(dk, index_k, d_index_k))
 
     def dense_indexer_backward_wrapper(index_q, weights, index_k, attn_score, attn_l1norm, index_score, index_lse,
-                                       grad_loss, sm_scale=1.0, loss_coeff=1.0, ratio=1, **kw):
+                                       grad_loss, sm_scale=1.0, loss_coeff=1.0, ratio=1, q_causal_offsets=None,
+                                       d_index_k=None, **kw):
         b, s = index_q.shape[:2]
         t = (attn_score / attn_l1norm[..., None]).nan_to_num(0.0)
         p = torch.exp(index_score - index_lse[..., None]).nan_to_num(0.0)
         g = _fake_score_grad(t, p, loss_coeff / (b * s) * grad_loss[0])
+        g = g * _fake_causal(s, index_k.shape[1], ratio, g.device, q_causal_offsets)   # the kernel's own mask
         attn_score.copy_(g)
         dq, dw, dk = _fake_indexer_grad(index_q, weights, index_k, g, sm_scale)
-        return dict(d_index_q=dq, d_weights=dw, d_index_k=dk)
+        return dict(d_index_q=dq, d_weights=dw, d_index_k=_fake_dk(dk, index_k, d_index_k))
 
     fm = types.ModuleType("flash_mla"); fm.flash_mla_sparse_fwd = flash_mla_sparse_fwd
     dsa = types.SimpleNamespace(**{f.__name__: f for f in (

@@ -11,7 +11,7 @@ from .checks import check_index_values, check_int, check_tensor
 
 # %% auto #0
 __all__ = ['window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs', 'build_flat_topk_idxs',
-           'pad_query_heads', 'pad_topk_idxs']
+           'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows', 'query_blocks']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -101,3 +101,16 @@ def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     out = idx.new_full((*idx.shape[:-1], width), -1, dtype=torch.int32)
     out[..., :k] = idx
     return out
+
+# %% ../nbs/00_layout.ipynb #cd91cee3
+def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, bytes_per_entry: int = 8) -> int:
+    """Query rows per indexer block (>= 1): the most rows whose `[batch_size, rows, n_comp]` temporaries of
+    `bytes_per_entry` bytes per entry fit in `budget_bytes` (`n_comp = 0` counts as one entry)."""
+    check_int("budget_bytes", budget_bytes, 1); check_int("n_comp", n_comp, 0)
+    check_int("batch_size", batch_size, 1); check_int("bytes_per_entry", bytes_per_entry, 1)
+    return max(1, budget_bytes // (batch_size * max(n_comp, 1) * bytes_per_entry))
+
+def query_blocks(sq: int, rows: int) -> list[tuple[int, int]]:
+    "Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`)."
+    check_int("sq", sq, 0); check_int("rows", rows, 1)
+    return [(t0, min(sq, t0 + rows)) for t0 in range(0, sq, rows)]

@@ -14,7 +14,7 @@ from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'Compressor', 'CSAIndexer', 'indexer_scores', 'indexer_topk',
-           'nonfinite_row_poison', 'apply_rotary_interleaved']
+           'nonfinite_row_poison', 'blocked_indexer_topk', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
 _all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
@@ -274,12 +274,13 @@ class CSAIndexer(nn.Module):
 
 # %% ../nbs/01_reference.ipynb #8c6b1e01
 def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
-                   softmax_scale: float | None = None, *, max_chunk_bytes: int = 1 << 30) -> torch.Tensor:
-    "Lightning-indexer scores `[b, sq, n_comp]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` where `j >= (t+1)//ratio`."
+                   softmax_scale: float | None = None, *, max_chunk_bytes: int = 1 << 30, q_offset: int = 0) -> torch.Tensor:
+    """Lightning-indexer scores `[b, sq, n_comp]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` where `j >= (t+1)//ratio`.
+    `q_offset`: global position of query row 0 (`t = q_offset + row`), for a block of a longer sequence."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
     check_tensor("weights", weights, ndim=3, dtype=_FLOAT_DTYPES)
     check_int("ratio", ratio, 1); check_scale("softmax_scale", softmax_scale)
-    check_int("max_chunk_bytes", max_chunk_bytes, 1)
+    check_int("max_chunk_bytes", max_chunk_bytes, 1); check_int("q_offset", q_offset, 0)
     sq, b, h, d = q_idx.shape
     if weights.shape != (sq, b, h):
         raise ValueError(f"`weights` must have shape {(sq, b, h)} ([sq, b, n_heads]), got {tuple(weights.shape)}")
@@ -308,7 +309,7 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
     rows = max(1, max_chunk_bytes // max(per_row, 1))
     outs = []
     for s0 in range(0, sq, rows):
-        args = (q_idx[s0:s0 + rows], weights[s0:s0 + rows], s0)
+        args = (q_idx[s0:s0 + rows], weights[s0:s0 + rows], q_offset + s0)
         outs.append(checkpoint(chunk, *args, use_reentrant=False) if grad else chunk(*args))
     if not outs: return q_idx.new_zeros(b, 0, n, dtype=acc)
     return outs[0] if len(outs) == 1 else torch.cat(outs, 1)
@@ -336,3 +337,25 @@ def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
     check_tensor("scores", scores, ndim=3, dtype=_FLOAT_DTYPES)
     bad = (torch.isnan(scores) | torch.isposinf(scores)).any(-1)
     return torch.zeros(bad.shape, dtype=torch.float32, device=scores.device).masked_fill(bad, float("nan"))
+
+# %% ../nbs/01_reference.ipynb #fc8b34d4
+def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,
+                         block_rows: int, softmax_scale: float | None = None, *, return_poison: bool = False):
+    """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
+
+    `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]` (float), `k_idx [n_comp, b, Di]` or `None`; `ratio` the compression
+    ratio; `topk` ids per row; `block_rows >= 1`; `softmax_scale` as in `indexer_scores`.
+    Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`, and with `return_poison=True` also
+    `nonfinite_row_poison` of the scores, `[b, sq]` (NaN on rows with a NaN or `+inf` score)."""
+    check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES); check_int("topk", topk); check_int("block_rows", block_rows, 1)
+    sq, b = q_idx.shape[:2]
+    idx = torch.full((b, sq, topk), -1, dtype=torch.int64, device=q_idx.device)
+    n_valid = torch.zeros(b, sq, dtype=torch.int32, device=q_idx.device)
+    poison = torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device) if check_bool("return_poison", return_poison) else None
+    with torch.no_grad():
+        for t0 in range(0, sq, block_rows):
+            t1 = min(sq, t0 + block_rows)
+            s = indexer_scores(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=t0)
+            idx[:, t0:t1], n_valid[:, t0:t1] = indexer_topk(s, topk)
+            if poison is not None: poison[:, t0:t1] = nonfinite_row_poison(s)
+    return (idx, n_valid, poison) if poison is not None else (idx, n_valid)

@@ -43,6 +43,7 @@ class CSAConfig:
     indexer_use_sparse_loss: bool = False
     dense_mode: bool = False           # ratio-4 layers attend to all causal compressed entries
     per_token_loss: bool = False       # indexer loss: sum × coeff instead of mean × coeff
+    indexer_block_bytes: int = 1 << 30 # memory budget of one indexer query block (scores, top-k, loss), bytes
     softmax_scale: float | None = None # None = head_dim ** -0.5
     rotary_dim: int = 64               # roped channels: the last rotary_dim of a head
     rope_theta: float = 10000.0        # plain RoPE base of window-only layers (ratio 0)
@@ -123,6 +124,7 @@ CONFIG_FIELD_CHECKS = {   # one row per CSAConfig field: check(name, value) -> n
     "beta_fast": lambda name, v: check_scale(name, v, required=True),
     "beta_slow": lambda name, v: check_scale(name, v, required=True),
     "rms_norm_eps": lambda name, v: check_scale(name, v, required=True),
+    "indexer_block_bytes": _at_least(1),                            # bytes of one indexer query block
 }
 
 def _checked_fields(cfg) -> dict:
@@ -188,6 +190,7 @@ _ARG_FIELDS = (  # (flag, field, type, help)
     ("--beta-fast", "beta_fast", float, "YaRN beta_fast (rotations over the original length)"),
     ("--beta-slow", "beta_slow", float, "YaRN beta_slow (rotations over the original length)"),
     ("--rms-norm-eps", "rms_norm_eps", float, "epsilon of the compressors' RMSNorm"),
+    ("--indexer-block-bytes", "indexer_block_bytes", int, "memory budget of one indexer query block, bytes (default 2**30)"),
 )
 _BOOL_FIELDS = (
     ("--indexer-use-sparse-loss", "indexer_use_sparse_loss", "indexer loss over the selected top-k (else dense, all causal entries)"),

@@ -33,13 +33,20 @@ def _check_ratio(ratio, required):
     check_int("ratio", ratio, 1)
 
 def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None,
-                          ratio=None, ratio_required=False, cidx_name="compressed_idxs"):
-    "Validate the SBHD teacher inputs; return `(sq, b, H, D, n_comp)`."
+                          ratio=None, ratio_required=False, cidx_name="compressed_idxs", q_offset=None):
+    "Validate the SBHD teacher inputs (`query` rows from `q_offset` of the `kv` sequence, if given); return `(sq, b, H, D, n_comp)`."
     check_tensor("query", query, ndim=4, floating=True)
     sq, b, H, D = query.shape
     check_tensor("kv", kv, ndim=3, floating=True, like=query, like_name="`query`")
-    if tuple(kv.shape) != (sq, b, D):
-        raise ValueError(f"`kv` must have shape [sq, b, D] = {(sq, b, D)} to match `query`, got {tuple(kv.shape)}")
+    if q_offset is None:
+        if tuple(kv.shape) != (sq, b, D):
+            raise ValueError(f"`kv` must have shape [sq, b, D] = {(sq, b, D)} to match `query`, got {tuple(kv.shape)}")
+    else:
+        check_int("q_offset", q_offset, 0)
+        if tuple(kv.shape[1:]) != (b, D) or kv.shape[0] < q_offset + sq:
+            raise ValueError(f"`kv` must have shape [S, b, D] with b, D = {(b, D)} and S >= q_offset + sq = "
+                             f"{q_offset + sq} (query rows {q_offset}…{q_offset + sq - 1}), got {tuple(kv.shape)}")
+    S = kv.shape[0]
     n_comp = 0
     if compressed_kv is not None:
         check_tensor("compressed_kv", compressed_kv, ndim=3, floating=True, like=query, like_name="`query`")
@@ -52,7 +59,7 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
     check_tensor("window_idxs", window_idxs, ndim=3, floating=False)
     if tuple(window_idxs.shape[:2]) != (b, sq):
         raise ValueError(f"`window_idxs` must have shape [b, sq, W] with (b, sq) = {(b, sq)}, got {tuple(window_idxs.shape)}")
-    check_index_values("window_idxs", window_idxs, sq, "raw positions into `kv`")
+    check_index_values("window_idxs", window_idxs, S, "raw positions into `kv`")
     if compressed_idxs is not None:
         check_tensor(cidx_name, compressed_idxs, ndim=3, floating=False)
         if tuple(compressed_idxs.shape[:2]) != (b, sq):
@@ -60,8 +67,8 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
                              f"got {tuple(compressed_idxs.shape)}")
         check_index_values(cidx_name, compressed_idxs, n_comp, "compressed-entry ids")
     _check_ratio(ratio, ratio_required)
-    if ratio is not None and n_comp != sq // ratio:
-        raise ValueError(f"`compressed_kv` has {n_comp} entries but sq // ratio = {sq} // {ratio} = {sq // ratio}")
+    if ratio is not None and n_comp != S // ratio:
+        raise ValueError(f"`compressed_kv` has {n_comp} entries but sq // ratio = {S} // {ratio} = {S // ratio}")
     devs = {t.device for t in (query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs) if t is not None}
     if len(devs) > 1:
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devs))}")
@@ -94,22 +101,25 @@ def _chunks(sq, per_row, per_row_key, n_keys, budget):
         return min(max(sq, 1), rows), max(n_keys, 1)
     return 1, max(1, (budget - per_row) // max(1, per_row_key))
 
-def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale):
-    "Logits of query chunk `q [b, c, H, D]` against compressed keys `[j0, j1)` (dense) or slots `[j0, j1)` of `cidx`; `-inf` outside the support."
+def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale, off=0):
+    "Logits of query chunk `q [b, c, H, D]` (rows `t0…t1` of `cidx`, global positions `+ off`) against compressed keys `[j0, j1)` (dense) or slots `[j0, j1)` of `cidx`; `-inf` outside the support."
     if cidx is None:   # dense: every causal entry
         s = torch.einsum("bchd,bnd->bchn", q, ckv[:, j0:j1].to(q.dtype)).mul_(scale)
-        vis = _causal_visible(t0, t1, ckv.shape[1], ratio, q.device, j0, j1)
+        vis = _causal_visible(off + t0, off + t1, ckv.shape[1], ratio, q.device, j0, j1)
         return s.masked_fill_(~vis[None, :, None, :], float("-inf"))
     idx = cidx[:, t0:t1, j0:j1]
     s = torch.einsum("bchd,bckd->bchk", q, _gather_rows(ckv, idx).to(q.dtype)).mul_(scale)
     return s.masked_fill_((idx < 0)[:, :, None, :], float("-inf"))
 
 def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None, ratio=None,
-                    softmax_scale=None, *, max_chunk_bytes=1 << 30):
-    "`[b, sq, H]` log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)); fp32 (float64 for float64 inputs)."
+                    softmax_scale=None, *, max_chunk_bytes=1 << 30, q_offset=None):
+    """`[b, sq, H]` log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)); fp32 (float64 for float64 inputs).
+    `q_offset`: `query` holds rows `q_offset…` of the sequence in `kv` (a query block); `None`: all of them."""
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
                                                  compressed_idxs, ratio,
-                                                 ratio_required=compressed_idxs is None and compressed_kv is not None)
+                                                 ratio_required=compressed_idxs is None and compressed_kv is not None,
+                                                 q_offset=q_offset)
+    off = q_offset or 0
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale, acc = _scale(softmax_scale, D), _acc_dtype(query, kv, compressed_kv)
     out = torch.empty(b, sq, H, dtype=acc, device=query.device)
@@ -132,9 +142,9 @@ def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed
         s.masked_fill_((widx < 0)[:, :, None, :], float("-inf"))
         lse = torch.logsumexp(torch.stack([sink.expand(b, t1 - t0, H), torch.logsumexp(s, -1)], -1), -1)
         del s
-        k_end = min(n_keys, t1 // ratio) if (n_keys and compressed_idxs is None) else n_keys
+        k_end = min(n_keys, (off + t1) // ratio) if (n_keys and compressed_idxs is None) else n_keys
         for j0 in range(0, k_end, kblk):
-            sc = _compressed_logits(q, ckv, compressed_idxs, t0, t1, j0, min(k_end, j0 + kblk), ratio, scale)
+            sc = _compressed_logits(q, ckv, compressed_idxs, t0, t1, j0, min(k_end, j0 + kblk), ratio, scale, off)
             lse = torch.logsumexp(torch.stack([lse, torch.logsumexp(sc, -1)], -1), -1)
         out[:, t0:t1] = lse
     return out
@@ -142,7 +152,7 @@ def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed
 # %% ../nbs/02_teacher.ipynb #6cac25a2
 _TINY = torch.finfo(torch.float32).tiny
 
-def _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes):
+def _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes, off=0):
     "Target `[b, sq, K]` over the support (zeros outside it; rows sum to 1, or 0 if the support is empty)."
     sq, b, H, D = query.shape
     acc = lse.dtype
@@ -155,7 +165,7 @@ def _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_c
     for t0 in range(0, sq, rows):
         t1 = min(sq, t0 + rows)
         q = query[t0:t1].detach().to(acc).transpose(0, 1)
-        s = _compressed_logits(q, ckv, support_idxs, t0, t1, 0, n_keys, ratio, scale)   # [b, c, H, K]
+        s = _compressed_logits(q, ckv, support_idxs, t0, t1, 0, n_keys, ratio, scale, off)   # [b, c, H, K]
         s.sub_(lse[:, t0:t1, :, None])                                    # log p_h(j) under the full denominator
         m = s.amax(dim=(2, 3), keepdim=True)
         m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))        # empty support: all -inf
@@ -174,12 +184,16 @@ def _predict_log_probs(scores, support):
     return torch.log(p.clamp_min(_TINY))
 
 def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs=None,
-                     softmax_scale=None, coeff=1.0, per_token=False, *, teacher_lse=None, max_chunk_bytes=1 << 30):
-    "Indexer KL loss (scalar) towards the full-denominator CSA teacher; dense (`topk_idxs=None`) or sparse."
+                     softmax_scale=None, coeff=1.0, per_token=False, *, teacher_lse=None, max_chunk_bytes=1 << 30,
+                     q_offset=None):
+    """Indexer KL loss (scalar) towards the full-denominator CSA teacher; dense (`topk_idxs=None`) or sparse.
+    `q_offset`: the rows of `index_scores`, `query`, `window_idxs`, `topk_idxs` are rows `q_offset…` of the sequence in `kv`
+    (a query block; the mean still divides by the block's `b·sq`, so blocks are combined with `per_token=True`)."""
     check_tensor("index_scores", index_scores, ndim=3, floating=True)
     _check_ratio(ratio, True)
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
-                                                 topk_idxs, ratio, cidx_name="topk_idxs")
+                                                 topk_idxs, ratio, cidx_name="topk_idxs", q_offset=q_offset)
+    off = q_offset or 0
     if tuple(index_scores.shape) != (b, sq, n_comp):
         raise ValueError(f"`index_scores` must have shape [b, sq, n_comp] = {(b, sq, n_comp)}, got {tuple(index_scores.shape)}")
     if index_scores.device != query.device:
@@ -197,10 +211,10 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
     dev = query.device
     if topk_idxs is None:                                                # dense: all causal entries
         support_idxs = None
-        support = _causal_visible(0, sq, n_comp, ratio, dev).expand(b, sq, n_comp)
+        support = _causal_visible(off, off + sq, n_comp, ratio, dev).expand(b, sq, n_comp)
         scores = index_scores
     else:                                                                # sparse: visible selected ids
-        vis_count = (torch.arange(sq, device=dev) + 1) // ratio
+        vis_count = (torch.arange(off, off + sq, device=dev) + 1) // ratio
         support = (topk_idxs >= 0) & (topk_idxs < vis_count[None, :, None])
         support_idxs = topk_idxs.masked_fill(~support, -1)
         scores = torch.gather(index_scores, -1, support_idxs.clamp_min(0).long())
@@ -209,10 +223,10 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
         if teacher_lse is None:
             lse = csa_teacher_lse(query.detach(), kv.detach(), None if compressed_kv is None else compressed_kv.detach(),
                                   attn_sink.detach(), window_idxs, compressed_idxs=support_idxs, ratio=ratio,
-                                  softmax_scale=scale, max_chunk_bytes=max_chunk_bytes)
+                                  softmax_scale=scale, max_chunk_bytes=max_chunk_bytes, q_offset=q_offset)
         else:
             lse = teacher_lse.detach().to(acc)
-        target = _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes)
+        target = _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes, off)
     log_p = _predict_log_probs(scores.to(work), support)
     target = target.to(work)
     log_t = torch.log(target.clamp_min(_TINY))
