@@ -66,7 +66,7 @@ def execute(nb_path, out=None, gpu=False, skip=(), benchmarks=None):
     dst = Path(out) if out else nb_path
     write_nb(nb, dst)
     _clean(dst)
-    if benchmarks and "res" in shell.user_ns:
+    if benchmarks and isinstance(shell.user_ns.get("res"), dict) and "gpu" in shell.user_ns["res"]:   # the bench chapter's
         from fused_csa_nb.bench import benchmarks_markdown
         Path(benchmarks).write_text(benchmarks_markdown(shell.user_ns["res"]), encoding="utf-8")
         print(f"wrote {benchmarks}")
