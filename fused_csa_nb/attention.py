@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from .checks import check_like_module, check_tensor
 from .layout import compressed_topk_idxs, indexer_block_rows, query_blocks, window_topk_idxs
 from .reference import (Compressor, CSAIndexer, blocked_indexer_topk, indexer_scores, indexer_topk,
-                                    nonfinite_row_poison, unfused_csa_attention)
+                                    indexer_input_poison, unfused_csa_attention)
 from .rotary import layer_rotary
 from .routing import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .teacher import csa_indexer_loss
@@ -79,11 +79,11 @@ _NATIVE_BYTES_PER_ENTRY = 16    # accumulation-dtype values per score entry: sco
 
 def _native_select(cfg, ratio, q_idx, k_idx, weights, rows):
     """`(scores or None, top-k ids [b, sq, index_topk], poison [b, sq])`: whole scores when one block holds them, else
-    per block (never whole); `poison` is NaN on rows whose scores hold a NaN or `+inf` (the non-finite rule)."""
+    per block (never whole); `poison` is NaN on rows whose indexer inputs are not finite (the non-finite rule)."""
     isc = cfg.index_head_dim ** -0.5
     if rows >= q_idx.shape[0]:
         scores = indexer_scores(q_idx, k_idx, weights, ratio, softmax_scale=isc)
-        return scores, indexer_topk(scores.detach(), cfg.index_topk)[0], nonfinite_row_poison(scores.detach())
+        return scores, indexer_topk(scores.detach(), cfg.index_topk)[0], indexer_input_poison(q_idx, k_idx, weights, ratio)
     idx, _, poison = blocked_indexer_topk(q_idx, k_idx, weights, ratio, cfg.index_topk, rows, softmax_scale=isc,
                                           return_poison=True)
     return None, idx, poison
@@ -112,7 +112,7 @@ def _forward(self, query, key, x=None, qr=None):
     return self._forward_native(query, key, x, qr)
 
 def _poisoned(out, poison):
-    "`out [sq, b, ·]` plus the `[b, sq]` NaN/0 `poison` of `nonfinite_row_poison` (the non-finite rule), or `out`."
+    "`out [sq, b, ·]` plus the `[b, sq]` NaN/0 `poison` of `indexer_input_poison` (the non-finite rule), or `out`."
     return out if poison is None else out + poison.t().unsqueeze(-1).to(out.dtype)
 
 def _wants_indexer_loss(self) -> bool:

@@ -17,7 +17,7 @@ from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd
                                   cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
                                   sparse_attn_score_recompute, dense_attn_score_recompute,
                                   dense_indexer_score_recompute, indexer_bwd, dense_indexer_bwd)
-from .reference import nonfinite_row_poison
+from .reference import indexer_input_poison
 from . import teacher as _teacher
 
 # %% auto #0
@@ -140,7 +140,7 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
                  *, block_rows: int | None = None, return_poison: bool = False):
     """Fused indexer top-k from SBHD indexer tensors → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded.
     `block_rows`: query rows scored at a time (the `[b, block_rows, n_comp]` scores are the transient); `None` = all.
-    `return_poison`: also return `[b, sq]` float32, NaN on rows whose scores hold a NaN or `+inf` (the non-finite rule)."""
+    `return_poison`: also return `[b, sq]` float32, NaN on rows whose indexer inputs are not finite (the non-finite rule)."""
     if not isinstance(q_indexer, torch.Tensor) or q_indexer.dim() != 4:
         raise ValueError("`q_indexer` must be a 4-D tensor [sq, b, Hi, Di]")
     sq, b, _, di = q_indexer.shape
@@ -154,7 +154,7 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
     poison = torch.empty(b, sq, dtype=torch.float32, device=q_indexer.device) if return_poison else None
     for t0, t1 in blocks:
         _, _, scores, sel[:, t0:t1] = _indexer_select(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc)
-        if return_poison: poison[:, t0:t1] = nonfinite_row_poison(scores)
+        if return_poison: poison[:, t0:t1] = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, t0)
     return (sel, poison) if return_poison else sel
 
 def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
@@ -268,7 +268,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             packed, tlen = indexer_attn_topk_idxs(window_idxs[:, t0:t1], sel, sq, compressed_first=True)
             idx = pad_topk_idxs(packed, padded_topk(packed.shape[1], sm_major(query.device)))
             out, lse = flash_mla_sparse_fwd(q[t0 * b:t1 * b], kv, idx, cfg.scale, attn_sink=attn_sink, topk_length=tlen)
-            poison = nonfinite_row_poison(scores)                               # [b, c]: NaN rows of bad scores
+            poison = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], cfg.ratio, t0)   # [b, c]: the non-finite rule
             out.add_(poison.t().reshape(-1, 1, 1).to(out.dtype)); bad += poison.sum()   # the non-finite rule, no sync
             if with_loss:
                 with torch.no_grad():

@@ -14,7 +14,7 @@ from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'Compressor', 'CSAIndexer', 'indexer_scores', 'indexer_topk',
-           'nonfinite_row_poison', 'blocked_indexer_topk', 'apply_rotary_interleaved']
+           'nonfinite_row_poison', 'indexer_input_poison', 'blocked_indexer_topk', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
 _all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
@@ -338,6 +338,31 @@ def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
     bad = (torch.isnan(scores) | torch.isposinf(scores)).any(-1)
     return torch.zeros(bad.shape, dtype=torch.float32, device=scores.device).masked_fill(bad, float("nan"))
 
+# %% ../nbs/01_reference.ipynb #e54932dc
+def _finite_rows(t: torch.Tensor, dims) -> torch.Tensor:
+    "True where every entry over `dims` is finite: two reductions (a NaN propagates, ±inf shows), no full-size temporary."
+    return torch.isfinite(t.amax(dims)) & torch.isfinite(t.amin(dims))
+
+def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
+                         q_offset: int = 0) -> torch.Tensor:
+    """`[b, sq]` float32, NaN on query rows whose indexer inputs are not finite, else 0 (no sync).
+
+    `q_idx [sq, b, Hi, Di]` and `weights [sq, b, Hi]`: the rows' own indexer queries and weights; `k_idx [n_comp, b, Di]`
+    (or `None`): the indexer keys — row `t` (global position `q_offset + t`) sees entry `j` iff
+    `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite."""
+    check_tensor("q_idx", q_idx, ndim=4, floating=True); check_tensor("weights", weights, ndim=3, floating=True)
+    check_int("ratio", ratio, 1); check_int("q_offset", q_offset, 0)
+    sq, b = q_idx.shape[:2]
+    bad = ~(_finite_rows(q_idx, (-2, -1)) & _finite_rows(weights, -1))                  # [sq, b]
+    if k_idx is not None and k_idx.shape[0]:
+        check_tensor("k_idx", k_idx, ndim=3, floating=True)
+        n = k_idx.shape[0]
+        seen = (~_finite_rows(k_idx, -1)).to(torch.int8).cummax(0).values.bool()        # [n, b]: a bad entry at or before j
+        n_vis = ((q_offset + torch.arange(sq, device=q_idx.device) + 1) // ratio).clamp(max=n)
+        sees = seen[(n_vis - 1).clamp(min=0)] & (n_vis > 0).view(sq, 1)               # [sq, b]
+        bad = bad | sees
+    return torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device).masked_fill(bad.t(), float("nan"))
+
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,
                          block_rows: int, softmax_scale: float | None = None, *, return_poison: bool = False):
@@ -346,7 +371,7 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]` (float), `k_idx [n_comp, b, Di]` or `None`; `ratio` the compression
     ratio; `topk` ids per row; `block_rows >= 1`; `softmax_scale` as in `indexer_scores`.
     Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`, and with `return_poison=True` also
-    `nonfinite_row_poison` of the scores, `[b, sq]` (NaN on rows with a NaN or `+inf` score)."""
+    `indexer_input_poison` of the rows, `[b, sq]` (NaN on rows whose indexer inputs are not finite)."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES); check_int("topk", topk); check_int("block_rows", block_rows, 1)
     sq, b = q_idx.shape[:2]
     idx = torch.full((b, sq, topk), -1, dtype=torch.int64, device=q_idx.device)
@@ -357,5 +382,5 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
             t1 = min(sq, t0 + block_rows)
             s = indexer_scores(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=t0)
             idx[:, t0:t1], n_valid[:, t0:t1] = indexer_topk(s, topk)
-            if poison is not None: poison[:, t0:t1] = nonfinite_row_poison(s)
+            if poison is not None: poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, t0)
     return (idx, n_valid, poison) if poison is not None else (idx, n_valid)
