@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -31,8 +32,10 @@ class CompressedSparseAttention(nn.Module):
     `j·ratio`) with its table `rotary.layer_rotary(cfg, ratio)` — plain RoPE of `cfg.rope_theta` for ratio 0,
     DeepSeek-V4's YaRN of `cfg.compress_rope_theta` for 4 and 128. Callers must rope the `query` and `key` they
     pass in with the same table: `rotary.apply_layer_rotary(t, positions, cfg, ratio)` (last `cfg.rotary_dim`
-    channels, interleaved pairs) at global token positions, e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`."""
-    def __init__(self, cfg: CSAConfig, ratio: int):
+    channels, interleaved pairs) at global token positions, e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`.
+    `cp_group`: `None` (one device) or a `torch.distributed` process group for context parallelism: each rank
+    passes its contiguous shard of the sequence (chapter *Context parallelism*)."""
+    def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None):
         super().__init__()
         if not isinstance(cfg, CSAConfig):
             raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
@@ -43,7 +46,10 @@ class CompressedSparseAttention(nn.Module):
                              f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
                              "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'")
         validate_config(dataclasses.replace(cfg, compress_ratios=(ratio,)))
+        if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
+            raise TypeError(f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}")
         self.cfg, self.ratio = cfg, ratio
+        self.cp_group, self._cp_checked = cp_group, set()       # context parallelism: the group, shapes checked
         self.fused = use_fused_kernels(cfg)
         rot, eps = layer_rotary(cfg, ratio), cfg.rms_norm_eps
         self.compressor = Compressor(cfg.hidden_size, cfg.head_dim, ratio, eps=eps, rotary=rot) if ratio > 1 else None
@@ -107,6 +113,8 @@ def _blocked_indexer_loss(cfg, ratio, q_idx, k_idx, weights, rows, query, kv, co
 def _forward(self, query, key, x=None, qr=None):
     "`(out [sq, b, H·D], indexer_loss or None)` for SBHD `query [sq,b,H,D]`, `key [sq,b,1,D]`, `x [sq,b,hidden]`, `qr [sq,b,q_lora]`."
     _check_inputs(self, query, key, x, qr)
+    if self.cp_group is not None:
+        raise NotImplementedError("the context-parallel forward (cp_group) is not implemented yet")
     if self.fused:
         return self._forward_fused(query, key, x, qr)
     return self._forward_native(query, key, x, qr)
