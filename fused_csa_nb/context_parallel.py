@@ -158,37 +158,48 @@ def _fn_spec(fn):
         except ImportError: pass
     if fn.__code__.co_freevars or fn.__name__ == "<lambda>":
         raise ValueError(f"`fn` ({fn.__name__}) is not importable and not self-contained (a lambda or a closure): "
-                         "define it at the top level of a module or notebook cell, with its imports inside")
-    return ("src", textwrap.dedent(inspect.getsource(fn)), fn.__name__)
+                         "define it at the top level of a module or notebook cell")
+    try: src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise ValueError(f"`fn` ({fn.__name__}) is not importable and its source is not available to ship") from None
+    return ("src", src, fn.__name__)
 
-def _resolve(spec):
+def _resolve(spec, modules):
     kind, a, b = spec
     if kind == "ref": return getattr(importlib.import_module(a), b)
-    ns = {"__name__": "__cp_worker__"}
+    ns = {"__name__": "__cp_worker__", "torch": torch, "dist": dist}
+    ns.update({name: importlib.import_module(path) for name, path in modules.items()})
     exec(compile(a, f"<{b}>", "exec"), ns)
     return ns[b]
 
-def _run_rank(rank, world, spec, backend, tmp, args):
+def _run_rank(rank, world, spec, backend, tmp, args, modules):
     torch.set_num_threads(1)
     dist.init_process_group(backend, store=dist.FileStore(os.path.join(tmp, "store"), world),
                             rank=rank, world_size=world)
     try:
-        result = _resolve(spec)(rank, world, *args)
+        result = _resolve(spec, modules)(rank, world, *args)
         torch.save(result, os.path.join(tmp, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
 
 # %% ../nbs/05_context_parallel.ipynb #a5c98b35
-def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0) -> list:
+def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0,
+              modules: dict | None = None) -> list:
     """Run `fn(rank, world_size, *args)` in `world_size` spawned processes joined into one process group.
 
-    `backend`: the `torch.distributed` backend (`gloo` on CPU). Returns the `world_size` results
-    (anything `torch.save` can write) in rank order; raises a rank's exception, or `TimeoutError`."""
+    `backend`: the `torch.distributed` backend (`gloo` on CPU). `modules`: `{name: "module.path"}`
+    imported in every process and given to a shipped (notebook) `fn` as globals, besides `torch` and
+    `dist` (`torch.distributed`). Returns the `world_size` results (anything `torch.save` can write)
+    in rank order; raises a rank's exception, or `TimeoutError`."""
     check_int("world_size", world_size, 1)
+    modules = dict(modules or {})
+    for name, path in modules.items():
+        if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
+            raise TypeError(f"`modules` must map names to module paths (str), got {name!r}: {path!r}")
     spec = _fn_spec(fn)
     with tempfile.TemporaryDirectory() as tmp:
         target = importlib.import_module("fused_csa_nb.context_parallel")._run_rank   # importable by the children
-        ctx = mp.start_processes(target, args=(world_size, spec, backend, tmp, args), nprocs=world_size,
+        ctx = mp.start_processes(target, args=(world_size, spec, backend, tmp, args, modules), nprocs=world_size,
                                  join=False, start_method="spawn")
         deadline = time.monotonic() + timeout
         try:
