@@ -11,6 +11,7 @@ import os
 import tempfile
 import textwrap
 import time
+import traceback
 from typing import NamedTuple
 
 import torch
@@ -152,7 +153,7 @@ def _fn_spec(fn):
     if not callable(fn) or not hasattr(fn, "__code__"):
         raise TypeError(f"`fn` must be a Python function, got {type(fn).__name__}")
     mod, name = fn.__module__, fn.__qualname__
-    if mod not in ("__main__", "__mp_main__") and "<locals>" not in name:
+    if mod and mod not in ("__main__", "__mp_main__") and "<locals>" not in name:
         try:
             if getattr(importlib.import_module(mod), name, None) is fn: return ("ref", mod, name)
         except ImportError: pass
@@ -179,8 +180,12 @@ def _run_rank(rank, world, spec, backend, tmp, args, modules):
     try:
         result = _resolve(spec, modules)(rank, world, *args)
         torch.save(result, os.path.join(tmp, f"rank{rank}.pt"))
+    except BaseException:
+        with open(os.path.join(tmp, f"rank{rank}.err"), "w") as f: f.write(traceback.format_exc())
+        raise
     finally:
-        dist.destroy_process_group()
+        try: dist.destroy_process_group()
+        except Exception: pass            # a peer that failed first may have closed the connection
 
 # %% ../nbs/05_context_parallel.ipynb #a5c98b35
 def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0,
@@ -190,7 +195,7 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
     `backend`: the `torch.distributed` backend (`gloo` on CPU). `modules`: `{name: "module.path"}`
     imported in every process and given to a shipped (notebook) `fn` as globals, besides `torch` and
     `dist` (`torch.distributed`). Returns the `world_size` results (anything `torch.save` can write)
-    in rank order; raises a rank's exception, or `TimeoutError`."""
+    in rank order; raises `RuntimeError` with the traceback of every rank whose `fn` failed, or `TimeoutError`."""
     check_int("world_size", world_size, 1)
     modules = dict(modules or {})
     for name, path in modules.items():
@@ -201,14 +206,20 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
         target = importlib.import_module("fused_csa_nb.context_parallel")._run_rank   # importable by the children
         ctx = mp.start_processes(target, args=(world_size, spec, backend, tmp, args, modules), nprocs=world_size,
                                  join=False, start_method="spawn")
-        deadline = time.monotonic() + timeout
+        deadline, failed = time.monotonic() + timeout, None
         try:
             while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"run_ranks: {fn.__name__} did not finish within {timeout} s")
+        except Exception as e: failed = e           # a rank's exit (its own error is read below), or the timeout
         finally:
             for p in ctx.processes:
                 if p.is_alive(): p.kill()
+        errs = {r: open(f).read() for r in range(world_size) if os.path.exists(f := os.path.join(tmp, f"rank{r}.err"))}
+        if errs:                                 # the ranks' own exceptions, not the teardown they caused elsewhere
+            raise RuntimeError(f"run_ranks: {fn.__name__} failed on rank(s) {sorted(errs)}:\n" +
+                               "\n".join(f"--- rank {r}\n{t}" for r, t in errs.items()))
+        if failed is not None: raise failed
         return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
 
 # %% ../nbs/05_context_parallel.ipynb #2871efc9
