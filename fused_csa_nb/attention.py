@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -31,8 +32,10 @@ class CompressedSparseAttention(nn.Module):
     `j·ratio`) with its table `rotary.layer_rotary(cfg, ratio)` — plain RoPE of `cfg.rope_theta` for ratio 0,
     DeepSeek-V4's YaRN of `cfg.compress_rope_theta` for 4 and 128. Callers must rope the `query` and `key` they
     pass in with the same table: `rotary.apply_layer_rotary(t, positions, cfg, ratio)` (last `cfg.rotary_dim`
-    channels, interleaved pairs) at global token positions, e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`."""
-    def __init__(self, cfg: CSAConfig, ratio: int):
+    channels, interleaved pairs) at global token positions, e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`.
+    `cp_group`: `None` (one device) or a `torch.distributed` process group for context parallelism: each rank
+    passes its contiguous shard of the sequence (chapter *Context parallelism*)."""
+    def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None):
         super().__init__()
         if not isinstance(cfg, CSAConfig):
             raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
@@ -43,7 +46,10 @@ class CompressedSparseAttention(nn.Module):
                              f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
                              "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'")
         validate_config(dataclasses.replace(cfg, compress_ratios=(ratio,)))
+        if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
+            raise TypeError(f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}")
         self.cfg, self.ratio = cfg, ratio
+        self.cp_group, self._cp_checked = cp_group, set()       # context parallelism: the group, shapes checked
         self.fused = use_fused_kernels(cfg)
         rot, eps = layer_rotary(cfg, ratio), cfg.rms_norm_eps
         self.compressor = Compressor(cfg.hidden_size, cfg.head_dim, ratio, eps=eps, rotary=rot) if ratio > 1 else None
@@ -107,6 +113,8 @@ def _blocked_indexer_loss(cfg, ratio, q_idx, k_idx, weights, rows, query, kv, co
 def _forward(self, query, key, x=None, qr=None):
     "`(out [sq, b, H·D], indexer_loss or None)` for SBHD `query [sq,b,H,D]`, `key [sq,b,1,D]`, `x [sq,b,hidden]`, `qr [sq,b,q_lora]`."
     _check_inputs(self, query, key, x, qr)
+    if self.cp_group is not None:
+        return self._forward_cp(query, key, x, qr)
     if self.fused:
         return self._forward_fused(query, key, x, qr)
     return self._forward_native(query, key, x, qr)
@@ -199,3 +207,158 @@ def _forward_fused(self, query, key, x=None, qr=None):
     return _poisoned(out, poison), None
 
 CompressedSparseAttention._forward_fused = _forward_fused
+
+# %% ../nbs/06_attention.ipynb #cpxc4ca4
+from .context_parallel import (check_cp_group, cp_compressed_idxs, cp_window_idxs, gather_seq,
+                                           halo_from_prev)
+from .layout import build_flat_topk_idxs, indexer_block_rows
+from .reference import indexer_input_poison
+
+# %% ../nbs/06_attention.ipynb #cpxc81e7
+def _cp_fingerprint(self, query) -> tuple:
+    "What must agree across the CP group: every config field, the ratio, the path, the dtype and the mode."
+    cfg = tuple((f.name, getattr(self.cfg, f.name)) for f in dataclasses.fields(self.cfg))
+    return cfg + (("ratio", self.ratio), ("fused", self.fused), ("dtype", str(query.dtype)),
+                  ("training", self.training), ("grad_enabled", torch.is_grad_enabled()))
+
+def _with_halo(t, halo, first: bool):
+    "`[halo | t]`, or `[t | halo]` on the first rank (whose halo is unused but kept in the graph)."
+    return torch.cat([t, halo]) if first else torch.cat([halo, t])
+
+def _cp_keys(self, key, x, qr, shard):
+    "`(kv_ext [W−1+L, b, D], compressed entries of all ranks [S/ratio, b, D] or None, (q_i, k_i of all ranks, w_i) or None)`."
+    cfg, r, g, L = self.cfg, self.ratio, self.cp_group, shard.sq_local
+    kv = key.squeeze(2)
+    W = cfg.window_size
+    kv_ext = torch.cat([halo_from_prev(kv[L - W + 1:], g), kv]) if W > 1 else kv
+    if self.compressor is None: return kv_ext, None, None
+    first, n = shard.rank == 0, L // r
+    x_ext, s0, keep, rows = x, shard.start, slice(0, n), slice(0, L)
+    if r == 4:                                                     # overlap: the previous rank's last block
+        x_ext = _with_halo(x, halo_from_prev(x[L - r:], g), first)
+        if not first: s0, keep, rows = shard.start - r, slice(1, n + 1), slice(r, L + r)
+    comp = self.compressor(x_ext, s0)[keep]
+    if self.indexer is None: return kv_ext, gather_seq(comp, g), None
+    q_i, k_i, w_i = self.indexer(x_ext, _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first), s0)
+    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()         # no loss: no indexer gradient
+    both = gather_seq(torch.cat([comp, k_i.to(comp.dtype)], -1), g)                # one collective for both
+    comp_all, k_all = both.split([comp.shape[-1], k_i.shape[-1]], -1)
+    return kv_ext, comp_all, (q_i[rows], k_all.to(k_i.dtype), w_i[rows])
+
+# %% ../nbs/06_attention.ipynb #cpxeccbc
+def _forward_cp(self, query, key, x=None, qr=None):
+    "Context-parallel forward: this rank's shard in, its output rows and loss share out (see above)."
+    L, b = query.shape[:2]
+    shard = check_cp_group(self.cp_group, L, b, _cp_fingerprint(self, query), self._cp_checked)
+    if self.cfg.window_size - 1 > L:
+        raise ValueError(f"context parallelism needs window_size - 1 <= sq_local (the halo comes from one rank): "
+                         f"window_size={self.cfg.window_size}, sq_local={L}")
+    kv_ext, comp_all, ind = _cp_keys(self, key, x, qr, shard)
+    if self.fused:
+        return self._forward_cp_fused(query, kv_ext, comp_all, ind, shard)
+    return self._forward_cp_native(query, kv_ext, comp_all, ind, shard)
+
+CompressedSparseAttention._forward_cp = _forward_cp
+
+# %% ../nbs/06_attention.ipynb #cpxa87ff
+def _cp_teacher(self, query, kv_full, sink, window, lse, shard):
+    "Teacher LSE `[b, L, H]` (with the sink): sparse — the attention's own; dense — window ∪ every causal entry."
+    cfg, (L, b) = self.cfg, query.shape[:2]
+    if cfg.indexer_use_sparse_loss:                     # as on one device
+        return torch.logaddexp(lse.detach().float(), sink.detach().view(1, 1, -1))
+    with torch.no_grad():
+        slot0 = kv_full.shape[0] - shard.seq_len // self.ratio
+        didx = torch.cat([window, cp_compressed_idxs(L, b, self.ratio, shard.start, slot0, device=query.device)], -1)
+        dlse = unfused_csa_attention(query, kv_full, sink, didx, softmax_scale=cfg.scale, return_lse=True)[1]
+    return torch.logaddexp(dlse, sink.view(1, 1, -1).to(dlse.dtype))
+
+def _cp_loss(self, query, kv_full, sink, window, comp_all, ind, topk, teacher_lse, rows, shard):
+    "This rank's share of the indexer loss: its rows as query blocks at `shard.start + t0`, each checkpointed."
+    cfg, r, (L, b), (q_i, k_all, w_i) = self.cfg, self.ratio, query.shape[:2], ind
+    W, S = cfg.window_size, shard.seq_len
+    # the teacher reads `kv` only for the LSE passed here: a zero-stride stand-in of the global shape
+    kv_shape = kv_full.new_zeros(1, 1, 1).expand(S, b, kv_full.shape[-1])
+    window_global = torch.where(window >= 0, window + shard.start - (W - 1), window)
+    comp, sparse = comp_all.detach().to(kv_full.dtype), cfg.indexer_use_sparse_loss
+    def block(qb, kb, wb, t0, t1):
+        s = indexer_scores(qb, kb, wb, r, softmax_scale=cfg.index_head_dim ** -0.5, q_offset=shard.start + t0)
+        return csa_indexer_loss(s, query[t0:t1].detach(), kv_shape, comp, sink.detach(), window_global[:, t0:t1], r,
+                                topk_idxs=topk[:, t0:t1] if sparse else None, softmax_scale=cfg.scale, per_token=True,
+                                teacher_lse=teacher_lse[:, t0:t1], q_offset=shard.start + t0)
+    total = sum(checkpoint(block, q_i[t0:t1], k_all, w_i[t0:t1], t0, t1, use_reentrant=False)
+                for t0, t1 in query_blocks(L, rows))
+    return cfg.indexer_loss_coeff * (total if cfg.per_token_loss else total / (b * S))
+
+# %% ../nbs/06_attention.ipynb #cpxe4da3
+def _cp_native_topk(self, q_i, k_all, w_i, rows, start):
+    "`(top-k ids [b, L, index_topk], poison [b, L])` of the queries at global `start …`, scored per block of `rows` rows."
+    cfg, (L, b) = self.cfg, q_i.shape[:2]
+    topk = torch.empty(b, L, cfg.index_topk, dtype=torch.int64, device=q_i.device)
+    poison = torch.empty(b, L, dtype=torch.float32, device=q_i.device)      # the non-finite rule, as on one device
+    with torch.no_grad():
+        for t0, t1 in query_blocks(L, rows):
+            s = indexer_scores(q_i[t0:t1], k_all, w_i[t0:t1], self.ratio, softmax_scale=cfg.index_head_dim ** -0.5,
+                               q_offset=start + t0)
+            topk[:, t0:t1] = indexer_topk(s, cfg.index_topk)[0]
+            poison[:, t0:t1] = indexer_input_poison(q_i[t0:t1], k_all, w_i[t0:t1], self.ratio, start + t0)
+    return topk[..., :min(cfg.index_topk, k_all.shape[0])], poison   # columns past k_eff are all -1
+
+def _forward_cp_native(self, query, kv_ext, comp_all, ind, shard):
+    "Native path on a shard: the native forward with local slots and the queries at global offset `shard.start`."
+    cfg, r, (L, b), dev = self.cfg, self.ratio, query.shape[:2], query.device
+    sink = self.attn_sink.float()
+    window = cp_window_idxs(L, b, cfg.window_size, shard.start, device=dev)
+    if comp_all is None:
+        return unfused_csa_attention(query, kv_ext, sink, window, softmax_scale=cfg.scale), None
+    slot0 = kv_ext.shape[0]
+    kv_full = torch.cat([kv_ext, comp_all.to(kv_ext.dtype)], 0)
+    if ind is None:                                     # ratio 128 or dense mode: all causal entries
+        idx = torch.cat([window, cp_compressed_idxs(L, b, r, shard.start, slot0, device=dev)], -1)
+        return unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale), None
+    q_i, k_all, w_i = ind
+    acc = 8 if q_i.dtype == torch.float64 else 4
+    rows = indexer_block_rows(cfg.indexer_block_bytes, k_all.shape[0], b, _NATIVE_BYTES_PER_ENTRY * acc)
+    topk, poison = _cp_native_topk(self, q_i, k_all, w_i, rows, shard.start)
+    idx = torch.cat([window, torch.where(topk >= 0, topk + slot0, topk)], -1)
+    if not self._wants_indexer_loss():
+        return _poisoned(unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale), poison), None
+    out, lse = unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale, return_lse=True)
+    teacher_lse = _cp_teacher(self, query, kv_full, sink, window, lse, shard)
+    return _poisoned(out, poison), _cp_loss(self, query, kv_full, sink, window, comp_all, ind, topk, teacher_lse, rows, shard)
+
+CompressedSparseAttention._forward_cp_native = _forward_cp_native
+
+# %% ../nbs/06_attention.ipynb #cpx16790
+def _forward_cp_fused(self, query, kv_ext, comp_all, ind, shard):
+    "Fused path on a shard: paths A, B (sparse loss), C over local slots, the queries at global offset `shard.start`."
+    cfg, r, (L, b), dev = self.cfg, self.ratio, query.shape[:2], query.device
+    if query.dtype != torch.bfloat16:
+        raise TypeError(f"the fused CSA path (dsa_kernel_backend='cudnn') runs bfloat16 tensors, got {query.dtype}")
+    query, sink = query.contiguous(), self.attn_sink.float()
+    window = cp_window_idxs(L, b, cfg.window_size, shard.start, device=dev)
+    kv_full = kv_ext if comp_all is None else torch.cat([kv_ext, comp_all.to(kv_ext.dtype)], 0)
+    slot0 = kv_ext.shape[0]
+    if ind is None:                                                            # path A
+        groups = [window] if comp_all is None else [window, cp_compressed_idxs(L, b, r, shard.start, slot0, device=dev)]
+        idx = build_flat_topk_idxs(*groups, batch_size=b, num_slots=kv_full.shape[0])
+        return csa_sparse_attn(query, kv_full.contiguous(), sink, idx, cfg.scale), None
+    q_i, k_all, w_i = ind
+    isc = cfg.index_head_dim ** -0.5
+    rows = indexer_block_rows(cfg.indexer_block_bytes, k_all.shape[0], b, _FUSED_BYTES_PER_ENTRY[False])   # sparse / no loss
+    if self.training and torch.is_grad_enabled():                              # path B
+        wants = self._wants_indexer_loss()
+        if wants and not cfg.indexer_use_sparse_loss:
+            raise NotImplementedError("context parallelism on the fused path computes the sparse indexer loss only: "
+                                      "set indexer_use_sparse_loss, or use dsa_kernel_backend='none'")
+        coeff = (cfg.indexer_loss_coeff / (1 if cfg.per_token_loss else b * shard.seq_len)) if wants else 0.0
+        out, loss = fused_csa_indexer_sparse_attn(
+            query, kv_full, sink, window, q_i, k_all, w_i, cfg.index_topk, r, softmax_scale=cfg.scale,
+            indexer_softmax_scale=isc, loss_coeff=float(coeff), sparse_loss=True, calculate_per_token_loss=True,
+            block_rows=rows, q_offset=shard.start, kv_slot0=slot0)
+        return out, (loss if wants else None)
+    sel, poison = fused_indexer_topk(q_i, k_all, w_i, cfg.index_topk, r, indexer_softmax_scale=isc, block_rows=rows,
+                                     return_poison=True, q_offset=shard.start)                     # path C
+    idx, tlen = indexer_attn_topk_idxs(window, sel, L, slot0=slot0, num_slots=kv_full.shape[0])
+    return _poisoned(csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen), poison), None
+
+CompressedSparseAttention._forward_cp_fused = _forward_cp_fused

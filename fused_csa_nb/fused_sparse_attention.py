@@ -123,12 +123,12 @@ def _block_bshd(t, t0, t1):
     "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."
     return t[t0:t1].transpose(0, 1).contiguous()
 
-def _indexer_select(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc):
-    "Query rows `[t0, t1)` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,n_comp] fp32, selected ids [b,c,index_topk] int32, -1 padded)`."
+def _indexer_select(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, off=0):
+    "Query rows `[t0, t1)` (global positions `off + t`) → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,n_comp] fp32, selected ids [b,c,index_topk] int32, -1 padded)`."
     b, n_comp = k_i.shape[:2]
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
-    scores = indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset=t0)
-    lengths = _visible_lengths(t0, t1, b, ratio, n_comp, scores.device)
+    scores = indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset=off + t0)
+    lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
     sel = radix_topk(scores.reshape(b * (t1 - t0), n_comp).contiguous(), lengths, index_topk)
     return q_i, w_i, scores, sel.view(b, t1 - t0, index_topk)
 
@@ -137,15 +137,16 @@ def _check_block_rows(block_rows, sq):
     return max(sq, 1) if block_rows is None else check_int("block_rows", block_rows, 1)
 
 def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None,
-                 *, block_rows: int | None = None, return_poison: bool = False):
+                 *, block_rows: int | None = None, return_poison: bool = False, q_offset: int = 0):
     """Fused indexer top-k from SBHD indexer tensors → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded.
     `block_rows`: query rows scored at a time (the `[b, block_rows, n_comp]` scores are the transient); `None` = all.
-    `return_poison`: also return `[b, sq]` float32, NaN on rows whose indexer inputs are not finite (the non-finite rule)."""
+    `return_poison`: also return `[b, sq]` float32, NaN on rows whose indexer inputs are not finite (the non-finite rule).
+    `q_offset`: global position of query row 0 (a shard of a longer sequence: causal rule `j < (q_offset + t + 1) // ratio`)."""
     if not isinstance(q_indexer, torch.Tensor) or q_indexer.dim() != 4:
         raise ValueError("`q_indexer` must be a 4-D tensor [sq, b, Hi, Di]")
     sq, b, _, di = q_indexer.shape
     _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
-    check_int("ratio", ratio, 1)
+    check_int("ratio", ratio, 1); check_int("q_offset", q_offset)
     isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5)
     check_bool("return_poison", return_poison)
     blocks = query_blocks(sq, _check_block_rows(block_rows, sq))
@@ -153,18 +154,23 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
     sel = torch.empty(b, sq, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(b, sq, dtype=torch.float32, device=q_indexer.device) if return_poison else None
     for t0, t1 in blocks:
-        _, _, scores, sel[:, t0:t1] = _indexer_select(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc)
-        if return_poison: poison[:, t0:t1] = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, t0)
+        _, _, scores, sel[:, t0:t1] = _indexer_select(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, q_offset)
+        if return_poison:
+            poison[:, t0:t1] = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, q_offset + t0)
     return (sel, poison) if return_poison else sel
 
-def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
-    "Compact flat attention rows from local `window_idxs [b,sq,W]` and entry ids `selected [b,sq,k]` → `(idx [sq·b, W+k] int32, topk_length)`."
+def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False, *, slot0: int | None = None,
+                           num_slots: int | None = None):
+    """Compact flat attention rows from local `window_idxs [b,sq,W]` and entry ids `selected [b,sq,k]` → `(idx [sq·b, W+k] int32, topk_length)`.
+    Entry `j` sits at slot `slot0 + j` (default `sq`) of a `kv_full` of `num_slots` slots (default `2·sq`)."""
     if selected.dim() != 3 or window_idxs.dim() != 3 or selected.shape[:2] != window_idxs.shape[:2]:
         raise ValueError(f"`window_idxs` [b, sq, W] and `selected` [b, sq, k] must agree on (b, sq), got "
                          f"{list(window_idxs.shape)} and {list(selected.shape)}")
-    slots = torch.where(selected >= 0, selected.to(torch.int64) + sq, torch.full_like(selected, -1, dtype=torch.int64))
+    base = sq if slot0 is None else slot0
+    slots = torch.where(selected >= 0, selected.to(torch.int64) + base, torch.full_like(selected, -1, dtype=torch.int64))
     groups = (slots, window_idxs.to(torch.int64)) if compressed_first else (window_idxs.to(torch.int64), slots)
-    return compactify(local_to_global_flat(torch.cat(groups, -1), num_slots=2 * sq))   # every slot < sq + n_comp ≤ 2·sq
+    num_slots = 2 * sq if num_slots is None else num_slots                  # single device: sq + n_comp ≤ 2·sq
+    return compactify(local_to_global_flat(torch.cat(groups, -1), num_slots=num_slots))
 
 # %% ../nbs/04_fused.ipynb #a72e2085
 _TINY = torch.finfo(torch.float32).tiny
@@ -174,11 +180,11 @@ def _kl_rows(target, log_p, support):
     log_t = torch.log(target.clamp_min(_TINY))
     return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), torch.zeros_like(target)).sum(-1)
 
-def _sparse_teacher_and_predict(q, kv, lse_attn, sink, scores, sel, scale, sq, b):
+def _sparse_teacher_and_predict(q, kv, lse_attn, sink, scores, sel, scale, sq, b, slot0=None):
     "Sparse loss pieces of a query block (`q` its flat rows, `sel [b, c, k]`): `(target, predict, log_predict, support)`, all `[b, c, k]`."
     c, k = sel.shape[1:]
-    comp_slots = torch.where(sel >= 0, sel + sq, torch.full_like(sel, -1))           # kv_full slots sq + j
-    comp_flat = local_to_global_flat(comp_slots, num_slots=2 * sq)             # [c·b, k], -1 kept; slots < 2·sq
+    comp_slots = torch.where(sel >= 0, sel + (sq if slot0 is None else slot0), torch.full_like(sel, -1))   # slot0 + j
+    comp_flat = local_to_global_flat(comp_slots, num_slots=kv.shape[0] // b)   # [c·b, k], -1 kept
     kp = -(-k // 128) * 128
     comp_flat = pad_topk_idxs(comp_flat, kp) if kp != k else comp_flat
     lse_full = torch.logaddexp(lse_attn, sink[None])                           # [c·b, H]: + the sink
@@ -217,6 +223,8 @@ class _PathB(NamedTuple):
     sparse_loss: bool         # sparse (selected entries) or dense (all causal entries) KL
     per_token: bool           # loss summed over rows instead of averaged
     block_rows: int           # query rows per indexer block
+    q_offset: int = 0         # global position of query row 0 (context parallelism: the shard start)
+    slot0: int | None = None  # kv_full slot of compressed entry 0 (None: sq)
 
 def _block_coeff(cfg, c, sq, b):
     "The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·sq)` (mean) or `coeff` (sum)."
@@ -224,7 +232,7 @@ def _block_coeff(cfg, c, sq, b):
 
 def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, sq, one, dk_out):
     "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
-    target, predict, log_p, support = _sparse_teacher_and_predict(q, kv, lse, sink, scores, sel, cfg.scale, sq, k_i.shape[0])
+    target, predict, log_p, support = _sparse_teacher_and_predict(q, kv, lse, sink, scores, sel, cfg.scale, sq, k_i.shape[0], cfg.slot0)
     grads = indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], sq, k_i.shape[0]),
                         d_index_k=dk_out)
     return _kl_rows(target, log_p, support).sum(), grads
@@ -264,11 +272,12 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
                                                            cfg.ratio, cfg.scale)        # [b, sq, H]: linear in sq
             ckv = kv_full[sq:].transpose(0, 1).contiguous()
         for t0, t1 in blocks:
-            q_i, w_i, scores, sel = _indexer_select(q_indexer, k_i, weights, t0, t1, cfg.index_topk, cfg.ratio, cfg.isc)
-            packed, tlen = indexer_attn_topk_idxs(window_idxs[:, t0:t1], sel, sq, compressed_first=True)
+            q_i, w_i, scores, sel = _indexer_select(q_indexer, k_i, weights, t0, t1, cfg.index_topk, cfg.ratio, cfg.isc, cfg.q_offset)
+            packed, tlen = indexer_attn_topk_idxs(window_idxs[:, t0:t1], sel, sq, compressed_first=True, slot0=cfg.slot0,
+                                                  num_slots=kv_full.shape[0])
             idx = pad_topk_idxs(packed, padded_topk(packed.shape[1], sm_major(query.device)))
             out, lse = flash_mla_sparse_fwd(q[t0 * b:t1 * b], kv, idx, cfg.scale, attn_sink=attn_sink, topk_length=tlen)
-            poison = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], cfg.ratio, t0)   # [b, c]: the non-finite rule
+            poison = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], cfg.ratio, cfg.q_offset + t0)   # [b, c]: the non-finite rule
             out.add_(poison.t().reshape(-1, 1, 1).to(out.dtype)); bad += poison.sum()   # the non-finite rule, no sync
             if with_loss:
                 with torch.no_grad():
@@ -317,28 +326,38 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
                                   index_topk: int, ratio: int, softmax_scale=None, indexer_softmax_scale=None,
                                   loss_coeff: float = 0.0, sparse_loss: bool = False,
                                   calculate_per_token_loss: bool = False, *, return_lse: bool = False,
-                                  block_rows: int | None = None):
+                                  block_rows: int | None = None, q_offset: int = 0, kv_slot0: int | None = None):
     """Path B: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward. → `(out [sq,b,H·D], loss)`.
-    `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients); `None` = one block."""
+    `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients); `None` = one block.
+    `q_offset`, `kv_slot0` (context parallelism): the queries are global rows `q_offset…` and compressed entry `j`
+    sits at slot `kv_slot0 + j` of `kv_full` (default: `0` and `sq`, one device); sparse loss only when given."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
     hi, di, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
-    if kv_full.shape[0] != sq + n_comp:
-        raise ValueError(f"`kv_full` must hold sq + n_comp = {sq} + {n_comp} slots, got {kv_full.shape[0]}")
+    check_int("q_offset", q_offset)
+    shard = q_offset != 0 or kv_slot0 is not None
+    slot0 = sq if kv_slot0 is None else check_int("kv_slot0", kv_slot0, sq)
+    if kv_full.shape[0] != slot0 + n_comp:
+        raise ValueError(f"`kv_full` must hold {'kv_slot0' if shard else 'sq'} + n_comp = {slot0} + {n_comp} slots, "
+                         f"got {kv_full.shape[0]}")
     check_tensor("window_idxs", window_idxs, floating=False, shape=(b, sq, None), what="[b, sq, W] (local slots)")
     check_int("index_topk", index_topk, 1, kernel_limits(sm_major(query.device)).max_topk)
     check_int("ratio", ratio, 1)
-    if n_comp != sq // ratio:
-        raise ValueError(f"`k_indexer` has {n_comp} entries but sq // ratio = {sq // ratio}")
+    if (n_comp != sq // ratio) if not shard else (n_comp < (q_offset + sq) // ratio):
+        raise ValueError(f"`k_indexer` has {n_comp} entries but " + (f"sq // ratio = {sq // ratio}" if not shard else
+                         f"the queries see (q_offset + sq) // ratio = {(q_offset + sq) // ratio}"))
     loss_coeff = check_float("loss_coeff", loss_coeff)
     check_bool("sparse_loss", sparse_loss); check_bool("calculate_per_token_loss", calculate_per_token_loss)
     check_bool("return_lse", return_lse)
+    if loss_coeff != 0.0 and not sparse_loss and shard:
+        raise NotImplementedError("the dense indexer loss of a query shard (q_offset, kv_slot0) is not implemented on "
+                                  "the fused path: use the sparse indexer loss or the native backend ('none')")
     if loss_coeff != 0.0 and not sparse_loss and sm_major(query.device) < 10:
         raise RuntimeError("the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
                            "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "
                            "indexer loss or the native backend ('none')")
     cfg = _PathB(index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5),
                  check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5), float(loss_coeff), sparse_loss,
-                 calculate_per_token_loss, _check_block_rows(block_rows, sq))
+                 calculate_per_token_loss, _check_block_rows(block_rows, sq), q_offset, None if kv_slot0 is None else slot0)
     out, loss, lse = _CSAIndexerSparseAttnFunc.apply(query, kv_full, attn_sink, q_indexer, k_indexer, weights,
                                                       window_idxs, cfg)
     return (out, loss, lse.view(sq, b, h).transpose(0, 1)) if return_lse else (out, loss)

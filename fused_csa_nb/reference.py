@@ -338,7 +338,7 @@ def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
     bad = (torch.isnan(scores) | torch.isposinf(scores)).any(-1)
     return torch.zeros(bad.shape, dtype=torch.float32, device=scores.device).masked_fill(bad, float("nan"))
 
-# %% ../nbs/01_reference.ipynb #e54932dc
+# %% ../nbs/01_reference.ipynb #3bdc039e
 def _finite_rows(t: torch.Tensor, dims) -> torch.Tensor:
     "True where every entry over `dims` is finite: two reductions (a NaN propagates, ±inf shows), no full-size temporary."
     return torch.isfinite(t.amax(dims)) & torch.isfinite(t.amin(dims))
