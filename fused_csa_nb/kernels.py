@@ -109,13 +109,14 @@ class KernelLimits:
     v_head_dim: int = 512
     topk_multiple: int = 128
     max_topk: int = 2048
-    index_heads: tuple = (32, 64)
+    index_heads: tuple = (16, 32, 64)
+    index_bwd_heads: tuple = (64,)
     index_head_dim: int = 128
     indexer_bwd_topk_multiple: int = 128
     min_bwd_heads: int = 2
     score_head_multiple: int = 8        # sparse score recompute: its Q·Kᵀ MMA takes heads as N, 8 ≤ N, N % 8 == 0
 
-KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, index_heads=(16, 32, 64))}
+KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, index_bwd_heads=(32, 64))}
 
 def kernel_limits(sm_major: int) -> KernelLimits:
     "The `KernelLimits` of compute-capability major `sm_major` (the newest entry at or below it); `ValueError` below SM90."
@@ -326,7 +327,10 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     out = _check_dk_out(d_index_k, k)
     dsa = _dsa()
     dev = _check_devices(q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss, d_index_k=d_index_k)
-    m = kernel_limits(sm_major(dev)).indexer_bwd_topk_multiple
+    lim = kernel_limits(sm_major(dev))
+    if h not in lim.index_bwd_heads:
+        raise ValueError(f"`q` has {h} index heads; the cuDNN sparse indexer backward runs {lim.index_bwd_heads}")
+    m = lim.indexer_bwd_topk_multiple
     kp = -(-kk // m) * m
     pad = kp - kk
     idx = pad_topk_idxs(indices, kp) if pad else indices
@@ -465,7 +469,7 @@ def _make_fake_modules(major):
 
     def indexer_backward_wrapper(index_q, weights, index_k, attn_score, index_score, topk_indices, grad_loss,
                                  sm_scale=1.0, loss_coeff=1.0, topk_indices_global=False, d_index_k=None, **kw):
-        assert index_q.shape[2] >= 64 and topk_indices.shape[-1] % 128 == 0
+        assert topk_indices.shape[-1] % 128 == 0
         b, s = index_q.shape[:2]
         g = _fake_score_grad(attn_score, index_score, loss_coeff / (b * s) * grad_loss[0])
         attn_score.copy_(g)                                          # the kernel's in-place contract

@@ -302,6 +302,10 @@ def validate_config(cfg: CSAConfig, *, device_capability=None, kernels_available
         if cfg.index_n_heads not in lim.index_heads:
             raise ValueError(f"dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in {lim.index_heads} (cuDNN "
                              f"indexer kernels), got {cfg.index_n_heads}; use --dsa-kernel-backend none")
+        if cfg.indexer_loss_coeff > 0 and cfg.index_n_heads not in lim.index_bwd_heads:
+            raise ValueError(f"dsa_kernel_backend='cudnn' on SM{major}0 trains the indexer (indexer_loss_coeff > 0) with "
+                             f"index_n_heads in {lim.index_bwd_heads} (cuDNN sparse indexer backward), got "
+                             f"{cfg.index_n_heads}; use indexer_loss_coeff = 0 or --dsa-kernel-backend none")
         if cfg.index_topk > lim.max_topk:
             raise ValueError(f"dsa_kernel_backend='cudnn' needs index_topk <= {lim.max_topk} (cuDNN radix top-k), "
                              f"got {cfg.index_topk}; use --dsa-kernel-backend none")
