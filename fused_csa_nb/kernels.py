@@ -10,10 +10,10 @@ import importlib
 import torch
 
 # %% auto #0
-__all__ = ['KERNEL_LIMITS', 'kernel_status', 'kernels_available', 'sm_major', 'KernelLimits', 'kernel_limits', 'padded_num_heads',
-           'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd', 'indexer_fwd', 'radix_topk',
-           'compactify', 'sparse_attn_score_recompute', 'dense_attn_score_recompute', 'dense_indexer_score_recompute',
-           'indexer_bwd', 'dense_indexer_bwd']
+__all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'kernel_status', 'kernels_available', 'sm_major', 'KernelLimits', 'kernel_limits',
+           'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd',
+           'indexer_fwd', 'radix_topk', 'compactify', 'sparse_attn_score_recompute', 'dense_attn_score_recompute',
+           'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
 
 # %% ../nbs/03_kernels.ipynb #898c4a2d
 _FLASH_MLA_PKG = "flash_mla (pip install tokenspeed-flashmla==1.0.0.post20260615)"
@@ -159,6 +159,64 @@ def padded_topk(topk: int, sm_major: int = 9) -> int:
     check_int("topk", topk); m = topk_multiple(sm_major)
     return max(m, -(-topk // m) * m)
 
+# %% ../nbs/03_kernels.ipynb #b43d747e
+USE_PLANS = True        # False: the cuDNN `*_wrapper` functions (debugging only)
+_PLANS: dict = {}       # (kind, shape signature) → a supported, compiled plan object
+_CU = {}                # the lazily imported `cuda.bindings.driver`
+
+def _plan(kind, key, build):
+    "The cached plan `(kind, key)`; `build()` constructs it, then it is support-checked and compiled once."
+    plan = _PLANS.get((kind, key))
+    if plan is None:
+        plan = build()
+        if not plan.check_support(): raise RuntimeError(f"cuDNN DSA {kind}: the plan does not support {key}")
+        plan.compile()
+        _PLANS[(kind, key)] = plan
+    return plan
+
+def _stream(device):
+    "torch's current stream on `device` as the `CUstream` the plans' `execute` takes."
+    if "driver" not in _CU: _CU["driver"] = importlib.import_module("cuda.bindings.driver")
+    return _CU["driver"].CUstream(torch.cuda.current_stream(device).cuda_stream)
+
+def _workspace(plan, device):
+    "Scratch of `plan.scratch_workspace_bytes()` bytes from the caching allocator (None when it needs none)."
+    n = plan.scratch_workspace_bytes()
+    return torch.empty(n, dtype=torch.uint8, device=device) if n else None
+
+# %% ../nbs/03_kernels.ipynb #f809db54
+def _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
+    "cuDNN sparse-attention backward → `(dq, dkv, d_sink)`: a cached `SparseAttentionBackward` plan (or the wrapper)."
+    dsa = _dsa()
+    q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
+    if not USE_PLANS:
+        r = dsa.sparse_attention_backward_wrapper(q, kv, out, dout, lse, attn_sink, indices, softmax_scale=sm_scale,
+                                                 topk_length=topk_length)
+        return r["dq"], r["dkv"], r["d_sink"]
+    key = (q.device, q.dtype, tuple(q.shape), tuple(kv.shape), tuple(indices.shape), topk_length is not None, sm_scale)
+    with torch.cuda.device(q.device):
+        plan = _plan("sparse_attn_bwd", key, lambda: dsa.SparseAttentionBackward(
+            sample_q=q, sample_kv=kv, sample_out=out, sample_dout=dout, sample_lse=lse, sample_attn_sink=attn_sink,
+            sample_topk_idxs=indices, sample_topk_length=topk_length, softmax_scale=sm_scale))
+        dq, dkv, d_sink = torch.empty_like(q), torch.empty_like(kv), torch.empty_like(attn_sink)
+        plan.execute(q, kv, out, dout, lse, attn_sink, indices, dq, dkv, topk_length=topk_length, softmax_scale=sm_scale,
+                     current_stream=_stream(q.device), workspace=_workspace(plan, q.device), d_sink=d_sink)
+    return dq, dkv, d_sink
+
+_TOPK_ALIGN = 32        # bytes: `IndexerTopK` reads 32-byte aligned rows (the wrapper stages anything else)
+
+def _radix_topk_cuda(values, lengths, top_k):
+    "Radix top-k ids `[rows, top_k]` int32: a cached `IndexerTopK` plan (or the wrapper)."
+    dsa = _dsa()
+    if not USE_PLANS or values.data_ptr() % _TOPK_ALIGN or not values.is_contiguous() or not lengths.is_contiguous():
+        return dsa.indexer_top_k_wrapper(values, lengths, top_k, next_n=1, return_val=False)["indices"]
+    key = (values.device, values.dtype, tuple(values.shape), top_k)
+    with torch.cuda.device(values.device):
+        plan = _plan("radix_topk", key, lambda: dsa.IndexerTopK(values, lengths, top_k, next_n=1, return_val=False))
+        idx = torch.empty(values.shape[0], top_k, dtype=torch.int32, device=values.device)
+        plan.execute(values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan, values.device))
+    return idx
+
 # %% ../nbs/03_kernels.ipynb #24ef1a21
 def _op(name, schema):
     "Decorator: define `fused_csa::name` with `schema`, the decorated function being its CUDA implementation."
@@ -178,9 +236,7 @@ def _(q, kv, indices, sm_scale, attn_sink, topk_length):
 @_op("sparse_attn_bwd", "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, Tensor indices, "
                         "float sm_scale, Tensor? topk_length) -> (Tensor, Tensor, Tensor)")
 def _sparse_attn_bwd_op(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
-    r = _dsa().sparse_attention_backward_wrapper(q, kv, out, dout, lse, attn_sink, indices, softmax_scale=sm_scale,
-                                                 topk_length=topk_length)
-    return r["dq"], r["dkv"], r["d_sink"]
+    return _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 @_sparse_attn_bwd_op.register_fake
 def _(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
@@ -218,7 +274,7 @@ def _(q, k, w, ratio, sm_scale, q_causal_offsets):
 
 @_op("radix_topk", "(Tensor values, Tensor lengths, int top_k) -> Tensor")
 def _radix_topk_op(values, lengths, top_k):
-    return _dsa().indexer_top_k_wrapper(values, lengths, top_k, next_n=1, return_val=False)["indices"]
+    return _radix_topk_cuda(values, lengths, top_k)
 
 @_radix_topk_op.register_fake
 def _(values, lengths, top_k):
