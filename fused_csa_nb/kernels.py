@@ -96,10 +96,14 @@ def _check_scale(name, value):
     "A required finite positive scale as `float` (the adapters' errors are all `ValueError`)."
     return check_scale(name, value, required=True)
 
+_CUDA_MAJOR: dict = {}
+
 @torch.compiler.assume_constant_result
 def _cuda_major(index) -> int:
-    "Compute-capability major of CUDA device `index` (None: the current one); a constant for `torch.compile`."
-    return torch.cuda.get_device_capability(index)[0]
+    "Compute-capability major of CUDA device `index` (None: the current one), cached; a constant for `torch.compile`."
+    if index is None: index = torch.cuda.current_device()
+    if index not in _CUDA_MAJOR: _CUDA_MAJOR[index] = torch.cuda.get_device_capability(index)[0]
+    return _CUDA_MAJOR[index]
 
 def sm_major(device) -> int:
     "Compute-capability major of `device` (for CPU tensors: the value declared by `testing.stand_in_kernels`)."
