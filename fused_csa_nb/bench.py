@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 import math
 import statistics
 import time
@@ -14,14 +15,15 @@ import time
 import torch
 
 from .attention import CompressedSparseAttention
+from .graphs import capture_step
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk, max_rel_err, similarity
 from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
 from .routing import CSAConfig
 
 # %% auto #0
 __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity',
-           'run_benchmarks', 'benchmarks_markdown', 'long_context_layer', 'long_context_rows', 'long_context_markdown',
-           'plot_long_context', 'blocked_parity']
+           'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
+           'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -132,27 +134,123 @@ def layer_parity(native, fused, inputs) -> dict:
         if pn.grad is not None and pf.grad is not None: res["d_" + name] = similarity(pf.grad, pn.grad)
     return res
 
+# %% ../nbs/07_bench.ipynb #61b3e857
+def gpu_kernel_ms(fn, warmup: int = 2) -> float:
+    "Milliseconds of GPU kernels (and copies) that one call `fn()` launches: the sum of their durations (`torch.profiler`)."
+    for _ in range(warmup): fn()
+    torch.cuda.synchronize()
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        fn(); torch.cuda.synchronize()
+    dev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if dev: return sum(e.time_range.elapsed_us() for e in dev) / 1e3
+    return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
+
+def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 10, compiled: bool = True) -> dict:
+    """Eager, compiled and CUDA-graph step times of `layer` on `inputs` (see `layer_pair`), the GPU kernel time of one
+    eager step and the GPU-busy fractions → `dict(eager_ms, compiled_ms, graphed_ms, kernel_ms, busy_eager, busy_graphed)`."""
+    def run(*ins):                       # one step; fresh gradients each time (rewritten, not accumulated, on replay)
+        layer.zero_grad(set_to_none=True)
+        return _step(layer, ins, train)[:2]
+    row = dict(eager_ms=median_time_ms(lambda: run(*inputs), warmup=warmup, iters=iters))
+    row["kernel_ms"] = gpu_kernel_ms(lambda: run(*inputs))
+    try:
+        graph, _ = capture_step(run, *inputs, warmup=warmup)
+        row["graphed_ms"] = median_time_ms(graph.replay, warmup=1, iters=iters)
+        del graph
+    except Exception as e:   # recorded, not fatal: the other rows still run
+        row["graphed_ms"], row["graphed_error"] = None, f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    row["compiled_ms"] = None
+    if compiled:
+        try:
+            torch._dynamo.reset()
+            comp = torch.compile(layer, fullgraph=True)
+            row["compiled_ms"] = median_time_ms(lambda: _step(comp, inputs, train), warmup=warmup, iters=iters)
+        except Exception as e:
+            row["compiled_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    row["busy_eager"] = row["kernel_ms"] / row["eager_ms"]
+    row["busy_graphed"] = row["kernel_ms"] / row["graphed_ms"] if row["graphed_ms"] else None
+    return row
+
+# %% ../nbs/07_bench.ipynb #c4172ef1
+def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: int = 3, iters: int = 20) -> dict:
+    """Path A (`csa_sparse_attn`, forward and forward + backward) against direct FlashMLA + cuDNN calls (GPU): median ms
+    of both and the relative overhead. `sq`: query rows (b = 1); `heads`: H (64 or 128); `topk`: K (a multiple of 128)."""
+    flash_mla = importlib.import_module("flash_mla"); dsa = importlib.import_module("cudnn").DSA
+    q, kv, sink, idx = _random_sparse_problem(sq, heads, topk)
+    qf, kvf, scale = q.view(sq, heads, 512), kv.view(-1, 512), 512 ** -0.5
+    def direct_fwd():
+        out, _, lse = flash_mla.flash_mla_sparse_fwd(qf, kvf.unsqueeze(1), idx.unsqueeze(1), scale, d_v=512, attn_sink=sink)
+        return out, lse
+    dout = torch.randn_like(direct_fwd()[0])
+    def direct_both():
+        out, lse = direct_fwd()
+        dsa.sparse_attention_backward_wrapper(qf, kvf, out, dout, lse, sink, idx, softmax_scale=scale)
+    qp, kvp, sp = (t.detach().requires_grad_() for t in (q, kv, sink))
+    pkg_fwd = lambda: csa_sparse_attn(qp, kvp, sp, idx, scale)
+    pkg_both = lambda: torch.autograd.backward(pkg_fwd(), dout.view(sq, 1, heads * 512))
+    t = {name: median_time_ms(fn, warmup=warmup, iters=iters) for name, fn in
+         (("direct_fwd_ms", direct_fwd), ("fwd_ms", pkg_fwd), ("direct_fwd_bwd_ms", direct_both), ("fwd_bwd_ms", pkg_both))}
+    return dict(sq=sq, heads=heads, topk=topk, **t, fwd_overhead=t["fwd_ms"] / t["direct_fwd_ms"] - 1,
+                fwd_bwd_overhead=t["fwd_bwd_ms"] / t["direct_fwd_bwd_ms"] - 1)
+
 # %% ../nbs/07_bench.ipynb #56742e08
-def run_benchmarks(sq: int = 4096, quick: bool = False, log=print) -> dict:
-    "Kernel throughput, layer time/memory (fused vs native) and parity on the current GPU."
+def run_benchmarks(sq: int = 4096, quick: bool = False, log=print, graphs: bool = True) -> dict:
+    """Kernel throughput, layer time/memory (fused vs native) and parity on the current GPU; with `graphs` also the
+    path-A overhead against direct kernel calls and, per layer row, eager / compiled / graphed steps and GPU busy."""
     if not torch.cuda.is_available(): raise RuntimeError("run_benchmarks needs a CUDA GPU")
     p = torch.cuda.get_device_properties(0)
     res = dict(date=datetime.date.today().isoformat(), gpu=f"{p.name} (sm_{p.major}{p.minor})",
-               torch=torch.__version__, kernels=[], layers=[], parity=[])
+               torch=torch.__version__, kernels=[], layers=[], parity=[], overhead=[])
     for heads, topk in ((64, 640), (128, 1152)):
         r = bench_sparse_attention(sq, heads, topk); res["kernels"].append(r); log(r)
+        if graphs: r = path_a_overhead(sq, heads, topk); res["overhead"].append(r); log(r)
     for ratio in ((0, 4) if quick else (0, 4, 128)):
         native, fused, inputs = layer_pair(ratio, sq)
         for train in (True, False):
             row = dict(ratio=ratio, sq=sq, heads=64, mode="train" if train else "eval")
             row["native"] = bench_layer(native, inputs, train, warmup=1, iters=3)
             row["fused"] = bench_layer(fused, inputs, train)
+            if graphs:
+                row["native_steps"] = step_profile(native, inputs, train, warmup=1, iters=3, compiled=False)
+                row["fused_steps"] = step_profile(fused, inputs, train, compiled=not quick)
             res["layers"].append(row); log(row)
         par = dict(ratio=ratio, sq=sq, heads=64, **layer_parity(native, fused, inputs))
         res["parity"].append(par); log(par)
         del native, fused, inputs; torch.cuda.empty_cache()
     return res
 
+# %% ../nbs/07_bench.ipynb #a15bc022
+def _steps_markdown(res: dict) -> list[str]:
+    "The host-overhead table of `benchmarks_markdown` (rows with `*_steps`)."
+    f = lambda v, fmt: "–" if v is None else format(v, fmt)
+    L = ["", "## Host overhead: eager, compiled and CUDA-graph steps (same layers and inputs)", "",
+         "| ratio | mode | path | eager ms | compiled ms | graphed ms | GPU kernel ms | GPU busy eager | GPU busy graphed "
+         "| native eager / this (graphed) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res["layers"]:
+        for path in ("native", "fused"):
+            s = r.get(path + "_steps")
+            if s is None: continue
+            best = s["graphed_ms"] or s["eager_ms"]
+            L.append(f"| {r['ratio']} | {r['mode']} | {path} | {s['eager_ms']:.2f} | {f(s.get('compiled_ms'), '.2f')} | "
+                     f"{f(s.get('graphed_ms'), '.2f')} | {s['kernel_ms']:.2f} | {s['busy_eager']:.0%} | "
+                     f"{f(s.get('busy_graphed'), '.0%')} | {r['native']['ms'] / best:.1f}× |")
+    errs = [f"{r['ratio']} {r['mode']} {p}: {r[p + '_steps'][k]}" for r in res["layers"] for p in ("native", "fused")
+            for k in ("graphed_error", "compiled_error") if k in r.get(p + "_steps", {})]
+    L += ["", "(GPU kernel ms: the profiler's sum of kernel durations of one eager step; busy = kernel ms / step ms)"]
+    return L + ([""] + [f"* not measured: {e}" for e in errs] if errs else [])
+
+def _overhead_markdown(res: dict) -> list[str]:
+    "The path-A overhead table of `benchmarks_markdown`."
+    L = ["", "## Path A (`csa_sparse_attn`) against direct FlashMLA + cuDNN calls", "",
+         "| s_q | H | K | direct fwd ms | path A fwd ms | overhead | direct fwd+bwd ms | path A fwd+bwd ms | overhead |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["overhead"]:
+        L.append(f"| {r['sq']} | {r['heads']} | {r['topk']} | {r['direct_fwd_ms']:.3f} | {r['fwd_ms']:.3f} | "
+                 f"{r['fwd_overhead']:+.1%} | {r['direct_fwd_bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {r['fwd_bwd_overhead']:+.1%} |")
+    return L
+
+# %% ../nbs/07_bench.ipynb #7f61a91d
 def benchmarks_markdown(res: dict) -> str:
     "Render `run_benchmarks` results as Markdown tables."
     L = ["# Benchmarks", "", f"Measured {res['date']} on {res['gpu']}, torch {res['torch']}; "
@@ -170,6 +268,8 @@ def benchmarks_markdown(res: dict) -> str:
         L.append(f"| {r['ratio']} | {r['sq']} | {r['mode']} | {n['ms']:.2f} | {f['ms']:.2f} | "
                  f"{n['ms'] / f['ms']:.1f}× | {n['peak_mib']:.0f} | {f['peak_mib']:.0f} |")
     L += ["", "(step MiB: peak CUDA memory of one step above what was allocated before it — inputs, weights, grads)"]
+    if any("native_steps" in r or "fused_steps" in r for r in res["layers"]): L += _steps_markdown(res)
+    if res.get("overhead"): L += _overhead_markdown(res)
     L += ["", "## Parity, fused vs native (similarity 2Σab/Σ(a²+b²); bars: forward > 1−2e-3, gradients > 1−2e-2)", ""]
     keys = sorted({k for r in res["parity"] for k in r} - {"ratio", "sq", "heads"})
     L += ["| ratio | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]

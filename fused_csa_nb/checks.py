@@ -128,8 +128,9 @@ def index_checks(enabled: bool = True):
     finally: _INDEX_CHECKS.pop()
 
 def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "slots") -> torch.Tensor:
-    "Return `idx` if every entry is `-1` or in `[0, upper)`; CPU always, CUDA only under `index_checks()` (no sync otherwise)."
-    if idx.device.type == "meta" or idx.numel() == 0: return idx
+    """Return `idx` if every entry is `-1` or in `[0, upper)`; CPU always, CUDA only under `index_checks()` (no sync otherwise).
+    Skipped while `torch.compile` traces (reading values would break the graph)."""
+    if idx.device.type == "meta" or idx.numel() == 0 or torch.compiler.is_compiling(): return idx
     if idx.device.type != "cpu" and not _INDEX_CHECKS[-1]: return idx
     lo, hi = int(idx.min()), int(idx.max())
     if lo < -1 or hi >= upper:

@@ -289,7 +289,8 @@ def cmd_bench(args) -> int:
         if args.plot: plot_long_context(rows, args.plot); progress.log(f"wrote {args.plot}")
     else:
         progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
-        md = benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log))
+        md = benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log,
+                                                 graphs=not args.no_graphs))
     progress.done()
     print(md)
     if args.out:
@@ -328,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     pb = sub.add_parser("bench", help="fused vs native parity and speed on the GPU (Markdown tables)")
     pb.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence (default 4096)")
     pb.add_argument("--quick", action="store_true", help="ratios 0 and 4 only")
+    pb.add_argument("--no-graphs", action="store_true",
+                    help="skip the host-overhead measurements (path A vs direct kernel calls; compiled and "
+                         "CUDA-graph steps, GPU kernel time and GPU busy per layer row)")
     pb.add_argument("--out", default=None, help="also write the tables to this file (e.g. BENCHMARKS.md)")
     pb.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     pb.add_argument("--long-context", action="store_true",

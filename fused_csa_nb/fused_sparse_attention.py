@@ -21,8 +21,8 @@ from .reference import indexer_input_poison
 from . import teacher as _teacher
 
 # %% auto #0
-__all__ = ['similarity', 'max_rel_err', 'CSASparseAttnFunc', 'csa_sparse_attn', 'no_indexer_topk_idxs', 'indexer_topk',
-           'indexer_attn_topk_idxs', 'fused_csa_indexer_sparse_attn']
+__all__ = ['similarity', 'max_rel_err', 'csa_sparse_attn', 'no_indexer_topk_idxs', 'indexer_topk', 'indexer_attn_topk_idxs',
+           'fused_csa_indexer_sparse_attn']
 
 # %% ../nbs/04_fused.ipynb #d7b4509d
 def similarity(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -51,47 +51,24 @@ def _check_sbhd(query, kv_full, attn_sink):
         raise ValueError(f"`attn_sink` must have shape [{h}], got {list(attn_sink.shape)}")
     return sq, b, h, d
 
-# %% ../nbs/04_fused.ipynb #01a4aec4
-class CSASparseAttnFunc(torch.autograd.Function):
-    "Sparse MQA with sink over flat global indices: FlashMLA forward, cuDNN backward. Returns `(out [sq,b,H·512], lse [sq·b,H])`."
-
-    @staticmethod
-    def forward(ctx, query, kv_full, attn_sink, topk_idxs, softmax_scale, topk_length):
-        sq, b, h, d = query.shape
-        q = query.view(sq * b, h, d)
-        kv = kv_full.view(-1, d)
-        idx = pad_topk_idxs(topk_idxs, padded_topk(topk_idxs.shape[1], sm_major(query.device)))   # fresh, ours
-        out, lse = flash_mla_sparse_fwd(q, kv, idx, softmax_scale, attn_sink=attn_sink, topk_length=topk_length)
-        if topk_length is not None:
-            idx.clamp_(min=0)                  # cuDNN backward: every slot a non-negative address
-        ctx.save_for_backward(q, kv, out, lse, attn_sink, idx, topk_length)
-        ctx.softmax_scale, ctx.shapes = softmax_scale, (query.shape, kv_full.shape)
-        ctx.mark_non_differentiable(lse)
-        ctx.set_materialize_grads(False)
-        return out.view(sq, b, h * out.shape[-1]), lse
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dout, _dlse):
-        if dout is None: return (None,) * 6
-        q, kv, out, lse, sink, idx, topk_length = ctx.saved_tensors
-        q_shape, kv_shape = ctx.shapes
-        dout = dout.contiguous().view(out.shape)
-        dq, dkv, dsink = cudnn_sparse_attn_bwd(q, kv, out, dout, lse, sink, idx, ctx.softmax_scale, topk_length)
-        need = ctx.needs_input_grad
-        return (dq.view(q_shape) if need[0] else None, dkv.view(kv_shape) if need[1] else None,
-                dsink if need[2] else None, None, None, None)
-
 # %% ../nbs/04_fused.ipynb #3dbbc843
 def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False):
-    "Fused sparse attention: SBHD `query [sq,b,H,D]`, `kv_full [skv,b,D]`, flat global `topk_idxs [sq·b, K]` int32 → `[sq, b, H·D]`."
+    """Fused sparse attention (path A): FlashMLA forward, cuDNN backward (registered autograd of the `fused_csa` ops).
+
+    `query [sq, b, H, D]` bf16, `kv_full [sq + n_comp, b, D]` bf16, `attn_sink [H]` fp32 (all contiguous, one device);
+    `topk_idxs [sq·b, K]` int32: flat global slots (`layout.local_to_global_flat`), `-1` = none;
+    `softmax_scale`: float, default `D**-0.5`; `topk_length [sq·b]` int32: valid prefix of compact rows, or None.
+    → `out [sq, b, H·512]` (and, with `return_lse`, the sink-excluded LSE `[b, sq, H]` fp32, not differentiable)."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
     check_tensor("topk_idxs", topk_idxs, dtype=torch.int32, shape=(sq * b, None), what="[sq·b, K] (flat global indices)")
     if topk_length is not None:
         check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(sq * b,), what="[sq·b] (compact indices)")
     scale = check_scale("softmax_scale", softmax_scale, d ** -0.5)
-    out, lse = CSASparseAttnFunc.apply(query, kv_full, attn_sink, topk_idxs, scale, topk_length)
+    out, lse = flash_mla_sparse_fwd(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs.contiguous(), scale,
+                                    attn_sink=attn_sink, topk_length=topk_length)
+    out = out.view(sq, b, h * out.shape[-1])
     return (out, lse.view(sq, b, h).transpose(0, 1)) if return_lse else out
+
 
 # %% ../nbs/04_fused.ipynb #819d1e04
 def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128, device=None) -> torch.Tensor:

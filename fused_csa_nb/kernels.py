@@ -10,10 +10,10 @@ import importlib
 import torch
 
 # %% auto #0
-__all__ = ['KERNEL_LIMITS', 'kernel_status', 'kernels_available', 'sm_major', 'KernelLimits', 'kernel_limits', 'padded_num_heads',
-           'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd', 'indexer_fwd', 'radix_topk',
-           'compactify', 'sparse_attn_score_recompute', 'dense_attn_score_recompute', 'dense_indexer_score_recompute',
-           'indexer_bwd', 'dense_indexer_bwd', 'fake_kernel_modules']
+__all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'kernel_status', 'kernels_available', 'sm_major', 'KernelLimits', 'kernel_limits',
+           'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd',
+           'indexer_fwd', 'radix_topk', 'compactify', 'sparse_attn_score_recompute', 'dense_attn_score_recompute',
+           'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
 
 # %% ../nbs/03_kernels.ipynb #898c4a2d
 _FLASH_MLA_PKG = "flash_mla (pip install tokenspeed-flashmla==1.0.0.post20260615)"
@@ -63,38 +63,53 @@ def kernels_available() -> bool:
     s = kernel_status()
     return s["flash_mla"] == "ok" and s["cudnn.DSA"] == "ok"
 
-# %% ../nbs/03_kernels.ipynb #1372d615
+# %% ../nbs/03_kernels.ipynb #bb6e6f21
 import contextlib
 import math
-import sys
-import types
 
 from .checks import check_float, check_int, check_scale, check_tensor
-from .layout import pad_query_heads, pad_topk_idxs, compact_topk_idxs
+from .layout import pad_query_heads, pad_topk_idxs
 
-_DEVICE_TYPES = ("cuda",)
-_FAKE_SM_MAJOR = None          # set by `fake_kernel_modules`
+# %% ../nbs/03_kernels.ipynb #f5e006a1
+class _StandIn:
+    "Whether the CPU stand-in kernels of `fused_csa_nb.testing` are active, and the compute capability they declare."
+    sm_major: int | None = None          # None: inactive (set only by `testing.stand_in_kernels`)
+
+_STAND_IN = _StandIn()
 
 def _check_devices(**tensors):
-    "All tensors (None skipped) on one device of an accepted type."
+    "All tensors (None skipped) on one device: CUDA, or CPU while the stand-ins are active."
     named = [(k, v) for k, v in tensors.items() if v is not None]
     dev = named[0][1].device
     for k, v in named:
-        if v.device.type not in _DEVICE_TYPES:
+        if v.device.type != "cuda" and not (v.device.type == "cpu" and _STAND_IN.sm_major is not None):
             raise ValueError(f"`{k}` must be a CUDA tensor, got device {v.device}")
         if v.device != dev:
             raise ValueError(f"`{k}` is on {v.device} but `{named[0][0]}` is on {dev}: all tensors must share one device")
     return dev
 
+def _need(probe):
+    "Probe a kernel package (its `RuntimeError` names it) unless the stand-ins run or `torch.compile` traces."
+    if _STAND_IN.sm_major is None and not torch.compiler.is_compiling(): probe()
+
 def _check_scale(name, value):
     "A required finite positive scale as `float` (the adapters' errors are all `ValueError`)."
     return check_scale(name, value, required=True)
 
+_CUDA_MAJOR: dict = {}
+
+@torch.compiler.assume_constant_result
+def _cuda_major(index) -> int:
+    "Compute-capability major of CUDA device `index` (None: the current one), cached; a constant for `torch.compile`."
+    if index is None: index = torch.cuda.current_device()
+    if index not in _CUDA_MAJOR: _CUDA_MAJOR[index] = torch.cuda.get_device_capability(index)[0]
+    return _CUDA_MAJOR[index]
+
 def sm_major(device) -> int:
-    "Compute-capability major of `device` (the fakes' declared value for CPU tensors inside `fake_kernel_modules`)."
+    "Compute-capability major of `device` (for CPU tensors: the value declared by `testing.stand_in_kernels`)."
     device = torch.device(device)
-    if device.type == "cuda": return torch.cuda.get_device_capability(device)[0]
-    if _FAKE_SM_MAJOR is not None: return _FAKE_SM_MAJOR
+    if device.type == "cuda": return _cuda_major(device.index)
+    if _STAND_IN.sm_major is not None: return _STAND_IN.sm_major
     raise ValueError(f"no compute capability for device {device}: the fused kernels need a CUDA device")
 
 # %% ../nbs/03_kernels.ipynb #3a3decc8
@@ -149,6 +164,196 @@ def padded_topk(topk: int, sm_major: int = 9) -> int:
     check_int("topk", topk); m = topk_multiple(sm_major)
     return max(m, -(-topk // m) * m)
 
+# %% ../nbs/03_kernels.ipynb #b43d747e
+USE_PLANS = True        # False: the cuDNN `*_wrapper` functions (debugging only)
+_PLANS: dict = {}       # (kind, shape signature) → a supported, compiled plan object
+_CU = {}                # the lazily imported `cuda.bindings.driver`
+
+def _plan(kind, key, build):
+    "The cached plan `(kind, key)`; `build()` constructs it, then it is support-checked and compiled once."
+    plan = _PLANS.get((kind, key))
+    if plan is None:
+        plan = build()
+        if not plan.check_support(): raise RuntimeError(f"cuDNN DSA {kind}: the plan does not support {key}")
+        plan.compile()
+        _PLANS[(kind, key)] = plan
+    return plan
+
+def _stream(device):
+    "torch's current stream on `device` as the `CUstream` the plans' `execute` takes."
+    if "driver" not in _CU: _CU["driver"] = importlib.import_module("cuda.bindings.driver")
+    return _CU["driver"].CUstream(torch.cuda.current_stream(device).cuda_stream)
+
+def _workspace(plan, device):
+    "Scratch of `plan.scratch_workspace_bytes()` bytes from the caching allocator (None when it needs none)."
+    n = plan.scratch_workspace_bytes()
+    return torch.empty(n, dtype=torch.uint8, device=device) if n else None
+
+# %% ../nbs/03_kernels.ipynb #f809db54
+def _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
+    "cuDNN sparse-attention backward → `(dq, dkv, d_sink)`: a cached `SparseAttentionBackward` plan (or the wrapper)."
+    dsa = _dsa()
+    q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
+    if not USE_PLANS:
+        r = dsa.sparse_attention_backward_wrapper(q, kv, out, dout, lse, attn_sink, indices, softmax_scale=sm_scale,
+                                                 topk_length=topk_length)
+        return r["dq"], r["dkv"], r["d_sink"]
+    key = (q.device, q.dtype, tuple(q.shape), tuple(kv.shape), tuple(indices.shape), topk_length is not None, sm_scale)
+    with torch.cuda.device(q.device):
+        plan = _plan("sparse_attn_bwd", key, lambda: dsa.SparseAttentionBackward(
+            sample_q=q, sample_kv=kv, sample_out=out, sample_dout=dout, sample_lse=lse, sample_attn_sink=attn_sink,
+            sample_topk_idxs=indices, sample_topk_length=topk_length, softmax_scale=sm_scale))
+        dq, dkv, d_sink = torch.empty_like(q), torch.empty_like(kv), torch.empty_like(attn_sink)
+        plan.execute(q, kv, out, dout, lse, attn_sink, indices, dq, dkv, topk_length=topk_length, softmax_scale=sm_scale,
+                     current_stream=_stream(q.device), workspace=_workspace(plan, q.device), d_sink=d_sink)
+    return dq, dkv, d_sink
+
+_TOPK_ALIGN = 32        # bytes: `IndexerTopK` reads 32-byte aligned rows (the wrapper stages anything else)
+
+def _radix_topk_cuda(values, lengths, top_k):
+    "Radix top-k ids `[rows, top_k]` int32: a cached `IndexerTopK` plan (or the wrapper)."
+    dsa = _dsa()
+    if not USE_PLANS or values.data_ptr() % _TOPK_ALIGN or not values.is_contiguous() or not lengths.is_contiguous():
+        return dsa.indexer_top_k_wrapper(values, lengths, top_k, next_n=1, return_val=False)["indices"]
+    key = (values.device, values.dtype, tuple(values.shape), top_k)
+    with torch.cuda.device(values.device):
+        plan = _plan("radix_topk", key, lambda: dsa.IndexerTopK(values, lengths, top_k, next_n=1, return_val=False))
+        idx = torch.empty(values.shape[0], top_k, dtype=torch.int32, device=values.device)
+        plan.execute(values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan, values.device))
+    return idx
+
+# %% ../nbs/03_kernels.ipynb #24ef1a21
+def _op(name, schema):
+    "Decorator: define `fused_csa::name` with `schema`, the decorated function being its CUDA implementation."
+    return torch.library.custom_op(f"fused_csa::{name}", mutates_args=(), device_types="cuda", schema=schema)
+
+@_op("flash_mla_sparse_fwd", "(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor attn_sink, "
+                             "Tensor? topk_length) -> (Tensor, Tensor)")
+def _flash_mla_fwd_op(q, kv, indices, sm_scale, attn_sink, topk_length):
+    out, _max_logits, lse = _flash_mla().flash_mla_sparse_fwd(q, kv.unsqueeze(1), indices.unsqueeze(1), sm_scale, d_v=512,
+                                                              attn_sink=attn_sink, topk_length=topk_length)
+    return out, lse
+
+@_flash_mla_fwd_op.register_fake
+def _(q, kv, indices, sm_scale, attn_sink, topk_length):
+    return q.new_empty(q.shape[0], q.shape[1], 512), q.new_empty(q.shape[:2], dtype=torch.float32)
+
+@_op("sparse_attn_bwd", "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, Tensor indices, "
+                        "float sm_scale, Tensor? topk_length) -> (Tensor, Tensor, Tensor)")
+def _sparse_attn_bwd_op(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
+    return _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
+
+@_sparse_attn_bwd_op.register_fake
+def _(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
+    return torch.empty_like(q), torch.empty_like(kv), torch.empty_like(attn_sink, dtype=torch.float32)
+
+# %% ../nbs/03_kernels.ipynb #0d365887
+def _fwd_setup_context(ctx, inputs, output):
+    q, kv, indices, sm_scale, attn_sink, topk_length = inputs
+    if topk_length is not None: indices = indices.clamp(min=0)   # the backward: every slot a non-negative address
+    ctx.save_for_backward(q, kv, output[0], output[1], attn_sink, indices, topk_length)
+    ctx.sm_scale = sm_scale
+
+def _fwd_backward(ctx, dout, _dlse):
+    q, kv, out, lse, sink, idx, topk_length = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    if not (need[0] or need[1] or need[4]): return None, None, None, None, None, None
+    dq, dkv, dsink = torch.ops.fused_csa.sparse_attn_bwd(q, kv, out, dout.contiguous(), lse, sink, idx, ctx.sm_scale,
+                                                         topk_length)
+    return dq if need[0] else None, dkv if need[1] else None, None, None, dsink if need[4] else None, None
+
+_flash_mla_fwd_op.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
+
+# %% ../nbs/03_kernels.ipynb #ba13c107
+def _qco(q_causal_offsets):
+    return {} if q_causal_offsets is None else dict(q_causal_offsets=q_causal_offsets)
+
+@_op("indexer_fwd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets) -> Tensor")
+def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets):
+    return _dsa().indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale,
+                                          **_qco(q_causal_offsets))["scores"]
+
+@_indexer_fwd_op.register_fake
+def _(q, k, w, ratio, sm_scale, q_causal_offsets):
+    return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
+
+@_op("radix_topk", "(Tensor values, Tensor lengths, int top_k) -> Tensor")
+def _radix_topk_op(values, lengths, top_k):
+    return _radix_topk_cuda(values, lengths, top_k)
+
+@_radix_topk_op.register_fake
+def _(values, lengths, top_k):
+    return values.new_empty((values.shape[0], top_k), dtype=torch.int32)
+
+@_op("compactify", "(Tensor indices) -> (Tensor, Tensor)")
+def _compactify_op(indices):
+    r = _dsa().compactify_wrapper(indices)
+    return r["indices"], r["topk_length"]
+
+@_compactify_op.register_fake
+def _(indices):
+    return torch.empty_like(indices), indices.new_empty(indices.shape[:1], dtype=torch.int32)
+
+# %% ../nbs/03_kernels.ipynb #a05ff9c0
+@_op("sparse_score_recompute", "(Tensor q, Tensor kv, Tensor lse, Tensor indices, float sm_scale) -> Tensor")
+def _sparse_score_op(q, kv, lse, indices, sm_scale):
+    return _dsa().sparse_attn_score_recompute_wrapper(q, kv, lse, indices, sm_scale, topk_indices_global=False)["target"]
+
+@_sparse_score_op.register_fake
+def _(q, kv, lse, indices, sm_scale):
+    return torch.empty_like(indices, dtype=torch.float32)
+
+@_op("dense_attn_score_recompute", "(Tensor q, Tensor kv, Tensor lse, float sm_scale, int ratio, "
+                                   "Tensor? q_causal_offsets) -> (Tensor, Tensor)")
+def _dense_attn_score_op(q, kv, lse, sm_scale, ratio, q_causal_offsets):
+    r = _dsa().dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio, **_qco(q_causal_offsets))
+    return r["out"], r["denom"]
+
+@_dense_attn_score_op.register_fake
+def _(q, kv, lse, sm_scale, ratio, q_causal_offsets):
+    b, s = q.shape[:2]
+    return q.new_empty((b, s, kv.shape[1]), dtype=torch.float32), q.new_empty((b, s), dtype=torch.float32)
+
+@_op("dense_indexer_score_recompute", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, "
+                                      "Tensor? q_causal_offsets) -> (Tensor, Tensor)")
+def _dense_indexer_score_op(q, k, w, ratio, sm_scale, q_causal_offsets):
+    r = _dsa().dense_indexer_score_recompute_wrapper(q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio,
+                                                     **_qco(q_causal_offsets))
+    return r["out"], r["denom"]
+
+@_dense_indexer_score_op.register_fake
+def _(q, k, w, ratio, sm_scale, q_causal_offsets):
+    b, s = q.shape[:2]
+    return q.new_empty((b, s, k.shape[1]), dtype=torch.float32), q.new_empty((b, s), dtype=torch.float32)
+
+# %% ../nbs/03_kernels.ipynb #90bf5358
+@_op("indexer_bwd", "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, Tensor grad_loss, "
+                    "float sm_scale, float loss_coeff) -> (Tensor, Tensor, Tensor)")
+def _indexer_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    dk = torch.empty(k.shape, dtype=torch.float32, device=k.device)     # the kernel zeroes it: its fp32 accumulator
+    r = _dsa().indexer_backward_wrapper(q, w, k, target.clone(), predict, indices, grad_loss, sm_scale=sm_scale,
+                                        loss_coeff=loss_coeff, topk_indices_global=False, d_index_k=dk)
+    return r["d_index_q"], r["d_weights"], dk                           # (the kernel overwrites its target copy)
+
+@_indexer_bwd_op.register_fake
+def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
+
+@_op("dense_indexer_bwd", "(Tensor q, Tensor w, Tensor k, Tensor attn_scores, Tensor attn_denom, Tensor index_scores, "
+                          "Tensor index_lse, Tensor grad_loss, float sm_scale, float loss_coeff, int ratio, "
+                          "Tensor? q_causal_offsets) -> (Tensor, Tensor, Tensor)")
+def _dense_indexer_bwd_op(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff,
+                          ratio, q_causal_offsets):
+    dk = torch.empty(k.shape, dtype=torch.float32, device=k.device)
+    r = _dsa().dense_indexer_backward_wrapper(q, w, k, attn_scores.clone(), attn_denom, index_scores.clone(), index_lse,
+                                              grad_loss, sm_scale=sm_scale, loss_coeff=loss_coeff, ratio=ratio,
+                                              d_index_k=dk, **_qco(q_causal_offsets))
+    return r["d_index_q"], r["d_weights"], dk
+
+@_dense_indexer_bwd_op.register_fake
+def _(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff, ratio, q_causal_offsets):
+    return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
+
 # %% ../nbs/03_kernels.ipynb #96d7cde7
 def _sink_poison(sink):
     "`[H]` bf16: NaN where the sink is NaN or `+inf` (its head's output must be NaN), else 0; `-inf` (no sink) is fine."
@@ -157,7 +362,8 @@ def _sink_poison(sink):
 
 def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                          attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None):
-    "FlashMLA sparse prefill: `q [s_q,H,D]`, `kv [s_kv,D]`, global `indices [s_q,K]` int32 → `(out [s_q,H,512], lse [s_q,H])`."
+    """FlashMLA sparse prefill: `q [s_q,H,D]`, `kv [s_kv,D]`, global `indices [s_q,K]` int32 → `(out [s_q,H,512], lse [s_q,H])`.
+    Differentiable in `q`, `kv` and `attn_sink` (the backward is the cuDNN op); `lse` is detached."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
     if d not in _anywhere("head_dims"): raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
@@ -166,7 +372,7 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     if attn_sink is not None: check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
     if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
-    fm = _flash_mla()
+    _need(_flash_mla)
     dev = _check_devices(q=q, kv=kv, indices=indices, attn_sink=attn_sink, topk_length=topk_length)
     major = sm_major(dev)
     hp = padded_num_heads(h, major)
@@ -174,10 +380,9 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     sink = attn_sink if attn_sink is not None else q.new_full((h,), float("-inf"), dtype=torch.float32)
     qp, sinkp = pad_query_heads(q, sink, hp)
     idx = indices if kp == indices.shape[1] else pad_topk_idxs(indices, kp)
-    out, _max_logits, lse = fm.flash_mla_sparse_fwd(qp.contiguous(), kv.unsqueeze(1), idx.unsqueeze(1), sm_scale,
-                                                    d_v=512, attn_sink=sinkp.contiguous(), topk_length=topk_length)
-    if hp != h: out, lse = out[:, :h].contiguous(), lse[:, :h].contiguous()
-    return out.add_(_sink_poison(sink).view(1, h, 1)), lse       # a NaN / +inf sink is never hidden
+    out, lse = torch.ops.fused_csa.flash_mla_sparse_fwd(qp, kv, idx, sm_scale, sinkp, topk_length)
+    if hp != h: out, lse = out[:, :h], lse[:, :h].contiguous()
+    return out + _sink_poison(sink).view(1, h, 1), lse.detach()      # a NaN / +inf sink is never hidden
 
 # %% ../nbs/03_kernels.ipynb #43b29539
 def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None):
@@ -194,11 +399,9 @@ def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: f
     check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
     if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
-    dsa = _dsa()
+    _need(_dsa)
     _check_devices(q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length)
-    r = dsa.sparse_attention_backward_wrapper(q, kv, out, dout, lse, attn_sink, indices,
-                                             softmax_scale=sm_scale, topk_length=topk_length)
-    return r["dq"], r["dkv"], r["d_sink"]
+    return torch.ops.fused_csa.sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 # %% ../nbs/03_kernels.ipynb #7eae4181
 def _q_causal_offsets(q_offset, b, device):
@@ -222,12 +425,11 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
     check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]", contiguous=True)
     check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
     qco = _q_causal_offsets(q_offset, b, q.device)
-    dsa = _dsa()
+    _need(_dsa)
     major = sm_major(_check_devices(q=q, k=k, w=w, q_offset=qco))
     if h not in kernel_limits(major).index_heads:
         raise ValueError(f"`q` has {h} index heads; the cuDNN indexer on SM{major}0 runs {kernel_limits(major).index_heads}")
-    extra = {} if qco is None else dict(q_causal_offsets=qco)
-    return dsa.indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale, **extra)["scores"]
+    return torch.ops.fused_csa.indexer_fwd(q, k, w, ratio, sm_scale, qco)
 
 # %% ../nbs/03_kernels.ipynb #288bfce4
 def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -237,20 +439,19 @@ def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch
     if rows < 1 or n < 1: raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
     check_tensor("lengths", lengths, dtype=torch.int32, shape=(rows,), what="[rows]", contiguous=True)
     check_int("top_k", top_k, 1, max(_anywhere("max_topk")))
-    dsa = _dsa()
+    _need(_dsa)
     check_int("top_k", top_k, 1, kernel_limits(sm_major(_check_devices(values=values, lengths=lengths))).max_topk)
     k_eff = min(top_k, n)
-    idx = dsa.indexer_top_k_wrapper(values, lengths, k_eff, next_n=1, return_val=False)["indices"]
+    idx = torch.ops.fused_csa.radix_topk(values, lengths, k_eff)
     return idx if k_eff == top_k else pad_topk_idxs(idx, top_k)
 
 # %% ../nbs/03_kernels.ipynb #438e72d9
 def compactify(indices: torch.Tensor):
     "Pack valid entries of `indices [rows, K]` int32 to the front (order kept) → `(packed, topk_length [rows] int32)`."
     check_tensor("indices", indices, dtype=torch.int32, shape=(None, None), what="[rows, K]", contiguous=True)
-    dsa = _dsa()
+    _need(_dsa)
     _check_devices(indices=indices)
-    r = dsa.compactify_wrapper(indices)
-    return r["indices"], r["topk_length"]
+    return torch.ops.fused_csa.compactify(indices)
 
 # %% ../nbs/03_kernels.ipynb #4c39ae8a
 def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
@@ -262,13 +463,13 @@ def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
     check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
-    dsa = _dsa()
+    _need(_dsa)
     m = kernel_limits(sm_major(_check_devices(q=q, kv=kv, lse=lse, indices=indices))).score_head_multiple
     hp = max(m, -(-h // m) * m)
     if hp != h:   # zero query heads with lse = +inf add exp(0 - inf) = 0 to every target
         q = torch.cat([q, q.new_zeros(b, s, hp - h, d)], 2)
         lse = torch.cat([lse, lse.new_full((b, s, hp - h), float("inf"))], 2)
-    return dsa.sparse_attn_score_recompute_wrapper(q, kv, lse, indices, sm_scale, topk_indices_global=False)["target"]
+    return torch.ops.fused_csa.sparse_score_recompute(q, kv, lse, indices, sm_scale)
 
 def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int, q_offset=None):
     "Dense teacher `(scores [B,S,S_k], denom [B,S])`: `Σ_h exp(τ q_h·kv_j − lse_h)` over ratio-causal entries `j` (`q_offset` as in `indexer_fwd`)."
@@ -278,11 +479,9 @@ def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int, q_offset
     check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1)
     qco = _q_causal_offsets(q_offset, b, q.device)
-    dsa = _dsa()
+    _need(_dsa)
     _check_devices(q=q, kv=kv, lse=lse, q_offset=qco)
-    extra = {} if qco is None else dict(q_causal_offsets=qco)
-    r = dsa.dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio, **extra)
-    return r["out"], r["denom"]
+    return torch.ops.fused_csa.dense_attn_score_recompute(q, kv, lse, sm_scale, ratio, qco)
 
 def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float, q_offset=None):
     "Dense indexer scores `(scores [B,S,S_k], lse [B,S])` over ratio-causal entries (the dense loss's predict; `q_offset` as in `indexer_fwd`)."
@@ -292,11 +491,9 @@ def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float, q_offset
     check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
     qco = _q_causal_offsets(q_offset, b, q.device)
-    dsa = _dsa()
+    _need(_dsa)
     _check_devices(q=q, k=k, w=w, q_offset=qco)
-    extra = {} if qco is None else dict(q_causal_offsets=qco)
-    r = dsa.dense_indexer_score_recompute_wrapper(q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio, **extra)
-    return r["out"], r["denom"]
+    return torch.ops.fused_csa.dense_indexer_score_recompute(q, k, w, ratio, sm_scale, qco)
 
 # %% ../nbs/03_kernels.ipynb #9c98d775
 def _check_indexer_bwd_common(q, w, k):
@@ -311,7 +508,10 @@ def _check_dk_out(d_index_k, k):
     if d_index_k is not None:
         check_tensor("d_index_k", d_index_k, dtype=(torch.bfloat16, torch.float32), shape=tuple(k.shape),
                      what="[B, S_k, 128]", contiguous=True)
-    return {} if d_index_k is None else dict(d_index_k=d_index_k)
+
+def _dk_result(dk, k, d_index_k):
+    "The op's fp32 `d_k` as the adapters return it: in `k`'s dtype, or written into the caller's `d_index_k`."
+    return dk.to(k.dtype) if d_index_k is None else d_index_k.copy_(dk)
 
 def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, loss_coeff: float, d_index_k=None):
     """Sparse KL indexer backward → `(d_q, d_w, d_k)`; `target`/`predict` `[B,S,K]` fp32 aligned with local `indices` int32.
@@ -324,8 +524,8 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     loss_coeff = check_float("loss_coeff", loss_coeff)
-    out = _check_dk_out(d_index_k, k)
-    dsa = _dsa()
+    _check_dk_out(d_index_k, k)
+    _need(_dsa)
     dev = _check_devices(q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss, d_index_k=d_index_k)
     lim = kernel_limits(sm_major(dev))
     if h not in lim.index_bwd_heads:
@@ -334,11 +534,10 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     kp = -(-kk // m) * m
     pad = kp - kk
     idx = pad_topk_idxs(indices, kp) if pad else indices
-    tgt = torch.nn.functional.pad(target, (0, pad)) if pad else target.clone()   # the kernel overwrites it
+    tgt = torch.nn.functional.pad(target, (0, pad)) if pad else target
     prd = torch.nn.functional.pad(predict, (0, pad)) if pad else predict
-    r = dsa.indexer_backward_wrapper(q, w, k, tgt, prd, idx, grad_loss, sm_scale=sm_scale,
-                                     loss_coeff=float(loss_coeff), topk_indices_global=False, **out)
-    return r["d_index_q"], r["d_weights"], r["d_index_k"]
+    dq, dw, dk = torch.ops.fused_csa.indexer_bwd(q, w, k, tgt, prd, idx, grad_loss, sm_scale, float(loss_coeff))
+    return dq, dw, _dk_result(dk, k, d_index_k)
 
 def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss,
                       sm_scale: float, loss_coeff: float, ratio: int, q_offset=None, d_index_k=None):
@@ -351,164 +550,11 @@ def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse,
     check_tensor("index_lse", index_lse, dtype=torch.float32, shape=(b, s), what="[B, S]", contiguous=True)
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1)
-    out = _check_dk_out(d_index_k, k)
+    _check_dk_out(d_index_k, k)
     qco = _q_causal_offsets(q_offset, b, q.device)
-    dsa = _dsa()
+    _need(_dsa)
     _check_devices(q=q, w=w, k=k, attn_scores=attn_scores, attn_denom=attn_denom, index_scores=index_scores,
                    index_lse=index_lse, grad_loss=grad_loss, q_offset=qco, d_index_k=d_index_k)
-    if qco is not None: out["q_causal_offsets"] = qco
-    r = dsa.dense_indexer_backward_wrapper(q, w, k, attn_scores.clone(), attn_denom, index_scores.clone(), index_lse,
-                                           grad_loss, sm_scale=sm_scale, loss_coeff=float(loss_coeff), ratio=ratio, **out)
-    return r["d_index_q"], r["d_weights"], r["d_index_k"]
-
-# %% ../nbs/03_kernels.ipynb #55f5cfb9
-def _fake_sparse_attn(q, kv, idx, sm_scale, sink, topk_length):
-    "Float32 sparse attention with sink over global `idx [s_q,K]` → (out, lse sink-excluded, +inf when empty)."
-    s_kv, k = kv.shape[0], idx.shape[1]
-    idx = idx.long()
-    valid = (idx >= 0) & (idx < s_kv)
-    if topk_length is not None:
-        valid &= torch.arange(k, device=idx.device)[None] < topk_length[:, None].long()
-    keys = kv.float()[idx.clamp(0, s_kv - 1)].masked_fill(~valid[..., None], 0.0)   # [s_q, K, D]; unread slots 0
-    s = torch.einsum("qhd,qkd->qhk", q.float(), keys) * sm_scale
-    s = s.masked_fill(~valid[:, None, :], float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    empty = torch.isneginf(lse)                                                 # no valid key: output 0
-    p = torch.where(empty[..., None], 0.0, torch.exp(s - lse[..., None]))      # NaN / Inf inputs stay NaN
-    out = torch.einsum("qhk,qkd->qhd", p, keys[..., :512])
-    if sink is not None:
-        out = out * torch.where(empty, 0.0, torch.sigmoid(lse - sink))[..., None]
-    return out, torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
-
-def _fake_index_logits(q, k, w, sm_scale):
-    "`Σ_h w_h ReLU(sm_scale q_h·k_j)` for `q [B,S,H,D]`, `k [B,S_k,D]`, `w [B,S,H]` → `[B,S,S_k]` fp32."
-    return torch.einsum("bsh,bshj->bsj", w.float(), torch.relu(torch.einsum("bshd,bjd->bshj", q.float(), k.float()) * sm_scale))
-
-def _fake_causal(s, sk, ratio, device, q_causal_offsets=None):
-    "`[s, sk]` (or `[B, s, sk]` with offsets) visibility, exactly the kernels' rule `j < (offset + t + 1) // ratio`."
-    t = torch.arange(s, device=device)[:, None]
-    if q_causal_offsets is not None:
-        assert q_causal_offsets.dtype == torch.int32 and q_causal_offsets.dim() == 1, "fake: q_causal_offsets (B,) int32"
-        t = t + q_causal_offsets.long().view(-1, 1, 1)
-    return torch.arange(sk, device=device) < (t + 1) // ratio
-
-def _fake_indexer_grad(q, w, k, grad_logits, sm_scale, gather=None):
-    "Chain `grad_logits [B,S,K]` through the index logits (gathered at local `gather [B,S,K]`, -1 skipped)."
-    with torch.enable_grad():
-        qf, wf, kf = (t.detach().float().requires_grad_() for t in (q, w, k))
-        logits = _fake_index_logits(qf, kf, wf, sm_scale)
-        if gather is not None:
-            g = gather.long()
-            logits = torch.gather(logits, 2, g.clamp(min=0)).masked_fill(g < 0, 0.0)
-        dq, dw, dk = torch.autograd.grad((logits * grad_logits).sum(), (qf, wf, kf))
-    return dq.to(q.dtype), dw.to(w.dtype), dk                        # dk in fp32: the kernels' accumulator
-
-_CLIP = math.exp(-100.0)
-
-def _fake_score_grad(target, predict, scale):
-    "The KL score gradient `scale·(p_i Σ t − t_i)` with the kernels' clipping."
-    g = -target.clamp(min=_CLIP) * (predict >= _CLIP) * scale
-    return g - predict * g.sum(-1, keepdim=True)
-
-def _fake_dk(dk, index_k, d_index_k):
-    "The kernels' `d_index_k` contract: written into a caller-owned buffer (fp32 or bf16), else `index_k`'s dtype."
-    if d_index_k is None: return dk.to(index_k.dtype)
-    assert d_index_k.shape == index_k.shape and d_index_k.dtype in (torch.float32, torch.bfloat16)
-    return d_index_k.copy_(dk)
-
-def _make_fake_modules(major):
-    def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None):
-        assert q.shape[1] in (64, 128), "fake FlashMLA: H must be 64 or 128"
-        assert indices.shape[-1] % (128 if major == 9 else 64) == 0, "fake FlashMLA: K not a multiple of the block"
-        assert q.is_contiguous() and kv.is_contiguous() and indices.is_contiguous()
-        out, lse = _fake_sparse_attn(q, kv[:, 0], indices[:, 0], sm_scale, attn_sink, topk_length)
-        return out.to(q.dtype), lse.clone(), lse
-
-    def sparse_attention_backward_wrapper(q, kv, out, dout, lse, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, **kw):
-        if topk_length is not None:
-            assert bool((topk_idxs >= 0).all()), "fake DSA backward: negative slot with topk_length"
-        with torch.enable_grad():                                    # autograd backward runs with grad off
-            qf, kvf, sf = (t.detach().float().requires_grad_() for t in (q, kv, attn_sink))
-            o, _ = _fake_sparse_attn(qf, kvf, topk_idxs, softmax_scale, sf, topk_length)
-            dq, dkv, ds = torch.autograd.grad(o, (qf, kvf, sf), dout.float())
-        return dict(dq=dq.to(q.dtype), dkv=dkv.to(kv.dtype), d_sink=ds)
-
-    def indexer_forward_wrapper(q, k, w, ratio=4, sm_scale=1.0, q_causal_offsets=None, **kw):
-        s = _fake_index_logits(q, k[:, :, 0], w, sm_scale)
-        vis = _fake_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets)
-        return dict(scores=s.masked_fill(~vis, float("-inf")))
-
-    def indexer_top_k_wrapper(input_values, seq_lens, top_k, next_n=1, return_val=True, **kw):
-        assert 0 < top_k <= 2048 and top_k <= input_values.shape[1] and next_n == 1
-        cols = torch.arange(input_values.shape[1], device=input_values.device)[None]
-        v = input_values.masked_fill(cols >= seq_lens[:, None].long(), float("-inf"))
-        val, idx = torch.topk(v, top_k, dim=-1)
-        return dict(indices=torch.where(torch.isneginf(val), -1, idx).to(torch.int32), values=val if return_val else None)
-
-    def compactify_wrapper(indices, stream=None):
-        packed, n = compact_topk_idxs(indices)
-        return dict(indices=packed, topk_length=n)
-
-    def sparse_attn_score_recompute_wrapper(q_attn, k_attn, lse, topk_indices, softmax_scale, topk_length=None,
-                                            topk_indices_global=False, **kw):
-        idx = topk_indices.long()
-        keys = torch.stack([k_attn[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])   # [B,S,K,D]
-        p = torch.exp(torch.einsum("bshd,bskd->bshk", q_attn.float(), keys) * softmax_scale - lse[..., None])
-        p = p.sum(2).masked_fill(idx < 0, 0.0)
-        return dict(target=p / p.sum(-1, keepdim=True))
-
-    def dense_attn_score_recompute_wrapper(q, k, lse, softmax_scale, ratio=1, q_causal_offsets=None, **kw):
-        s = torch.einsum("bshd,bjd->bshj", q.float(), k[:, :, 0].float()) * softmax_scale - lse[..., None]
-        p = torch.exp(s).sum(2) * _fake_causal(q.shape[1], k.shape[1], ratio, q.device, q_causal_offsets)
-        return dict(out=p, denom=p.sum(-1))
-
-    def dense_indexer_score_recompute_wrapper(q, k, weights, sm_scale=1.0, ratio=1, q_causal_offsets=None, **kw):
-        s = _fake_index_logits(q, k[:, :, 0], weights, sm_scale)
-        s = s.masked_fill(~_fake_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
-        return dict(out=s, denom=torch.logsumexp(s, -1))
-
-    def indexer_backward_wrapper(index_q, weights, index_k, attn_score, index_score, topk_indices, grad_loss,
-                                 sm_scale=1.0, loss_coeff=1.0, topk_indices_global=False, d_index_k=None, **kw):
-        assert topk_indices.shape[-1] % 128 == 0
-        b, s = index_q.shape[:2]
-        g = _fake_score_grad(attn_score, index_score, loss_coeff / (b * s) * grad_loss[0])
-        attn_score.copy_(g)                                          # the kernel's in-place contract
-        dq, dw, dk = _fake_indexer_grad(index_q, weights, index_k, g, sm_scale, gather=topk_indices)
-        return dict(d_index_q=dq, d_weights=dw, d_index_k=_fake_dk(dk, index_k, d_index_k))
-
-    def dense_indexer_backward_wrapper(index_q, weights, index_k, attn_score, attn_l1norm, index_score, index_lse,
-                                       grad_loss, sm_scale=1.0, loss_coeff=1.0, ratio=1, q_causal_offsets=None,
-                                       d_index_k=None, **kw):
-        b, s = index_q.shape[:2]
-        t = (attn_score / attn_l1norm[..., None]).nan_to_num(0.0)
-        p = torch.exp(index_score - index_lse[..., None]).nan_to_num(0.0)
-        g = _fake_score_grad(t, p, loss_coeff / (b * s) * grad_loss[0])
-        g = g * _fake_causal(s, index_k.shape[1], ratio, g.device, q_causal_offsets)   # the kernel's own mask
-        attn_score.copy_(g)
-        dq, dw, dk = _fake_indexer_grad(index_q, weights, index_k, g, sm_scale)
-        return dict(d_index_q=dq, d_weights=dw, d_index_k=_fake_dk(dk, index_k, d_index_k))
-
-    fm = types.ModuleType("flash_mla"); fm.flash_mla_sparse_fwd = flash_mla_sparse_fwd
-    dsa = types.SimpleNamespace(**{f.__name__: f for f in (
-        sparse_attention_backward_wrapper, indexer_forward_wrapper, indexer_top_k_wrapper, compactify_wrapper,
-        sparse_attn_score_recompute_wrapper, dense_attn_score_recompute_wrapper, dense_indexer_score_recompute_wrapper,
-        indexer_backward_wrapper, dense_indexer_backward_wrapper)})
-    cudnn = types.ModuleType("cudnn"); cudnn.DSA = dsa
-    return fm, cudnn
-
-@contextlib.contextmanager
-def fake_kernel_modules(sm_major: int = 9):
-    "Install float32 torch fakes of `flash_mla` and `cudnn.DSA` (CPU allowed, `sm_major()` = `sm_major`) for tests."
-    global _DEVICE_TYPES, _FAKE_SM_MAJOR
-    saved = {k: sys.modules.get(k, None) for k in ("flash_mla", "cudnn")}
-    had = {k: k in sys.modules for k in saved}
-    old = _DEVICE_TYPES, _FAKE_SM_MAJOR
-    sys.modules["flash_mla"], sys.modules["cudnn"] = _make_fake_modules(sm_major)
-    _DEVICE_TYPES, _FAKE_SM_MAJOR = ("cuda", "cpu"), sm_major
-    try:
-        yield
-    finally:
-        _DEVICE_TYPES, _FAKE_SM_MAJOR = old
-        for k, v in saved.items():
-            if had[k]: sys.modules[k] = v
-            else: sys.modules.pop(k, None)
+    dq, dw, dk = torch.ops.fused_csa.dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss,
+                                                       sm_scale, float(loss_coeff), ratio, qco)
+    return dq, dw, _dk_result(dk, k, d_index_k)
