@@ -100,8 +100,15 @@ def main(argv=None):
         print("notebooks with GPU cells: " + " ".join(args.notebooks))
     if args.out and len(args.notebooks) > 1: ap.error("--out takes one notebook")
     skip = (args.skip if args.skip is not None else ("slow" if args.gpu else "")).split()
-    failed = [nb for nb in args.notebooks
-              if execute(nb, args.out, args.gpu, skip, args.benchmarks) is not None]
+    if len(args.notebooks) > 1:   # one process per notebook: a chapter re-running its export cells (the custom-op
+        import subprocess         # registrations, say) must not change the package under the next chapter
+        common = (["--gpu"] if args.gpu else []) + ["--skip", " ".join(skip)] + \
+                 (["--benchmarks", args.benchmarks] if args.benchmarks else [])
+        failed = [nb for nb in args.notebooks
+                  if subprocess.run([sys.executable, __file__, nb, *common]).returncode != 0]
+    else:
+        failed = [nb for nb in args.notebooks
+                  if execute(nb, args.out, args.gpu, skip, args.benchmarks) is not None]
     if failed: print("failed: " + " ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 
