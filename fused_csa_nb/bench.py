@@ -23,7 +23,8 @@ from .routing import CSAConfig
 # %% auto #0
 __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity',
            'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
-           'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity']
+           'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
+           'cp_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -411,3 +412,41 @@ def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int =
     tensors.update({"d_" + n: (similarity(g2[n], g1[n]), max_rel_err(g2[n], g1[n])) for n in g1})
     return dict(sq=sq, blocks=-(-sq // rows), topk_identical=bool(torch.equal(s1, s2)),
                 out_identical=bool(torch.equal(o1, o2)), tensors=tensors)
+
+# %% ../nbs/07_bench.ipynb #4f12b948
+def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None = None, gpu: str = "H200") -> str:
+    """The context-parallel section of `BENCHMARKS.md` from `tools/cp_bench.py` JSON results: `parity` (or None) and the
+    `scale` files (one GPU and several); `mem_1gpu`: `{S: GiB}` one-GPU peak memory for an `S` that did not fit."""
+    L = [f"## Context parallelism (ratio 4 training step, V4-Flash shapes, b = 1, bf16, {gpu}, NCCL)", ""]
+    if parity:
+        ranks = parity["ranks"]
+        keys = [k for k in ranks[0] if k not in ("pass", "loss_rel_err")]
+        L += [f"Parity, CP = {parity['world']} against one GPU at S = {parity['args']['seq'][0]} (1 − similarity; bars: "
+              "output 2e-3, gradients 2e-2): " + ("**pass**" if all(r["pass"] for r in ranks) else "**FAIL**"), "",
+              "| tensor | " + " | ".join(f"rank {i}" for i in range(len(ranks))) + " |",
+              "|---|" + "---|" * len(ranks)]
+        L += [f"| {k} | " + " | ".join(f"{1 - r[k]:.1e}" for r in ranks) + " |" for k in keys]
+        L.append("")
+    rows = {}
+    for f in scales:
+        for per_rank in f["ranks"]:
+            for r in (per_rank if isinstance(per_rank, list) else [per_rank]):
+                rows.setdefault((r["S"], r["P"]), []).append(r)
+    one = {S: max(x["step_ms"] for x in rs) for (S, P), rs in rows.items() if P == 1 and "step_ms" in rs[0]}
+    mem1 = {S: rs[0]["peak_total_gib"] for (S, P), rs in rows.items() if P == 1 and "peak_total_gib" in rs[0]}
+    mem1.update(mem_1gpu or {})
+    L += ["| S | GPUs | step ms per rank | speed-up vs 1 GPU | peak GiB per rank | vs 1 GPU | NCCL in step ms per rank | "
+          "collectives alone ms |", "|---|---|---|---|---|---|---|---|"]
+    for (S, P), rs in sorted(rows.items()):
+        rs = sorted(rs, key=lambda r: r["rank"])
+        if any(r.get("oom") for r in rs):
+            L.append(f"| {S} | {P} | out of memory | | | | | |"); continue
+        slow, peak = max(r["step_ms"] for r in rs), max(r["peak_total_gib"] for r in rs)
+        sp = f"{one[S] / slow:.2f}×" if S in one and P > 1 else "–"
+        mr = f"{peak / mem1[S]:.2f}×" if S in mem1 and P > 1 else "–"
+        nccl = " / ".join(f"{r['nccl_in_step_ms']:.1f}" for r in rs) if "nccl_in_step_ms" in rs[0] else "–"
+        comm = f"{max(r['comm_only_ms'] for r in rs):.2f}" if "comm_only_ms" in rs[0] else "–"
+        steps = " / ".join(f"{r['step_ms']:.1f}" for r in rs)
+        peaks = " / ".join(f"{r['peak_total_gib']:.1f}" for r in rs)
+        L.append(f"| {S} | {P} | {steps} | {sp} | {peaks} | {mr} | {nccl} | {comm} |")
+    return "\n".join(L) + "\n"
