@@ -413,7 +413,7 @@ def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int =
     return dict(sq=sq, blocks=-(-sq // rows), topk_identical=bool(torch.equal(s1, s2)),
                 out_identical=bool(torch.equal(o1, o2)), tensors=tensors)
 
-# %% ../nbs/07_bench.ipynb #4f12b948
+# %% ../nbs/07_bench.ipynb #eddc8d74
 def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None = None, gpu: str = "H200") -> str:
     """The context-parallel section of `BENCHMARKS.md` from `tools/cp_bench.py` JSON results: `parity` (or None) and the
     `scale` files (one GPU and several); `mem_1gpu`: `{S: GiB}` one-GPU peak memory for an `S` that did not fit."""

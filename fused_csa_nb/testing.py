@@ -160,14 +160,20 @@ STAND_INS = {f.__name__[1:]: f for f in (
     _flash_mla_sparse_fwd, _sparse_attn_bwd, _indexer_fwd, _radix_topk, _compactify, _sparse_score_recompute,
     _dense_attn_score_recompute, _dense_indexer_score_recompute, _indexer_bwd, _dense_indexer_bwd)}
 
-for _name, _fn in STAND_INS.items():                     # CPU kernels of the `fused_csa` ops, on import
-    torch.library.register_kernel(f"fused_csa::{_name}", "cpu", _fn)
+def _register_stand_ins():
+    "Register the CPU kernels of the `fused_csa` ops that lack one (on import, and again whenever an op was redefined)."
+    for name, fn in STAND_INS.items():
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"fused_csa::{name}", "CPU"):
+            torch.library.register_kernel(f"fused_csa::{name}", "cpu", fn)
+
+_register_stand_ins()
 
 @contextlib.contextmanager
 def stand_in_kernels(sm_major: int = 9):
     """Let the kernel adapters accept CPU tensors, which the stand-in CPU kernels of the `fused_csa` ops run,
     with `kernels.sm_major()` reporting `sm_major` for CPU tensors (9: SM90, 10: SM100). Nests; restores on exit."""
     sm_major = check_int("sm_major", sm_major, 9)
+    _register_stand_ins()                   # a re-run of the kernels chapter's export cells redefines the ops
     old = _kernels._STAND_IN.sm_major
     _kernels._STAND_IN.sm_major = sm_major
     try:
