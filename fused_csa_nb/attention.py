@@ -12,7 +12,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import check_like_module, check_tensor
+from .checks import check_choice, check_like_module, check_tensor
+from .context_parallel import CP_LAYOUTS
 from .layout import compressed_topk_idxs, indexer_block_rows, query_blocks, window_topk_idxs
 from .reference import (Compressor, CSAIndexer, blocked_indexer_topk, indexer_scores, indexer_topk,
                                     indexer_input_poison, unfused_csa_attention)
@@ -34,8 +35,11 @@ class CompressedSparseAttention(nn.Module):
     pass in with the same table: `rotary.apply_layer_rotary(t, positions, cfg, ratio)` (last `cfg.rotary_dim`
     channels, interleaved pairs) at global token positions, e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`.
     `cp_group`: `None` (one device) or a `torch.distributed` process group for context parallelism: each rank
-    passes its contiguous shard of the sequence (chapter *Context parallelism*)."""
-    def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None):
+    passes its shard of the sequence (chapter *Context parallelism*).
+    `cp_layout`: which rows a rank holds under `cp_group` (ignored without it): `"contiguous"` (default) — tokens
+    `[r·S/P, (r+1)·S/P)`; `"zigzag"` — chunks `r` and `2P−1−r` of `2P` chunks of `S/(2P)` tokens (a multiple of
+    128), concatenated, which balances the indexer's work across ranks; `context_parallel.cp_split` builds them."""
+    def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None, cp_layout: str = "contiguous"):
         super().__init__()
         if not isinstance(cfg, CSAConfig):
             raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
@@ -49,6 +53,7 @@ class CompressedSparseAttention(nn.Module):
         if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
             raise TypeError(f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}")
         self.cfg, self.ratio = cfg, ratio
+        self.cp_layout = check_choice("cp_layout", cp_layout, CP_LAYOUTS)
         self.cp_group, self._cp_checked = cp_group, set()       # context parallelism: the group, shapes checked
         self.fused = use_fused_kernels(cfg)
         rot, eps = layer_rotary(cfg, ratio), cfg.rms_norm_eps
@@ -209,54 +214,107 @@ def _forward_fused(self, query, key, x=None, qr=None):
 CompressedSparseAttention._forward_fused = _forward_fused
 
 # %% ../nbs/06_attention.ipynb #cpxc4ca4
-from .context_parallel import (check_cp_group, cp_compressed_idxs, cp_window_idxs, gather_seq,
-                                           halo_from_prev)
+from .context_parallel import (CP_BLOCK, CPShard, check_cp_group, cp_compressed_idxs, cp_window_idxs,
+                                           gather_seq, halo_from_prev)
 from .layout import build_flat_topk_idxs, indexer_block_rows
 from .reference import indexer_input_poison
 
 # %% ../nbs/06_attention.ipynb #cpxc81e7
 def _cp_fingerprint(self, query) -> tuple:
-    "What must agree across the CP group: every config field, the ratio, the path, the dtype and the mode."
+    "What must agree across the CP group: every config field, the ratio, the layout, the path, the dtype and the mode."
     cfg = tuple((f.name, getattr(self.cfg, f.name)) for f in dataclasses.fields(self.cfg))
-    return cfg + (("ratio", self.ratio), ("fused", self.fused), ("dtype", str(query.dtype)),
+    return cfg + (("ratio", self.ratio), ("cp_layout", self.cp_layout), ("fused", self.fused), ("dtype", str(query.dtype)),
                   ("training", self.training), ("grad_enabled", torch.is_grad_enabled()))
 
 def _with_halo(t, halo, first: bool):
     "`[halo | t]`, or `[t | halo]` on the first rank (whose halo is unused but kept in the graph)."
     return torch.cat([t, halo]) if first else torch.cat([halo, t])
 
-def _cp_keys(self, key, x, qr, shard):
-    "`(kv_ext [W−1+L, b, D], compressed entries of all ranks [S/ratio, b, D] or None, (q_i, k_i of all ranks, w_i) or None)`."
-    cfg, r, g, L = self.cfg, self.ratio, self.cp_group, shard.sq_local
+def _cp_local(self, key, x, qr, start, kv_halo, x_halo):
+    """`(kv_ext [W−1+n, b, D], compressed entries [n/ratio, b, D] or None, (q_i, k_i [n/ratio], w_i) or None)` of a
+    query block of `n` rows at global `start`, given its window halo and (ratio 4) compressor halo (`None`: none)."""
+    r, n = self.ratio, key.shape[0]
     kv = key.squeeze(2)
-    W = cfg.window_size
-    kv_ext = torch.cat([halo_from_prev(kv[L - W + 1:], g), kv]) if W > 1 else kv
+    kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
     if self.compressor is None: return kv_ext, None, None
-    first, n = shard.rank == 0, L // r
-    x_ext, s0, keep, rows = x, shard.start, slice(0, n), slice(0, L)
-    if r == 4:                                                     # overlap: the previous rank's last block
-        x_ext = _with_halo(x, halo_from_prev(x[L - r:], g), first)
-        if not first: s0, keep, rows = shard.start - r, slice(1, n + 1), slice(r, L + r)
+    first, m = start == 0, n // r
+    x_ext, s0, keep, rows = x, start, slice(0, m), slice(0, n)
+    if r == 4:                                                     # overlap: the previous block's rows
+        x_ext = _with_halo(x, x_halo, first)
+        if not first: s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
     comp = self.compressor(x_ext, s0)[keep]
-    if self.indexer is None: return kv_ext, gather_seq(comp, g), None
+    if self.indexer is None: return kv_ext, comp, None
     q_i, k_i, w_i = self.indexer(x_ext, _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first), s0)
     k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()         # no loss: no indexer gradient
+    return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
+
+def _cp_keys(self, key, x, qr, shard):
+    "`(kv_ext [W−1+L, b, D], compressed entries of all ranks [S/ratio, b, D] or None, (q_i, k_i of all ranks, w_i) or None)`."
+    g, L, W = self.cp_group, shard.sq_local, self.cfg.window_size
+    kv_halo = halo_from_prev(key.squeeze(2)[L - W + 1:], g) if W > 1 else None
+    x_halo = halo_from_prev(x[L - 4:], g) if self.ratio == 4 else None
+    kv_ext, comp, ind = _cp_local(self, key, x, qr, shard.start, kv_halo, x_halo)
+    if comp is None: return kv_ext, None, None
+    if ind is None: return kv_ext, gather_seq(comp, g), None
+    q_i, k_i, w_i = ind
     both = gather_seq(torch.cat([comp, k_i.to(comp.dtype)], -1), g)                # one collective for both
     comp_all, k_all = both.split([comp.shape[-1], k_i.shape[-1]], -1)
-    return kv_ext, comp_all, (q_i[rows], k_all.to(k_i.dtype), w_i[rows])
+    return kv_ext, comp_all, (q_i, k_all.to(k_i.dtype), w_i)
+
+# %% ../nbs/06_attention.ipynb #fe5e15e5
+def _zigzag_gather(parts, group):
+    "All-gather every rank's two chunks `parts` (chunks `r`, `2P−1−r`; equal shapes) → the `2P` chunks in sequence order."
+    P = dist.get_world_size(group)
+    got = gather_seq(torch.cat(parts), group).chunk(2 * P)         # rank order: chunks 0, 2P−1, 1, 2P−2, …
+    return [got[2 * k] for k in range(P)] + [got[2 * (P - 1 - k) + 1] for k in range(P)]
+
+def _cp_keys_zigzag(self, key, x, qr, shard):
+    "`(kv_ext of both chunks, compressed entries of all ranks [S/ratio, b, D] or None, (q_i, k_all, w_i) or None per chunk)`."
+    g, W, C = self.cp_group, self.cfg.window_size, shard.sq_local // 2
+    ks = (shard.rank, 2 * shard.world - 1 - shard.rank)
+    part = lambda t, i: None if t is None else t[i * C:(i + 1) * C]
+    def halos(t, h):                        # each chunk gets the last h rows of the chunk before it (none: zeros)
+        tails = _zigzag_gather([t[C - h:C], t[2 * C - h:]], g)
+        return [tails[k - 1] if k else torch.zeros_like(tails[0]) for k in ks]
+    kv_h = halos(key.squeeze(2), W - 1) if W > 1 else [None, None]
+    x_h = halos(x, 4) if self.ratio == 4 else [None, None]
+    blocks = [_cp_local(self, part(key, i), part(x, i), part(qr, i), k * C, kv_h[i], x_h[i]) for i, k in enumerate(ks)]
+    kv_ext = [blk[0] for blk in blocks]
+    if blocks[0][1] is None: return kv_ext, None, [None, None]
+    if blocks[0][2] is None: return kv_ext, torch.cat(_zigzag_gather([blk[1] for blk in blocks], g)), [None, None]
+    dc = blocks[0][1].shape[-1]
+    both = torch.cat(_zigzag_gather([torch.cat([c, ind[1].to(c.dtype)], -1) for _, c, ind in blocks], g))
+    comp_all, k_all = both.split([dc, both.shape[-1] - dc], -1)
+    k_all = k_all.to(blocks[0][2][1].dtype)
+    return kv_ext, comp_all, [(ind[0], k_all, ind[2]) for _, _, ind in blocks]
 
 # %% ../nbs/06_attention.ipynb #cpxeccbc
 def _forward_cp(self, query, key, x=None, qr=None):
     "Context-parallel forward: this rank's shard in, its output rows and loss share out (see above)."
     L, b = query.shape[:2]
     shard = check_cp_group(self.cp_group, L, b, _cp_fingerprint(self, query), self._cp_checked)
+    fwd = self._forward_cp_fused if self.fused else self._forward_cp_native
+    if self.cp_layout == "zigzag":
+        return _forward_cp_zigzag(self, query, key, x, qr, shard, fwd)
     if self.cfg.window_size - 1 > L:
         raise ValueError(f"context parallelism needs window_size - 1 <= sq_local (the halo comes from one rank): "
                          f"window_size={self.cfg.window_size}, sq_local={L}")
-    kv_ext, comp_all, ind = _cp_keys(self, key, x, qr, shard)
-    if self.fused:
-        return self._forward_cp_fused(query, kv_ext, comp_all, ind, shard)
-    return self._forward_cp_native(query, kv_ext, comp_all, ind, shard)
+    return fwd(query, *_cp_keys(self, key, x, qr, shard), shard)
+
+def _forward_cp_zigzag(self, query, key, x, qr, shard, fwd):
+    "Zigzag: the rank's two chunks as two query blocks at their global offsets; output rows in the input's order."
+    L, C = shard.sq_local, shard.sq_local // 2
+    if C % CP_BLOCK:
+        raise ValueError(f"the zigzag layout needs chunks of S/(2P) = sq_local/2 tokens, a multiple of {CP_BLOCK}: "
+                         f"got sq_local={L} (chunks of {C}); use sq_local a multiple of {2 * CP_BLOCK}")
+    if self.cfg.window_size - 1 > C:
+        raise ValueError(f"the zigzag layout needs window_size - 1 <= sq_local/2 (the chunk length): "
+                         f"window_size={self.cfg.window_size}, chunk={C}")
+    kv_ext, comp_all, ind = _cp_keys_zigzag(self, key, x, qr, shard)
+    ks = (shard.rank, 2 * shard.world - 1 - shard.rank)
+    res = [fwd(query[i * C:(i + 1) * C], kv_ext[i], comp_all, ind[i], CPShard(shard.rank, shard.world, C, k * C, shard.seq_len))
+           for i, k in enumerate(ks)]
+    return torch.cat([res[0][0], res[1][0]]), (None if res[0][1] is None else res[0][1] + res[1][1])
 
 CompressedSparseAttention._forward_cp = _forward_cp
 

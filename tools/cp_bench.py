@@ -7,6 +7,7 @@ Usage (two GPUs; the NVLink-multicast variables must be set in every process):
     torchrun --nproc_per_node 2 tools/cp_bench.py parity --seq 32768 --out cp_parity.json
     python tools/cp_bench.py scale --seq 131072 --out cp_scale_1gpu.json
     torchrun --nproc_per_node 2 tools/cp_bench.py scale --seq 131072 524288 --out cp_scale_2gpu.json
+    torchrun --nproc_per_node 2 tools/cp_bench.py scale --layout zigzag --seq 131072 524288 --out cp_scale_2gpu_zigzag.json
 
 `parity`: the fused layer with `cp_group` (each rank its shard) against the fused layer on the
 whole sequence (computed on every rank, each comparing its own rows): output, loss (sum of the
@@ -18,6 +19,11 @@ b = 1): median time per rank (CUDA events), peak memory per rank, the NCCL kerne
 profiled step (communication plus waiting for the other rank), and the time of the step's
 collectives alone (all-gather + reduce-scatter of the compressed KV and indexer keys, halos).
 Without torchrun (one process) the layer runs without `cp_group`.
+
+`--layout {contiguous,zigzag}`: the CP layout (`CompressedSparseAttention(..., cp_layout=...)`). Each rank's
+rows are cut from the global tensors with `context_parallel.cp_split` (parity), and at scale drawn per rank
+for the rows `cp_split` would give it (their values are random; the layout decides their global positions,
+which is what the indexer's work depends on).
 """
 import argparse
 import json
@@ -36,7 +42,7 @@ import torch.distributed as dist
 
 from fused_csa_nb.attention import CompressedSparseAttention
 from fused_csa_nb.bench import median_time_ms
-from fused_csa_nb.context_parallel import cp_comm_bytes, gather_seq, halo_from_prev
+from fused_csa_nb.context_parallel import cp_comm_bytes, cp_split, gather_seq, halo_from_prev
 from fused_csa_nb.fused_sparse_attention import similarity
 from fused_csa_nb.routing import CSAConfig
 
@@ -59,9 +65,9 @@ def config(args):
                               indexer_use_sparse_loss=True)
 
 
-def make_layer(cfg, ratio, group, seed=0):
+def make_layer(cfg, ratio, group, layout="contiguous", seed=0):
     torch.manual_seed(seed)                         # the same parameters on every rank
-    layer = CompressedSparseAttention(cfg, ratio, cp_group=group).cuda().bfloat16()
+    layer = CompressedSparseAttention(cfg, ratio, cp_group=group, cp_layout=layout).cuda().bfloat16()
     with torch.no_grad(): layer.attn_sink.uniform_(-1, 1)
     layer.attn_sink.data = layer.attn_sink.data.float()
     return layer.train()
@@ -85,19 +91,18 @@ def step(layer, ins):
 
 def parity(args, rank, world, group):
     cfg, S = config(args), args.seq[0]
-    L = S // world
-    rows = slice(rank * L, (rank + 1) * L)
-    one, cp = make_layer(cfg, args.ratio, None), make_layer(cfg, args.ratio, group)
+    mine = lambda t: cp_split(t, rank, world, args.layout)          # this rank's rows of a global tensor
+    one, cp = make_layer(cfg, args.ratio, None), make_layer(cfg, args.ratio, group, args.layout)
     full = inputs(cfg, S, slice(None), 1)
     o1, l1, g1 = step(one, full)
-    oc, lc, gc = step(cp, tuple(t[rows] for t in full))
-    res = {"out": similarity(oc, o1[rows])}
+    oc, lc, gc = step(cp, tuple(mine(t) for t in full))
+    res = {"out": similarity(oc, mine(o1))}
     loss = lc.detach().clone()
     if group is not None: dist.all_reduce(loss, group=group)
     res["loss"] = similarity(loss.reshape(1), l1.detach().reshape(1))
     res["loss_rel_err"] = abs(float(loss) - float(l1)) / abs(float(l1))
     for name, a, r in zip(("d_query", "d_key", "d_x", "d_qr"), gc, g1):
-        if r is not None: res[name] = similarity(a, r[rows])
+        if r is not None: res[name] = similarity(a, mine(r))
     for (name, p1), (_, pc) in zip(one.named_parameters(), cp.named_parameters()):
         if p1.grad is None: continue
         g = pc.grad.float()
@@ -108,14 +113,20 @@ def parity(args, rank, world, group):
     return res
 
 
-def comm_only_ms(cfg, L, ratio, group):
-    "Median time of the step's collectives alone: halos forward/backward and the gather + reduce-scatter."
+def comm_only_ms(cfg, L, ratio, group, layout="contiguous"):
+    """Median time of the step's collectives alone: halos forward/backward and the gather + reduce-scatter.
+
+    Zigzag: the halos are all-gathers of both chunks' tails (the layer's `_zigzag_gather`), not point-to-point."""
     n, D = L // ratio, 512
     both = torch.randn(n, 1, D + cfg.index_head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     kv_tail = torch.randn(cfg.window_size - 1, 1, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     x_tail = torch.randn(ratio, 1, cfg.hidden_size, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     def run():
-        outs = [gather_seq(both, group), halo_from_prev(kv_tail, group), halo_from_prev(x_tail, group)]
+        if layout == "zigzag":
+            outs = [gather_seq(both, group), gather_seq(torch.cat([kv_tail, kv_tail]), group),
+                    gather_seq(torch.cat([x_tail, x_tail]), group)]
+        else:
+            outs = [gather_seq(both, group), halo_from_prev(kv_tail, group), halo_from_prev(x_tail, group)]
         torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
     return median_time_ms(run, warmup=3, iters=10)
 
@@ -133,8 +144,8 @@ def scale(args, rank, world, group):
     cfg, out = config(args), []
     for S in args.seq:
         L = S // world
-        layer = make_layer(cfg, args.ratio, group)
-        ins = inputs(cfg, L, slice(None), 10 + rank)            # per-rank random rows: no global tensor
+        layer = make_layer(cfg, args.ratio, group, args.layout)
+        ins = inputs(cfg, L, slice(None), 10 + rank)            # this rank's S/P rows, random: no global tensor
         try:
             ms = median_time_ms(lambda: step(layer, ins), warmup=args.warmup, iters=args.iters)
         except torch.cuda.OutOfMemoryError:                      # one GPU at the longest S: the memory model decides
@@ -143,10 +154,10 @@ def scale(args, rank, world, group):
         base = torch.cuda.memory_allocated()
         step(layer, ins); torch.cuda.synchronize()
         peak = (torch.cuda.max_memory_allocated() - base) / 2**30
-        row = dict(S=S, P=world, rank=rank, step_ms=ms, peak_gib=peak, peak_total_gib=torch.cuda.max_memory_allocated() / 2**30)
+        row = dict(S=S, P=world, rank=rank, layout=args.layout if group is not None else None, step_ms=ms, peak_gib=peak, peak_total_gib=torch.cuda.max_memory_allocated() / 2**30)
         if group is not None:
             row["nccl_in_step_ms"] = nccl_ms(layer, ins)
-            row["comm_only_ms"] = comm_only_ms(cfg, L, args.ratio, group)
+            row["comm_only_ms"] = comm_only_ms(cfg, L, args.ratio, group, args.layout)
             row["comm_bytes_fwd"] = cp_comm_bytes(S, world, args.ratio, hidden_size=cfg.hidden_size)["total"]
         out.append(row)
         del layer, ins
@@ -159,6 +170,8 @@ def main(argv=None):
     ap.add_argument("what", choices=("parity", "scale"))
     ap.add_argument("--seq", type=int, nargs="+", default=[32768], help="global sequence lengths S")
     ap.add_argument("--ratio", type=int, default=4, choices=(0, 4, 128))
+    ap.add_argument("--layout", default="contiguous", choices=("contiguous", "zigzag"),
+                    help="context-parallel layout of the sequence over the ranks (cp_layout)")
     ap.add_argument("--hidden", type=int, default=1024, help="hidden size (x width), as in the bench chapter")
     ap.add_argument("--q-lora", type=int, default=512)
     ap.add_argument("--topk", type=int, default=512)
