@@ -113,7 +113,7 @@ def _check_block_rows(block_rows, sq):
     "Query rows per indexer block: `None` = all rows (one block)."
     return max(sq, 1) if block_rows is None else check_int("block_rows", block_rows, 1)
 
-# %% ../nbs/04_fused.ipynb #e53a201e
+# %% ../nbs/04_fused.ipynb #09773eae
 def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None,
                  *, block_rows: int | None = None, return_poison: bool = False, q_offset: int = 0):
     """Fused indexer top-k from SBHD indexer tensors → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded.

@@ -513,7 +513,7 @@ def _dk_result(dk, k, d_index_k):
     "The op's fp32 `d_k` as the adapters return it: in `k`'s dtype, or written into the caller's `d_index_k`."
     return dk.to(k.dtype) if d_index_k is None else d_index_k.copy_(dk)
 
-# %% ../nbs/03_kernels.ipynb #0b4c335f
+# %% ../nbs/03_kernels.ipynb #91821ef8
 def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, loss_coeff: float, d_index_k=None):
     """Sparse KL indexer backward → `(d_q, d_w, d_k)`; `target`/`predict` `[B,S,K]` fp32 aligned with local `indices` int32.
     `d_index_k`: optional output `[B,S_k,128]` (fp32: the kernel zeroes it and writes its fp32 accumulator)."""
@@ -540,7 +540,7 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     dq, dw, dk = torch.ops.fused_csa.indexer_bwd(q, w, k, tgt, prd, idx, grad_loss, sm_scale, float(loss_coeff))
     return dq, dw, _dk_result(dk, k, d_index_k)
 
-# %% ../nbs/03_kernels.ipynb #2ad41b8b
+# %% ../nbs/03_kernels.ipynb #381cbbaa
 def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss,
                       sm_scale: float, loss_coeff: float, ratio: int, q_offset=None, d_index_k=None):
     "Dense KL indexer backward over all ratio-causal entries → `(d_q, d_w, d_k)` (`q_offset` as in `indexer_fwd`, `d_index_k` as in `indexer_bwd`)."

@@ -107,7 +107,7 @@ def _ratios(name, v):
         raise ValueError(f"`{name}` must be a non-empty sequence of values in {COMPRESS_RATIOS}, got {vals}")
     return vals
 
-# %% ../nbs/05_routing.ipynb #5b965066
+# %% ../nbs/05_routing.ipynb #50aabfdd
 CONFIG_FIELD_CHECKS = {   # one row per CSAConfig field: check(name, value) -> normalised value
     "num_heads": _at_least(1), "head_dim": _at_least(1), "v_head_dim": _at_least(1),
     "hidden_size": _at_least(1), "q_lora_rank": _at_least(1), "window_size": _at_least(1),
