@@ -19,6 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from .checks import check_choice, check_int, check_tensor
+from .layout import visible_counts
 
 # %% auto #0
 __all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'cp_window_idxs', 'cp_compressed_idxs', 'gather_seq',
@@ -62,8 +63,8 @@ def cp_compressed_idxs(sq_local: int, batch_size: int, ratio: int, start: int, s
     check_int("start", start); check_int("slot0", slot0)
     n_vis = (start + sq_local) // ratio
     j = torch.arange(n_vis, device=device).unsqueeze(0)
-    t = torch.arange(start, start + sq_local, device=device).unsqueeze(1)
-    idx = torch.where(j < (t + 1) // ratio, j + slot0, torch.full_like(j, -1))
+    visible = j < visible_counts(start, start + sq_local, ratio, device=device).unsqueeze(1)
+    idx = torch.where(visible, j + slot0, torch.full_like(j, -1))
     return idx.unsqueeze(0).expand(batch_size, sq_local, n_vis).contiguous()
 
 # %% ../nbs/05_context_parallel.ipynb #ee6f4c1b

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
-from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat,
+from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat, visible_counts,
                                  build_flat_topk_idxs, pad_topk_idxs, query_blocks)
 from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd,
                                   cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
@@ -94,7 +94,7 @@ def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
 
 def _visible_lengths(t0, t1, b, ratio, n_comp, device):
     "Visible compressed entries per BSHD row of the query block `[t0, t1)`, `[b·(t1−t0)]` int32: `min((t+1)//ratio, n_comp)`."
-    return ((torch.arange(t0, t1, device=device) + 1) // ratio).clamp(max=n_comp).to(torch.int32).repeat(b)
+    return visible_counts(t0, t1, ratio, n_comp, device).to(torch.int32).repeat(b)
 
 def _block_bshd(t, t0, t1):
     "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."

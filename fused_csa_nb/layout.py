@@ -10,8 +10,8 @@ import torch
 from .checks import check_index_values, check_int, check_tensor
 
 # %% auto #0
-__all__ = ['window_topk_idxs', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs', 'build_flat_topk_idxs',
-           'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows', 'query_blocks']
+__all__ = ['window_topk_idxs', 'visible_counts', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs',
+           'build_flat_topk_idxs', 'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows', 'query_blocks']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -22,6 +22,12 @@ def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -
     idx = idx.masked_fill(idx < 0, -1)
     return idx.unsqueeze(0).expand(batch_size, sq, window).contiguous()
 
+# %% ../nbs/00_layout.ipynb #af2dcfe1
+def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
+    "Compressed entries visible to the queries at global positions `t0 … t1−1`, int64 `[t1 − t0]`: `(t+1) // ratio`, at most `n_comp`."
+    n = (torch.arange(t0, t1, device=device) + 1) // check_int("ratio", ratio, 1)
+    return n if n_comp is None else n.clamp(max=n_comp)
+
 # %% ../nbs/00_layout.ipynb #854380d0
 def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, device=None) -> torch.Tensor:
     "All causal compressed entries `[b, sq, sq // ratio]` int64: `j + offset` where `j < (t+1)//ratio`, else `-1`."
@@ -29,7 +35,7 @@ def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, 
     check_int("offset", offset)
     n_comp = sq // ratio
     j = torch.arange(n_comp, device=device).unsqueeze(0)
-    visible = j < (torch.arange(sq, device=device).unsqueeze(1) + 1) // ratio
+    visible = j < visible_counts(0, sq, ratio, device=device).unsqueeze(1)
     idx = torch.where(visible, j + offset, torch.full_like(j, -1))
     return idx.unsqueeze(0).expand(batch_size, sq, n_comp).contiguous()
 

@@ -10,6 +10,7 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from .checks import check_bool, check_index_values, check_int, check_like_module, check_scale, check_tensor
+from .layout import visible_counts
 from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
@@ -298,8 +299,8 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
         q = q_c.permute(1, 0, 2, 3).to(acc)                                # [b, c, h, d]
         w = (w_c.permute(1, 0, 2).to(acc) * scale).unsqueeze(-2)           # [b, c, 1, h]
         s = torch.matmul(w, torch.relu(torch.matmul(q, k_t))).squeeze(-2)  # [b, c, n]
-        t = torch.arange(t0, t0 + q_c.shape[0], device=q_c.device).view(1, -1, 1)
-        hidden = torch.arange(n, device=q_c.device).view(1, 1, -1) >= (t + 1) // ratio
+        vis = visible_counts(t0, t0 + q_c.shape[0], ratio, device=q_c.device).view(1, -1, 1)
+        hidden = torch.arange(n, device=q_c.device).view(1, 1, -1) >= vis
         return s.masked_fill(hidden, float("-inf"))
 
     a = torch.empty((), dtype=acc).element_size()
@@ -358,7 +359,7 @@ def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
         check_tensor("k_idx", k_idx, ndim=3, floating=True)
         n = k_idx.shape[0]
         seen = (~_finite_rows(k_idx, -1)).to(torch.int8).cummax(0).values.bool()        # [n, b]: a bad entry at or before j
-        n_vis = ((q_offset + torch.arange(sq, device=q_idx.device) + 1) // ratio).clamp(max=n)
+        n_vis = visible_counts(q_offset, q_offset + sq, ratio, n, device=q_idx.device)
         sees = seen[(n_vis - 1).clamp(min=0)] & (n_vis > 0).view(sq, 1)               # [sq, b]
         bad = bad | sees
     return torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device).masked_fill(bad.t(), float("nan"))

@@ -10,6 +10,7 @@ import math
 import torch
 
 from .checks import check_bool, check_float, check_index_values, check_int, check_scale, check_tensor
+from .layout import visible_counts
 
 try:  # Triton is optional: the package and its eager functions import without it
     import triton
@@ -86,8 +87,7 @@ def _acc_dtype(*ts):
 def _causal_visible(t0, t1, n_comp, ratio, device, j0=0, j1=None):
     "`[t1-t0, j1-j0]` bool: compressed entry `j` visible to query `t` iff `j < (t+1)//ratio`."
     j1 = n_comp if j1 is None else j1
-    t = torch.arange(t0, t1, device=device)
-    return torch.arange(j0, j1, device=device)[None, :] < ((t + 1) // ratio)[:, None]
+    return torch.arange(j0, j1, device=device)[None, :] < visible_counts(t0, t1, ratio, device=device)[:, None]
 
 def _gather_rows(src_bnd, idx):
     "Rows of `src [b, n, D]` at `idx [b, c, k]` (`-1` → row 0, to be masked) → `[b, c, k, D]`."
@@ -214,7 +214,7 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
         support = _causal_visible(off, off + sq, n_comp, ratio, dev).expand(b, sq, n_comp)
         scores = index_scores
     else:                                                                # sparse: visible selected ids
-        vis_count = (torch.arange(off, off + sq, device=dev) + 1) // ratio
+        vis_count = visible_counts(off, off + sq, ratio, device=dev)
         support = (topk_idxs >= 0) & (topk_idxs < vis_count[None, :, None])
         support_idxs = topk_idxs.masked_fill(~support, -1)
         scores = torch.gather(index_scores, -1, support_idxs.clamp_min(0).long())
