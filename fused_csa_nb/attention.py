@@ -208,8 +208,7 @@ def _forward_fused(self, query, key, x=None, qr=None):
     sel, poison = fused_indexer_topk(q_idx, k_idx, weights, cfg.index_topk, r, indexer_softmax_scale=isc,
                                      block_rows=rows, return_poison=True)                         # path C
     idx, tlen = indexer_attn_topk_idxs(window, sel, sq)
-    out = csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen)
-    return _poisoned(out, poison), None
+    return csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen, row_poison=poison), None
 
 CompressedSparseAttention._forward_fused = _forward_fused
 
@@ -417,6 +416,6 @@ def _forward_cp_fused(self, query, kv_ext, comp_all, ind, shard):
     sel, poison = fused_indexer_topk(q_i, k_all, w_i, cfg.index_topk, r, indexer_softmax_scale=isc, block_rows=rows,
                                      return_poison=True, q_offset=shard.start)                     # path C
     idx, tlen = indexer_attn_topk_idxs(window, sel, L, slot0=slot0, num_slots=kv_full.shape[0])
-    return _poisoned(csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen), poison), None
+    return csa_sparse_attn(query, kv_full, sink, idx, cfg.scale, topk_length=tlen, row_poison=poison), None
 
 CompressedSparseAttention._forward_cp_fused = _forward_cp_fused

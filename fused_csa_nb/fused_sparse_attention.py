@@ -52,20 +52,25 @@ def _check_sbhd(query, kv_full, attn_sink):
     return sq, b, h, d
 
 # %% ../nbs/04_fused.ipynb #3dbbc843
-def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False):
+def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False,
+                    row_poison=None):
     """Fused sparse attention (path A): FlashMLA forward, cuDNN backward (registered autograd of the `fused_csa` ops).
 
     `query [sq, b, H, D]` bf16, `kv_full [sq + n_comp, b, D]` bf16, `attn_sink [H]` fp32 (all contiguous, one device);
     `topk_idxs [sq·b, K]` int32: flat global slots (`layout.local_to_global_flat`), `-1` = none;
-    `softmax_scale`: float, default `D**-0.5`; `topk_length [sq·b]` int32: valid prefix of compact rows, or None.
+    `softmax_scale`: float, default `D**-0.5`; `topk_length [sq·b]` int32: valid prefix of compact rows, or None;
+    `row_poison [b, sq]` fp32, 0 or NaN (`reference.indexer_input_poison`): NaN rows get a NaN output, or None.
     → `out [sq, b, H·512]` (and, with `return_lse`, the sink-excluded LSE `[b, sq, H]` fp32, not differentiable)."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
     check_tensor("topk_idxs", topk_idxs, dtype=torch.int32, shape=(sq * b, None), what="[sq·b, K] (flat global indices)")
     if topk_length is not None:
         check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(sq * b,), what="[sq·b] (compact indices)")
+    if row_poison is not None:
+        check_tensor("row_poison", row_poison, dtype=torch.float32, shape=(b, sq), what="[b, sq]")
+        row_poison = row_poison.t().reshape(sq * b)                                   # flat rows t·b + batch
     scale = check_scale("softmax_scale", softmax_scale, d ** -0.5)
     out, lse = flash_mla_sparse_fwd(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs.contiguous(), scale,
-                                    attn_sink=attn_sink, topk_length=topk_length)
+                                    attn_sink=attn_sink, topk_length=topk_length, row_poison=row_poison)
     out = out.view(sq, b, h * out.shape[-1])
     return (out, lse.view(sq, b, h).transpose(0, 1)) if return_lse else out
 
@@ -253,10 +258,12 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             q_i, w_i, scores, sel = _indexer_select(q_indexer, k_i, weights, t0, t1, cfg.index_topk, cfg.ratio, cfg.isc, cfg.q_offset)
             packed, tlen = indexer_attn_topk_idxs(window_idxs[:, t0:t1], sel, sq, compressed_first=True, slot0=cfg.slot0,
                                                   num_slots=kv_full.shape[0])
-            idx = pad_topk_idxs(packed, padded_topk(packed.shape[1], sm_major(query.device)))
-            out, lse = flash_mla_sparse_fwd(q[t0 * b:t1 * b], kv, idx, cfg.scale, attn_sink=attn_sink, topk_length=tlen)
+            kp = padded_topk(packed.shape[1], sm_major(query.device))
+            idx = packed if kp == packed.shape[1] else pad_topk_idxs(packed, kp)
             poison = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], cfg.ratio, cfg.q_offset + t0)   # [b, c]: the non-finite rule
-            out.add_(poison.t().reshape(-1, 1, 1).to(out.dtype)); bad += poison.sum()   # the non-finite rule, no sync
+            out, lse = flash_mla_sparse_fwd(q[t0 * b:t1 * b], kv, idx, cfg.scale, attn_sink=attn_sink, topk_length=tlen,
+                                            row_poison=poison.t().reshape(-1))       # NaN rows written inside the op
+            bad += poison.sum()                                                       # no sync
             if with_loss:
                 with torch.no_grad():
                     if cfg.sparse_loss:

@@ -222,20 +222,56 @@ def _radix_topk_cuda(values, lengths, top_k):
         plan.execute(values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan, values.device))
     return idx
 
+# %% ../nbs/03_kernels.ipynb #1728bdce
+try:
+    import triton
+    import triton.language as tl
+except Exception as e:      # a CPU-only torch has no triton: the CUDA ops then cannot run anyway
+    triton = tl = None
+    _TRITON_ERROR = f"{type(e).__name__}: {e}"
+
+# %% ../nbs/03_kernels.ipynb #6a8eec0d
+if triton is not None:
+    @triton.jit
+    def _nan_rows_kernel(out_ptr, sink_ptr, row_ptr, H, HAS_ROW: tl.constexpr, BLOCK_H: tl.constexpr,
+                         DV: tl.constexpr, BLOCK_D: tl.constexpr):
+        r = tl.program_id(0)                               # one query row; its heads are out[r, h, :DV]
+        hs = tl.arange(0, BLOCK_H)
+        s = tl.load(sink_ptr + hs, mask=hs < H, other=0.0)
+        bad = (s == float("inf")) | ~(s == s)              # ordered ==: a NaN equals nothing, itself included
+        if HAS_ROW:
+            bad = bad | ~(tl.load(row_ptr + r) == 0.0)     # the row's poison is NaN (or, against the contract, not 0)
+        bad = bad & (hs < H)
+        if tl.sum(bad.to(tl.int32), 0) > 0:                # a clean row reads H + 1 numbers and writes nothing
+            base = out_ptr + r.to(tl.int64) * H * DV
+            for d0 in tl.static_range(0, DV, BLOCK_D):
+                ds = d0 + tl.arange(0, BLOCK_D)
+                nan = tl.full((BLOCK_H, BLOCK_D), float("nan"), tl.float32).to(out_ptr.dtype.element_ty)
+                tl.store(base + hs[:, None] * DV + ds[None, :], nan, mask=bad[:, None])
+
+def _nan_rows_(out, sink, row_poison=None):
+    "In place: NaN into `out [s_q, H, DV]` (contiguous CUDA) for heads whose `sink [H]` is NaN/`+inf`, and for every head of rows whose `row_poison [s_q]` is not 0."
+    if triton is None: raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_ERROR})")
+    s_q, h, dv = out.shape
+    if s_q:
+        _nan_rows_kernel[(s_q,)](out, sink, sink if row_poison is None else row_poison, h, HAS_ROW=row_poison is not None,
+                                 BLOCK_H=triton.next_power_of_2(h), DV=dv, BLOCK_D=64)
+    return out
+
 # %% ../nbs/03_kernels.ipynb #24ef1a21
 def _op(name, schema):
     "Decorator: define `fused_csa::name` with `schema`, the decorated function being its CUDA implementation."
     return torch.library.custom_op(f"fused_csa::{name}", mutates_args=(), device_types="cuda", schema=schema)
 
 @_op("flash_mla_sparse_fwd", "(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor attn_sink, "
-                             "Tensor? topk_length) -> (Tensor, Tensor)")
-def _flash_mla_fwd_op(q, kv, indices, sm_scale, attn_sink, topk_length):
+                             "Tensor? topk_length, Tensor? row_poison) -> (Tensor, Tensor)")
+def _flash_mla_fwd_op(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
     out, _max_logits, lse = _flash_mla().flash_mla_sparse_fwd(q, kv.unsqueeze(1), indices.unsqueeze(1), sm_scale, d_v=512,
                                                               attn_sink=attn_sink, topk_length=topk_length)
-    return out, lse
+    return _nan_rows_(out, attn_sink, row_poison), lse          # the non-finite rule (sink, rows) in place
 
 @_flash_mla_fwd_op.register_fake
-def _(q, kv, indices, sm_scale, attn_sink, topk_length):
+def _(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
     return q.new_empty(q.shape[0], q.shape[1], 512), q.new_empty(q.shape[:2], dtype=torch.float32)
 
 @_op("sparse_attn_bwd", "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, Tensor indices, "
@@ -249,7 +285,7 @@ def _(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
 
 # %% ../nbs/03_kernels.ipynb #0d365887
 def _fwd_setup_context(ctx, inputs, output):
-    q, kv, indices, sm_scale, attn_sink, topk_length = inputs
+    q, kv, indices, sm_scale, attn_sink, topk_length, _row_poison = inputs
     if topk_length is not None: indices = indices.clamp(min=0)   # the backward: every slot a non-negative address
     ctx.save_for_backward(q, kv, output[0], output[1], attn_sink, indices, topk_length)
     ctx.sm_scale = sm_scale
@@ -257,10 +293,10 @@ def _fwd_setup_context(ctx, inputs, output):
 def _fwd_backward(ctx, dout, _dlse):
     q, kv, out, lse, sink, idx, topk_length = ctx.saved_tensors
     need = ctx.needs_input_grad
-    if not (need[0] or need[1] or need[4]): return None, None, None, None, None, None
+    if not (need[0] or need[1] or need[4]): return None, None, None, None, None, None, None
     dq, dkv, dsink = torch.ops.fused_csa.sparse_attn_bwd(q, kv, out, dout.contiguous(), lse, sink, idx, ctx.sm_scale,
                                                          topk_length)
-    return dq if need[0] else None, dkv if need[1] else None, None, None, dsink if need[4] else None, None
+    return dq if need[0] else None, dkv if need[1] else None, None, None, dsink if need[4] else None, None, None
 
 _flash_mla_fwd_op.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
 
@@ -355,14 +391,11 @@ def _(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_s
     return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
 
 # %% ../nbs/03_kernels.ipynb #96d7cde7
-def _sink_poison(sink):
-    "`[H]` bf16: NaN where the sink is NaN or `+inf` (its head's output must be NaN), else 0; `-inf` (no sink) is fine."
-    return torch.zeros(sink.shape, dtype=torch.bfloat16, device=sink.device).masked_fill(
-        torch.isnan(sink) | torch.isposinf(sink), float("nan"))
-
 def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
-                         attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None):
+                         attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None,
+                         row_poison: torch.Tensor | None = None):
     """FlashMLA sparse prefill: `q [s_q,H,D]`, `kv [s_kv,D]`, global `indices [s_q,K]` int32 → `(out [s_q,H,512], lse [s_q,H])`.
+    `row_poison [s_q]` fp32 (0 or NaN): NaN rows get a NaN output (the non-finite rule; so do heads whose sink is NaN/`+inf`).
     Differentiable in `q`, `kv` and `attn_sink` (the backward is the cuDNN op); `lse` is detached."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
@@ -371,18 +404,19 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
     if attn_sink is not None: check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
     if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
+    if row_poison is not None: check_tensor("row_poison", row_poison, dtype=torch.float32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     _need(_flash_mla)
-    dev = _check_devices(q=q, kv=kv, indices=indices, attn_sink=attn_sink, topk_length=topk_length)
+    dev = _check_devices(q=q, kv=kv, indices=indices, attn_sink=attn_sink, topk_length=topk_length, row_poison=row_poison)
     major = sm_major(dev)
     hp = padded_num_heads(h, major)
     kp = padded_topk(indices.shape[1], major)
     sink = attn_sink if attn_sink is not None else q.new_full((h,), float("-inf"), dtype=torch.float32)
     qp, sinkp = pad_query_heads(q, sink, hp)
     idx = indices if kp == indices.shape[1] else pad_topk_idxs(indices, kp)
-    out, lse = torch.ops.fused_csa.flash_mla_sparse_fwd(qp, kv, idx, sm_scale, sinkp, topk_length)
-    if hp != h: out, lse = out[:, :h], lse[:, :h].contiguous()
-    return out + _sink_poison(sink).view(1, h, 1), lse.detach()      # a NaN / +inf sink is never hidden
+    out, lse = torch.ops.fused_csa.flash_mla_sparse_fwd(qp, kv, idx, sm_scale, sinkp, topk_length, row_poison)
+    if hp != h: out, lse = out[:, :h].contiguous(), lse[:, :h].contiguous()
+    return out, lse.detach()
 
 # %% ../nbs/03_kernels.ipynb #43b29539
 def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None):

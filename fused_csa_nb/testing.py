@@ -95,12 +95,14 @@ def _major():
     return _kernels._STAND_IN.sm_major or 9
 
 # %% ../nbs/03_testing.ipynb #b961818f
-def _flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length):
+def _flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
     assert q.shape[1] in (64, 128), "stand-in FlashMLA: H must be 64 or 128"
     assert indices.shape[-1] % (128 if _major() == 9 else 64) == 0, "stand-in FlashMLA: K not a multiple of the block"
     assert q.is_contiguous() and kv.is_contiguous() and indices.is_contiguous()
     out, lse, _ = _sparse_attn(q, kv, indices, sm_scale, attn_sink, topk_length)
-    return out.to(q.dtype), lse
+    bad = (torch.isnan(attn_sink) | torch.isposinf(attn_sink)).view(1, -1, 1)       # the op's non-finite rule
+    if row_poison is not None: bad = bad | (row_poison != 0).view(-1, 1, 1)         # (NaN != 0 is True)
+    return out.to(q.dtype).masked_fill(bad, float("nan")), lse
 
 def _sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
     if topk_length is not None:
