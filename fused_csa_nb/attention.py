@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .checks import check_choice, check_like_module, check_tensor
 from .context_parallel import CP_LAYOUTS
-from .layout import compressed_topk_idxs, indexer_block_rows, query_blocks, window_topk_idxs
+from .layout import cached_index, compressed_topk_idxs, indexer_block_rows, query_blocks, window_topk_idxs
 from .reference import (Compressor, CSAIndexer, blocked_indexer_topk, indexer_scores, indexer_topk,
                                     indexer_input_poison, unfused_csa_attention)
 from .rotary import layer_rotary
@@ -137,7 +137,7 @@ def _forward_native(self, query, key, x=None, qr=None):
     sq, b = query.shape[:2]
     kv = key.squeeze(2)
     sink = self.attn_sink.float()
-    window = window_topk_idxs(sq, b, cfg.window_size, device=query.device)
+    window = cached_index(window_topk_idxs, sq, b, cfg.window_size, device=query.device)
     compressed = self.compressor(x) if self.compressor is not None else None
     loss = poison = None
     if compressed is None:                      # ratio 0, or sq < ratio
@@ -190,10 +190,10 @@ def _forward_fused(self, query, key, x=None, qr=None):
     compressed = self.compressor(x) if self.compressor is not None else None
     kv_full = kv.contiguous() if compressed is None else torch.cat([kv, compressed.to(kv.dtype)], 0)
     if self.indexer is None or compressed is None:                  # path A
-        idx = no_indexer_topk_idxs(sq, b, r if compressed is not None else 0, cfg.window_size, device=query.device)
+        idx = cached_index(no_indexer_topk_idxs, sq, b, r if compressed is not None else 0, cfg.window_size, device=query.device)
         return csa_sparse_attn(query, kv_full, sink, idx, cfg.scale), None
     q_idx, k_idx, weights = self.indexer(x, qr)
-    window = window_topk_idxs(sq, b, cfg.window_size, device=query.device)
+    window = cached_index(window_topk_idxs, sq, b, cfg.window_size, device=query.device)
     isc = cfg.index_head_dim ** -0.5
     if self.training and torch.is_grad_enabled():                   # path B
         coeff = cfg.indexer_loss_coeff if self._wants_indexer_loss() else 0.0

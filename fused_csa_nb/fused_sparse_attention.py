@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
-from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat, visible_counts,
+from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat, visible_counts, cached_index,
                                  build_flat_topk_idxs, pad_topk_idxs, query_blocks)
 from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd,
                                   cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
@@ -97,9 +97,12 @@ def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
         raise ValueError(f"`weights` must have shape [{sq}, {b}, {hi}], got {list(weights.shape)}")
     return hi, di, k_indexer.shape[0]
 
-def _visible_lengths(t0, t1, b, ratio, n_comp, device):
-    "Visible compressed entries per BSHD row of the query block `[t0, t1)`, `[b·(t1−t0)]` int32: `min((t+1)//ratio, n_comp)`."
+def _visible_lengths_of(t0, t1, b, ratio, n_comp, device=None):
     return visible_counts(t0, t1, ratio, n_comp, device).to(torch.int32).repeat(b)
+
+def _visible_lengths(t0, t1, b, ratio, n_comp, device):
+    "Visible compressed entries per BSHD row of the query block `[t0, t1)`, `[b·(t1−t0)]` int32: `min((t+1)//ratio, n_comp)` (cached)."
+    return cached_index(_visible_lengths_of, t0, t1, b, ratio, n_comp, device=device)
 
 def _block_bshd(t, t0, t1):
     "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."

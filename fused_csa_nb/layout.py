@@ -10,8 +10,9 @@ import torch
 from .checks import check_index_values, check_int, check_tensor
 
 # %% auto #0
-__all__ = ['window_topk_idxs', 'visible_counts', 'compressed_topk_idxs', 'local_to_global_flat', 'compact_topk_idxs',
-           'build_flat_topk_idxs', 'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows', 'query_blocks']
+__all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compressed_topk_idxs', 'local_to_global_flat',
+           'compact_topk_idxs', 'build_flat_topk_idxs', 'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows',
+           'query_blocks', 'cached_index']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -56,6 +57,7 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
     num_slots = check_int("num_slots", num_slots)
     _check_int32_range(num_slots, b)
     check_index_values("idx", idx, num_slots)
+    if b == 1: return idx.reshape(sq, k).to(torch.int32)             # local == flat, -1 kept (may share `idx`'s storage)
     batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
     idx64 = idx.to(torch.int64)
     flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
@@ -120,3 +122,26 @@ def query_blocks(sq: int, rows: int) -> list[tuple[int, int]]:
     "Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`)."
     check_int("sq", sq, 0); check_int("rows", rows, 1)
     return [(t0, min(sq, t0 + rows)) for t0 in range(0, sq, rows)]
+
+# %% ../nbs/00_layout.ipynb #6b71a8b5
+import collections
+
+# %% ../nbs/00_layout.ipynb #7d170a67
+INDEX_CACHE_BYTES = 64 << 20
+_INDEX_CACHE: collections.OrderedDict = collections.OrderedDict()
+
+def cached_index(build, *args, device=None) -> torch.Tensor:
+    "`build(*args, device=device)` for integer `args`, kept per (build, args, device) for later calls (read-only: shared)."
+    if torch.compiler.is_compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+        return build(*args, device=device)
+    key = (build, args, torch.device("cpu" if device is None else device))
+    t = _INDEX_CACHE.get(key)
+    if t is not None:
+        _INDEX_CACHE.move_to_end(key); return t
+    t = build(*args, device=device)
+    size = t.numel() * t.element_size()
+    if size <= INDEX_CACHE_BYTES // 4:
+        _INDEX_CACHE[key] = t
+        while sum(v.numel() * v.element_size() for v in _INDEX_CACHE.values()) > INDEX_CACHE_BYTES:
+            _INDEX_CACHE.popitem(last=False)
+    return t
