@@ -173,6 +173,10 @@ def _module_inv_freq(rotary, rotary_dim, rope_theta):
     check_tensor("rotary.inv_freq", rotary.inv_freq, shape=(rotary.rotary_dim // 2,), floating=True)
     return rotary.inv_freq.detach().to("cpu", torch.float64).clone()
 
+def _prev_block(t, fill):
+    "`t [n, r, b, d]` shifted one block later along dim 0: block `i` holds block `i − 1`, block 0 is `fill` (one pad op, one in the backward)."
+    return torch.nn.functional.pad(t, (0, 0, 0, 0, 0, 0, 1, -1), value=fill)
+
 def _check_start_pos(start_pos, ratio):
     check_int("start_pos", start_pos, 0)
     if start_pos % ratio:
@@ -217,15 +221,15 @@ class Compressor(nn.Module):
         r, d, n = self.ratio, self.head_dim, sq // self.ratio
         if n == 0: return None
         acc = _acc_dtype(x.dtype)
-        xc = x[: n * r]
+        xc = x if n * r == sq else x[: n * r]
         a = self.wkv(xc).to(acc).view(n, r, b, -1)                          # [n, r, b, width]
         g = self.wgate(xc).to(acc).view(n, r, b, -1) + self.ape.to(acc).view(1, r, 1, -1)
         if self.overlap:                                                   # [n, 2r, b, d]: previous block, own block
-            a = torch.cat([torch.cat([a.new_zeros(1, r, b, d), a[:-1, ..., :d]]), a[..., d:]], 1)
-            g = torch.cat([torch.cat([g.new_full((1, r, b, d), float("-inf")), g[:-1, ..., :d]]), g[..., d:]], 1)
+            a, g = (torch.cat([_prev_block(t1, fill), t2], 1) for t1, t2, fill in ((*a.split(d, -1), 0.0),
+                                                                                   (*g.split(d, -1), float("-inf"))))
         c = (torch.softmax(g, dim=1) * a).sum(1)                           # [n, b, d]
-        c = c * torch.rsqrt(c.square().mean(-1, keepdim=True) + self.eps) * self.norm_weight.to(acc)
-        pos = (start_pos + torch.arange(n, device=x.device) * r).view(n, 1)
+        c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
+        pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
         return apply_rotary_interleaved(c, pos, self.rotary_dim, inv_freq=self.inv_freq).to(x.dtype)
 
 # %% ../nbs/01_reference.ipynb #c5dab750
