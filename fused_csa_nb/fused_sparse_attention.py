@@ -169,18 +169,18 @@ def _kl_rows(target, log_p, support):
 def _sparse_teacher_and_predict(q, kv, lse_attn, sink, scores, sel, scale, sq, b, slot0=None):
     "Sparse loss pieces of a query block (`q` its flat rows, `sel [b, c, k]`): `(target, predict, log_predict, support)`, all `[b, c, k]`."
     c, k = sel.shape[1:]
-    comp_slots = torch.where(sel >= 0, sel + (sq if slot0 is None else slot0), torch.full_like(sel, -1))   # slot0 + j
+    support = sel >= 0
+    comp_slots = torch.where(support, sel + (sq if slot0 is None else slot0), sel)   # slot0 + j, -1 kept
     comp_flat = local_to_global_flat(comp_slots, num_slots=kv.shape[0] // b)   # [c·b, k], -1 kept
     kp = -(-k // 128) * 128
     comp_flat = pad_topk_idxs(comp_flat, kp) if kp != k else comp_flat
     lse_full = torch.logaddexp(lse_attn, sink[None])                           # [c·b, H]: + the sink
     tgt = sparse_attn_score_recompute(q[None], kv[None], lse_full[None].contiguous(), comp_flat[None].contiguous(), scale)[0]
-    support = (sel >= 0)
+    unsupported = ~support
     target = tgt[:, :k].reshape(c, b, k).transpose(0, 1)                       # → [b, c, k]
-    target = torch.where(support, target.nan_to_num(0.0), torch.zeros_like(target))
-    logits = torch.gather(scores, 2, sel.long().clamp(min=0)).masked_fill(~support, float("-inf"))
-    log_p = torch.log_softmax(logits, -1)
-    log_p = torch.where(support, log_p, torch.full_like(log_p, float("-inf")))
+    target = target.nan_to_num(0.0).masked_fill(unsupported, 0.0)
+    logits = torch.gather(scores, 2, sel.clamp(min=0).long()).masked_fill(unsupported, float("-inf"))
+    log_p = torch.log_softmax(logits, -1).masked_fill(unsupported, float("-inf"))
     return target.contiguous(), log_p.exp().contiguous(), log_p, support
 
 class _RowBuffer:
