@@ -344,10 +344,12 @@ def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
     return torch.zeros(bad.shape, dtype=torch.float32, device=scores.device).masked_fill(bad, float("nan"))
 
 # %% ../nbs/01_reference.ipynb #3bdc039e
-def _finite_rows(t: torch.Tensor, dims) -> torch.Tensor:
-    "True where every entry over `dims` is finite: two reductions (a NaN propagates, ±inf shows), no full-size temporary."
-    return torch.isfinite(t.amax(dims)) & torch.isfinite(t.amin(dims))
+def _poison_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
+    "0 where every entry of `t` along `dim` is finite, else NaN: one `aminmax` (a NaN propagates, ±inf shows), no full-size temporary."
+    mn, mx = torch.aminmax(t, dim=dim)
+    return mn * 0 + mx * 0                                       # inf·0 = NaN; no overflow (unlike mx - mn)
 
+@torch.no_grad()                                                 # a constant: no gradient to its inputs
 def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
                          q_offset: int = 0) -> torch.Tensor:
     """`[b, sq]` float32, NaN on query rows whose indexer inputs are not finite, else 0 (no sync).
@@ -357,16 +359,15 @@ def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite."""
     check_tensor("q_idx", q_idx, ndim=4, floating=True); check_tensor("weights", weights, ndim=3, floating=True)
     check_int("ratio", ratio, 1); check_int("q_offset", q_offset, 0)
-    sq, b = q_idx.shape[:2]
-    bad = ~(_finite_rows(q_idx, (-2, -1)) & _finite_rows(weights, -1))                  # [sq, b]
+    sq = q_idx.shape[0]
+    poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)                  # [sq, b]
     if k_idx is not None and k_idx.shape[0]:
         check_tensor("k_idx", k_idx, ndim=3, floating=True)
         n = k_idx.shape[0]
-        seen = (~_finite_rows(k_idx, -1)).to(torch.int8).cummax(0).values.bool()        # [n, b]: a bad entry at or before j
-        n_vis = visible_counts(q_offset, q_offset + sq, ratio, n, device=q_idx.device)
-        sees = seen[(n_vis - 1).clamp(min=0)] & (n_vis > 0).view(sq, 1)               # [sq, b]
-        bad = bad | sees
-    return torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device).masked_fill(bad.t(), float("nan"))
+        seen = nn.functional.pad(_poison_rows(k_idx, -1), (0, 0, 1, 0)).cumsum(0)          # [1 + n, b]: row v NaN iff an entry < v is bad
+        n_vis = visible_counts(q_offset, q_offset + sq, ratio, n, device=q_idx.device)     # [sq] in 0 … n
+        poison = poison + seen.index_select(0, n_vis)
+    return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [b, sq]
 
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,

@@ -96,13 +96,15 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
     elif inv_freq.shape[0] != rotary_dim // 2:
         raise ValueError(f"`inv_freq` must have rotary_dim // 2 = {rotary_dim // 2} entries, got {inv_freq.shape[0]}")
     positions = _positions(positions, x)
-    acc, half = (torch.float64 if x.dtype == torch.float64 else torch.float32), rotary_dim // 2
-    ang = positions.to(torch.float64).unsqueeze(-1) * inv_freq.to(x.device, torch.float64)
-    cos, sin = ang.cos().to(acc), ang.sin().to(acc)
-    xr = x[..., x.shape[-1] - rotary_dim:].to(acc).unflatten(-1, (half, 2))
-    x0, x1 = xr[..., 0], xr[..., 1]
-    y = torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2)
-    return torch.cat([x[..., :x.shape[-1] - rotary_dim], y.to(x.dtype)], -1)
+    d, f64 = x.shape[-1], x.dtype == torch.float64
+    acc, cplx = (torch.float64, torch.complex128) if f64 else (torch.float32, torch.complex64)
+    ang = positions.unsqueeze(-1) * inv_freq.to(x.device, torch.float64)     # float64 (type promotion), [..., r/2]
+    cis = torch.polar(torch.ones_like(ang), ang).to(cplx)                     # e^{i·ang}, rounded to `cplx`
+    keep, rot = x.split([d - rotary_dim, rotary_dim], -1) if rotary_dim < d else (None, x)
+    # a fresh contiguous copy: `view_as_complex` needs unit stride and an even offset; pairs (x0, x1) → x0 + i·x1
+    z = torch.view_as_complex(rot.to(acc, memory_format=torch.contiguous_format, copy=True).unflatten(-1, (-1, 2)))
+    y = torch.view_as_real(z * cis).flatten(-2).to(x.dtype)                   # (x0 cos − x1 sin, x0 sin + x1 cos)
+    return y if keep is None else torch.cat([keep, y], -1)
 
 # %% ../nbs/00_rotary.ipynb #26171191
 class RotaryTable(NamedTuple):
