@@ -73,8 +73,8 @@ def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, bat
     q.requires_grad_(); kv.requires_grad_(); sink.requires_grad_()
     fwd = median_time_ms(lambda: csa_sparse_attn(q, kv, sink, idx), warmup=warmup, iters=iters)
     out = csa_sparse_attn(q, kv, sink, idx); dout = torch.randn_like(out)
-    def fwd_bwd():
-        o = csa_sparse_attn(q, kv, sink, idx); torch.autograd.backward(o, dout)
+    def fwd_bwd():                       # gradients returned, not accumulated into `.grad` (no extra pass)
+        torch.autograd.grad(csa_sparse_attn(q, kv, sink, idx), (q, kv, sink), dout)
     both = median_time_ms(fwd_bwd, warmup=warmup, iters=iters)
     bwd = max(both - fwd, 1e-9)
     rows = sq * batch
@@ -189,7 +189,7 @@ def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: in
         dsa.sparse_attention_backward_wrapper(qf, kvf, out, dout, lse, sink, idx, softmax_scale=scale)
     qp, kvp, sp = (t.detach().requires_grad_() for t in (q, kv, sink))
     pkg_fwd = lambda: csa_sparse_attn(qp, kvp, sp, idx, scale)
-    pkg_both = lambda: torch.autograd.backward(pkg_fwd(), dout.view(sq, 1, heads * 512))
+    pkg_both = lambda: torch.autograd.grad(pkg_fwd(), (qp, kvp, sp), dout.view(sq, 1, heads * 512))   # no .grad accumulation
     t = {name: median_time_ms(fn, warmup=warmup, iters=iters) for name, fn in
          (("direct_fwd_ms", direct_fwd), ("fwd_ms", pkg_fwd), ("direct_fwd_bwd_ms", direct_both), ("fwd_bwd_ms", pkg_both))}
     return dict(sq=sq, heads=heads, topk=topk, **t, fwd_overhead=t["fwd_ms"] / t["direct_fwd_ms"] - 1,

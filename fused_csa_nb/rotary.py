@@ -75,7 +75,8 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
                              *, inv_freq: torch.Tensor | None = None) -> torch.Tensor:
     """Rotate interleaved pairs of the last `rotary_dim` channels of `x [..., d]` by `positions · ω`.
 
-    `x`: float16/bfloat16/float32/float64, any leading shape; the first `d - rotary_dim` channels are copied.
+    `x`: float16/bfloat16/float32/float64, any leading shape; the first `d - rotary_dim` channels are copied
+    (a finite value exactly; a NaN or ±inf there also makes its pair partner NaN: it is multiplied by e^{i·0}).
     `positions`: real tensor (or number) of token positions, any offset, broadcasting to `x.shape[:-1]`.
     `rotary_dim`: even, `<= d`; default `2 · len(inv_freq)`, or 64.
     `theta`: plain-RoPE base (default 10000), used when no `inv_freq` is given.
@@ -98,13 +99,14 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
     positions = _positions(positions, x)
     d, f64 = x.shape[-1], x.dtype == torch.float64
     acc, cplx = (torch.float64, torch.complex128) if f64 else (torch.float32, torch.complex64)
-    ang = positions.unsqueeze(-1) * inv_freq.to(x.device, torch.float64)     # float64 (type promotion), [..., r/2]
+    freq = inv_freq.to(x.device, torch.float64)
+    if rotary_dim < d:   # the first d − r channels turn at frequency 0: times e^{i·0} = 1, copied (no split, no cat)
+        freq = torch.cat([freq.new_zeros((d - rotary_dim) // 2), freq])
+    ang = positions.unsqueeze(-1) * freq                                      # float64 (type promotion), [..., d/2]
     cis = torch.polar(torch.ones_like(ang), ang).to(cplx)                     # e^{i·ang}, rounded to `cplx`
-    keep, rot = x.split([d - rotary_dim, rotary_dim], -1) if rotary_dim < d else (None, x)
-    # a fresh contiguous copy: `view_as_complex` needs unit stride and an even offset; pairs (x0, x1) → x0 + i·x1
-    z = torch.view_as_complex(rot.to(acc, memory_format=torch.contiguous_format, copy=True).unflatten(-1, (-1, 2)))
-    y = torch.view_as_real(z * cis).flatten(-2).to(x.dtype)                   # (x0 cos − x1 sin, x0 sin + x1 cos)
-    return y if keep is None else torch.cat([keep, y], -1)
+    # `view_as_complex` needs unit stride and an even offset: pairs (x0, x1) → x0 + i·x1
+    z = torch.view_as_complex(x.to(acc).contiguous().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(z * cis).flatten(-2).to(x.dtype)                # (x0 cos − x1 sin, x0 sin + x1 cos)
 
 # %% ../nbs/00_rotary.ipynb #26171191
 class RotaryTable(NamedTuple):
