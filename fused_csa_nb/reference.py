@@ -222,12 +222,12 @@ class Compressor(nn.Module):
         if n == 0: return None
         acc = _acc_dtype(x.dtype)
         xc = x if n * r == sq else x[: n * r]
-        a = self.wkv(xc).to(acc).view(n, r, b, -1)                          # [n, r, b, width]
-        g = self.wgate(xc).to(acc).view(n, r, b, -1) + self.ape.to(acc).view(1, r, 1, -1)
+        a = self.wkv(xc).view(n, r, b, -1)                                 # [n, r, b, width], x's dtype: widened below
+        g = self.wgate(xc).view(n, r, b, -1) + self.ape.to(acc).view(1, r, 1, -1)   # one kernel → acc (exact widening)
         if self.overlap:                                                   # [n, 2r, b, d]: previous block, own block
             a, g = (torch.cat([_prev_block(t1, fill), t2], 1) for t1, t2, fill in ((*a.split(d, -1), 0.0),
                                                                                    (*g.split(d, -1), float("-inf"))))
-        c = (torch.softmax(g, dim=1) * a).sum(1)                           # [n, b, d]
+        c = (torch.softmax(g, dim=1) * a).sum(1)                           # [n, b, d] in acc (the product widens `a`)
         c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
         pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
         return apply_rotary_interleaved(c, pos, self.rotary_dim, inv_freq=self.inv_freq).to(x.dtype)
