@@ -191,11 +191,10 @@ class _RowBuffer:
         if self.t is None: self.t = x.new_empty((self.n, *x.shape[1:]))
         self.t[r0:r1] = x
 
-def _scale_rows(ts, g):
-    """`[t · g for t in ts]` (tensors of one dtype) in one multi-tensor kernel, no temporary. The 0-dim `g` (the upstream
-    gradient of the loss) is rounded to that dtype first: exact for 1 and powers of two, else within one bf16 rounding
-    (2⁻⁹), the precision of the gradients themselves."""
-    return torch._foreach_mul(list(ts), g.to(ts[0].dtype))
+def _scale_rows(t, g):
+    """`t · g` in `t`'s dtype, one kernel and no temporary. The 0-dim `g` (the upstream gradient of the loss) is rounded to
+    `t`'s dtype first: exact for 1 and powers of two, else within one bf16 rounding (2⁻⁹), the precision of `t` itself."""
+    return t * g.to(t.dtype)
 
 # %% ../nbs/04_fused.ipynb #c404d1ee
 class _PathB(NamedTuple):
@@ -303,7 +302,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
                                                    ctx.scale, tlen)
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
-            dq_i, dw_i, dk_i = _scale_rows(grads, dloss)                                 # SBHD already
+            dq_i, dw_i, dk_i = (_scale_rows(t, dloss) for t in grads)                    # SBHD already
         return (dq if need[0] else None, dkv if need[1] else None, dsink if need[2] else None,
                 dq_i if need[3] else None, dk_i if need[4] else None, dw_i if need[5] else None, None, None)
 

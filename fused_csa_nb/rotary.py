@@ -70,78 +70,6 @@ def _positions(positions, x):
         raise ValueError(f"`positions` of shape {tuple(positions.shape)} must broadcast to {tuple(x.shape[:-1])}")
     return positions
 
-# %% ../nbs/00_rotary.ipynb #d2710d39
-try:
-    import triton
-    import triton.language as tl
-except Exception:           # a CPU-only torch has no triton: the complex product serves every device then
-    triton = tl = None
-
-# %% ../nbs/00_rotary.ipynb #686568cc
-if triton is not None:
-    @triton.jit
-    def _rotary_kernel(x_ptr, t_ptr, y_ptr, R, J0, HALF: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_J: tl.constexpr,
-                       CONJ: tl.constexpr):
-        s, rows = tl.program_id(0), tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)   # position s, rows at s
-        js = tl.arange(0, BLOCK_J)                                                      # pair index
-        rot = (js >= J0) & (js < HALF)
-        t = t_ptr + (s * (HALF - J0) + js - J0) * 2                                    # table [S, HALF - J0, 2]
-        c = tl.load(t, mask=rot, other=1.0)
-        sn = tl.load(t + 1, mask=rot, other=0.0)
-        if CONJ: sn = -sn
-        off = (s * R + rows[:, None]).to(tl.int64) * (2 * HALF) + 2 * js[None, :]
-        m = (rows[:, None] < R) & (js[None, :] < HALF)
-        x0 = tl.load(x_ptr + off, mask=m, other=0.0).to(tl.float32)
-        x1 = tl.load(x_ptr + off + 1, mask=m, other=0.0).to(tl.float32)
-        keep = ~rot[None, :]                                                            # copied pairs: untouched
-        y0 = tl.where(keep, x0, x0 * c[None, :] - x1 * sn[None, :])
-        y1 = tl.where(keep, x1, x0 * sn[None, :] + x1 * c[None, :])
-        tl.store(y_ptr + off, y0.to(y_ptr.dtype.element_ty), mask=m)
-        tl.store(y_ptr + off + 1, y1.to(y_ptr.dtype.element_ty), mask=m)
-
-# %% ../nbs/00_rotary.ipynb #13f834e0
-def _rotary_complex(x, table, j0, conj):
-    "The op's arithmetic with torch ops: `x [S, R, d]`, `table [S, d/2 − j0, 2]` float32 (cos, sin) → `x`'s dtype."
-    cis = torch.view_as_complex(table)
-    cis = torch.cat([torch.ones_like(cis[:, :j0]), cis.conj() if conj else cis], 1).unsqueeze(1)   # pairs < j0: × 1
-    z = torch.view_as_complex(x.to(torch.float32).contiguous().unflatten(-1, (-1, 2)))
-    y = torch.view_as_real(z * cis).flatten(-2).to(x.dtype)
-    return torch.cat([x[..., :2 * j0], y[..., 2 * j0:]], -1)                  # copied pairs bit for bit
-
-@torch.library.custom_op("fused_csa::rotary", mutates_args=(), schema="(Tensor x, Tensor table, int j0, bool conj) -> Tensor")
-def _rotary_op(x, table, j0, conj):
-    if x.device.type != "cuda" or triton is None: return _rotary_complex(x, table, j0, conj)
-    S, R, d = x.shape
-    y, block_r = torch.empty_like(x), min(16, max(2, triton.next_power_of_2(R)))
-    if x.numel():
-        _rotary_kernel[(S, triton.cdiv(R, block_r))](x, table, y, R, j0, HALF=d // 2, BLOCK_R=block_r,
-                                                    BLOCK_J=triton.next_power_of_2(d // 2), CONJ=conj)
-    return y
-
-@_rotary_op.register_fake
-def _(x, table, j0, conj): return torch.empty_like(x)
-
-def _rotary_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[1]); ctx.j0, ctx.conj = inputs[2], inputs[3]
-
-def _rotary_backward(ctx, g):                      # the transpose of a rotation: the rotation the other way
-    return torch.ops.fused_csa.rotary(g.contiguous(), ctx.saved_tensors[0], ctx.j0, not ctx.conj), None, None, None
-_rotary_op.register_autograd(_rotary_backward, setup_context=_rotary_setup)
-
-# %% ../nbs/00_rotary.ipynb #39f92839
-def _fused_rotary_ok(x, positions) -> bool:
-    "The one-kernel path applies: a CUDA half/float `x` with triton, positions `[S, 1, …, 1]` along `x`'s first dim."
-    return (x.device.type == "cuda" and triton is not None and x.dtype != torch.float64 and x.dim() >= 2
-            and positions.dim() == x.dim() - 1 and positions.shape[0] == x.shape[0] and positions.numel() == x.shape[0])
-
-def _rotary_fused(x, positions, rotary_dim, inv_freq):
-    "`apply_rotary_interleaved` through `fused_csa::rotary` (see `_fused_rotary_ok`)."
-    S, d = x.shape[0], x.shape[-1]
-    ang = positions.reshape(S, 1) * inv_freq.to(x.device, torch.float64)      # float64 [S, r/2]
-    table = torch.view_as_real(torch.polar(torch.ones_like(ang), ang).to(torch.complex64))   # (cos, sin) float32
-    y = torch.ops.fused_csa.rotary(x.contiguous().view(S, -1, d), table, (d - rotary_dim) // 2, False)
-    return y.view(x.shape)
-
 # %% ../nbs/00_rotary.ipynb #e6c8eff0
 def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None = None, theta: float | None = None,
                              *, inv_freq: torch.Tensor | None = None) -> torch.Tensor:
@@ -169,7 +97,6 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
     elif inv_freq.shape[0] != rotary_dim // 2:
         raise ValueError(f"`inv_freq` must have rotary_dim // 2 = {rotary_dim // 2} entries, got {inv_freq.shape[0]}")
     positions = _positions(positions, x)
-    if _fused_rotary_ok(x, positions): return _rotary_fused(x, positions, rotary_dim, inv_freq)
     d, f64 = x.shape[-1], x.dtype == torch.float64
     acc, cplx = (torch.float64, torch.complex128) if f64 else (torch.float32, torch.complex64)
     freq = inv_freq.to(x.device, torch.float64)
