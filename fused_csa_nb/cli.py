@@ -172,50 +172,54 @@ class Progress:
         "End the current stage (its message is not printed if it has not been yet)."
         if self._timer is not None: self._timer.cancel(); self._timer = None
 
-# %% ../nbs/09_cli.ipynb #dc2edcb5
-def cmd_demo(args) -> int:
-    "`fused-csa demo`: build one CSA layer from a preset, run forward + backward, print a report."
-    for name in ("seq_len", "batch"):
-        if getattr(args, name) < 1:
-            print(f"fused-csa demo: error: --{name.replace('_', '-')} must be >= 1", file=sys.stderr); return 2
-    progress = Progress("fused-csa demo", quiet=args.quiet)
-    try:
-        device = resolve_device(args.device)
-        args = copy.copy(args); args.ratio = _demo_ratio(args)
-        dtype = _DTYPES[args.dtype or ("bfloat16" if device.type == "cuda" else "float32")]
-        base = _PRESETS[args.variant](indexer_loss_coeff=0.01, indexer_use_sparse_loss=True)
-        cfg, why = _demo_backend(args, config_from_args(args, base), device)
-        torch.manual_seed(args.seed)
-        progress.stage("building the layer")
-        layer = CompressedSparseAttention(cfg, args.ratio)
-    except (TypeError, ValueError) as e:
-        progress.done()
-        print(f"fused-csa demo: error: {e}", file=sys.stderr); return 2
-    layer.to(device)
-    for m in (layer.compressor, layer.indexer):
-        if m is not None: m.to(dtype)                     # the sink stays fp32
-    layer.train()
-    sq, b, h, d = args.seq_len, args.batch, cfg.num_heads, cfg.head_dim
+# %% ../nbs/09_cli.ipynb #3a33a5e3
+def _demo_layer(args, progress):
+    "`(args with its ratio, layer, cfg, backend line, device, dtype)` of `fused-csa demo`; `TypeError`/`ValueError` for bad options."
+    device = resolve_device(args.device)
+    args = copy.copy(args); args.ratio = _demo_ratio(args)
+    dtype = _DTYPES[args.dtype or ("bfloat16" if device.type == "cuda" else "float32")]
+    base = _PRESETS[args.variant](indexer_loss_coeff=0.01, indexer_use_sparse_loss=True)
+    cfg, why = _demo_backend(args, config_from_args(args, base), device)
+    torch.manual_seed(args.seed)
+    progress.stage("building the layer")
+    return args, CompressedSparseAttention(cfg, args.ratio), cfg, why, device, dtype
+
+def _demo_inputs(args, cfg, device, dtype):
+    "Random `(query, key, x, qr)` of the demo's shapes from `args.seed + 1`; query and key require grad."
+    sq, b = args.seq_len, args.batch
     g = torch.Generator(device="cpu").manual_seed(args.seed + 1)
     rnd = lambda *s: torch.randn(*s, generator=g).to(device=device, dtype=dtype)
-    query, key = rnd(sq, b, h, d).requires_grad_(), rnd(sq, b, 1, d).requires_grad_()
-    x, qr = rnd(sq, b, cfg.hidden_size), rnd(sq, b, cfg.q_lora_rank)
+    query = rnd(sq, b, cfg.num_heads, cfg.head_dim).requires_grad_()
+    key = rnd(sq, b, 1, cfg.head_dim).requires_grad_()
+    return query, key, rnd(sq, b, cfg.hidden_size), rnd(sq, b, cfg.q_lora_rank)
 
+# %% ../nbs/09_cli.ipynb #3438e7de
+@dataclasses.dataclass(frozen=True)
+class _DemoRun:
+    "What the timed demo step produced."
+    out: torch.Tensor
+    loss: torch.Tensor | None
+    fwd_s: float              # forward seconds (device synchronised)
+    bwd_s: float              # backward seconds
+    warmup: int               # warm-up steps before it
+    peak: str                 # peak memory, as text
+
+def _demo_run(layer, inputs, args, cfg, device, progress) -> _DemoRun:
+    "Warm-up steps, then one timed forward + backward of `layer` on `inputs`."
+    query, key, x, qr = inputs
     def step():
         layer.zero_grad(set_to_none=True); query.grad = key.grad = None
         out, loss = layer(query, key, x, qr)
         _sync(device); t1 = time.perf_counter()
-        objective = out.float().square().mean() + (loss if loss is not None else 0.0)
-        objective.backward()
+        (out.float().square().mean() + (loss if loss is not None else 0.0)).backward()
         _sync(device)
         return out, loss, t1
-
     warmup = args.warmup if args.warmup is not None else (1 if device.type == "cuda" else 0)
     importlib.import_module("torch._dynamo")  # imported by the first checkpointed call (seconds): not the layer's time
     for i in range(warmup):
-        progress.stage(f"warm-up step {i + 1}/{warmup} (sq={sq}, b={b})"); step()
+        progress.stage(f"warm-up step {i + 1}/{warmup} (sq={args.seq_len}, b={args.batch})"); step()
     if device.type == "cuda": torch.cuda.reset_peak_memory_stats(device)
-    progress.stage(f"timed forward + backward (sq={sq}, b={b}, {cfg.kernel_backend})")
+    progress.stage(f"timed forward + backward (sq={args.seq_len}, b={args.batch}, {cfg.kernel_backend})")
     _sync(device); t0 = time.perf_counter()
     out, loss, t1 = step()
     t2 = time.perf_counter()
@@ -224,30 +228,56 @@ def cmd_demo(args) -> int:
         peak = f"{_fmt_bytes(torch.cuda.max_memory_allocated(device))} (CUDA max_memory_allocated)"
     else:
         peak = f"{_fmt_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)} (process peak RSS)"
+    return _DemoRun(out, loss, t1 - t0, t2 - t1, warmup, peak)
+
+# %% ../nbs/09_cli.ipynb #24f3eaa2
+def _demo_report(args, layer, cfg, why, device, dtype, inputs, run: _DemoRun) -> list[tuple[str, str]]:
+    "The `(label, text)` rows `fused-csa demo` prints."
+    query, key, x, qr = inputs
     kind = _LAYER_KIND[args.ratio] + (" (dense mode)" if args.ratio == 4 and cfg.dense_mode else "")
     if args.ratio == 4 and not cfg.dense_mode: kind += f" top-{cfg.index_topk}"
     groups = [("query", [query]), ("key", [key]), ("attn_sink", [layer.attn_sink])]
     if layer.compressor is not None: groups.append(("compressor", list(layer.compressor.parameters())))
     if layer.indexer is not None: groups.append(("indexer", list(layer.indexer.parameters())))
     norms = "  ".join(f"{n} {v:.3e}" if v is not None else f"{n} -" for n, v in ((n, _norm(ps)) for n, ps in groups))
-    if loss is None:
+    if run.loss is None:
         loss_txt = "none (no indexer in this layer)" if layer.indexer is None else "none (coefficient 0 or no compressed entries)"
     else:
-        loss_txt = (f"{loss.item():.6f} ({'sparse' if cfg.indexer_use_sparse_loss else 'dense'} KL, "
+        loss_txt = (f"{run.loss.item():.6f} ({'sparse' if cfg.indexer_use_sparse_loss else 'dense'} KL, "
                     f"coeff {cfg.indexer_loss_coeff:g}{', per-token sum' if cfg.per_token_loss else ', mean'})")
-    rows = [("layer", f"DeepSeek-V4-{args.variant.capitalize()} preset, ratio {args.ratio} ({kind}), "
-                      f"H={h}, D={d}, W={cfg.window_size}"),
+    w = run.warmup
+    return [("layer", f"DeepSeek-V4-{args.variant.capitalize()} preset, ratio {args.ratio} ({kind}), "
+                      f"H={cfg.num_heads}, D={cfg.head_dim}, W={cfg.window_size}"),
             ("backend", why),
             ("device / dtype", f"{device} / {str(dtype).replace('torch.', '')}"),
             ("inputs", f"query {list(query.shape)}  key {list(key.shape)}  x {list(x.shape)}  qr {list(qr.shape)}"),
-            ("output", f"{list(out.shape)}"),
-            ("time", f"forward {1e3 * (t1 - t0):.1f} ms, backward {1e3 * (t2 - t1):.1f} ms"
-                     + (f" (after {warmup} warm-up step{'s' if warmup > 1 else ''})" if warmup else "")),
-            ("peak memory", peak),
+            ("output", f"{list(run.out.shape)}"),
+            ("time", f"forward {1e3 * run.fwd_s:.1f} ms, backward {1e3 * run.bwd_s:.1f} ms"
+                     + (f" (after {w} warm-up step{'s' if w > 1 else ''})" if w else "")),
+            ("peak memory", run.peak),
             ("indexer loss", loss_txt),
             ("grad norms", norms)]
+
+# %% ../nbs/09_cli.ipynb #56b5f146
+def cmd_demo(args) -> int:
+    "`fused-csa demo`: build one CSA layer from a preset, run forward + backward, print a report."
+    for name in ("seq_len", "batch"):
+        if getattr(args, name) < 1:
+            print(f"fused-csa demo: error: --{name.replace('_', '-')} must be >= 1", file=sys.stderr); return 2
+    progress = Progress("fused-csa demo", quiet=args.quiet)
+    try:
+        args, layer, cfg, why, device, dtype = _demo_layer(args, progress)
+    except (TypeError, ValueError) as e:
+        progress.done()
+        print(f"fused-csa demo: error: {e}", file=sys.stderr); return 2
+    layer.to(device)
+    for m in (layer.compressor, layer.indexer):
+        if m is not None: m.to(dtype)                     # the sink stays fp32
+    layer.train()
+    inputs = _demo_inputs(args, cfg, device, dtype)
+    run = _demo_run(layer, inputs, args, cfg, device, progress)
     print("fused-csa demo")
-    for k, v in rows: print(f"  {k:15s} {v}")
+    for k, v in _demo_report(args, layer, cfg, why, device, dtype, inputs, run): print(f"  {k:15s} {v}")
     return 0
 
 # %% ../nbs/09_cli.ipynb #c6fc3252
