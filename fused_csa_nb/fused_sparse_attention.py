@@ -235,57 +235,105 @@ def _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_
                               _block_coeff(cfg, t1 - t0, sq, b), cfg.ratio, q_offset=t0, d_index_k=dk_out)
     return _kl_rows(target, log_p, support).sum(), grads
 
-# %% ../nbs/04_fused.ipynb #aca411ac
+# %% ../nbs/04_fused.ipynb #c80c9849
+class _PathBInputs(NamedTuple):
+    "The tensors of one path-B call (`fused_csa_indexer_sparse_attn`) and the flat views the kernels take."
+    query: torch.Tensor
+    kv_full: torch.Tensor
+    attn_sink: torch.Tensor
+    q_indexer: torch.Tensor
+    k_indexer: torch.Tensor
+    weights: torch.Tensor
+    window_idxs: torch.Tensor
+    q: torch.Tensor           # query as [sq·b, H, D]
+    kv: torch.Tensor          # kv_full as [slots·b, D]
+    k_i: torch.Tensor         # k_indexer as BSHD [b, n_comp, Di] (small)
+
+class _Block(NamedTuple):
+    "Query block `[t0, t1)` after its indexer selection and its FlashMLA forward."
+    q_i: torch.Tensor         # [b, c, Hi, Di]
+    w_i: torch.Tensor         # [b, c, Hi]
+    scores: torch.Tensor      # [b, c, n_comp] fp32
+    sel: torch.Tensor         # [b, c, index_topk] int32, -1 padded
+    out: torch.Tensor         # [c·b, H, 512]
+    lse: torch.Tensor         # [c·b, H] fp32, sink excluded
+    idx: torch.Tensor         # [c·b, K] int32 compact rows
+    tlen: torch.Tensor        # [c·b] int32
+    poison: torch.Tensor      # [b, c] fp32, 0 or NaN
+
+def _block_forward(cfg, ins, t0, t1) -> _Block:
+    "Indexer top-k, compact attention rows and the FlashMLA forward (non-finite rule inside) of query rows `[t0, t1)`."
+    sq, b = ins.query.shape[:2]
+    q_i, w_i, scores, sel = _indexer_select(ins.q_indexer, ins.k_i, ins.weights, t0, t1, cfg.index_topk, cfg.ratio,
+                                            cfg.isc, cfg.q_offset)
+    packed, tlen = indexer_attn_topk_idxs(ins.window_idxs[:, t0:t1], sel, sq, compressed_first=True, slot0=cfg.slot0,
+                                          num_slots=ins.kv_full.shape[0])
+    kp = padded_topk(packed.shape[1], sm_major(ins.query.device))
+    idx = packed if kp == packed.shape[1] else pad_topk_idxs(packed, kp)
+    poison = indexer_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.ratio, cfg.q_offset + t0)
+    out, lse = flash_mla_sparse_fwd(ins.q[t0 * b:t1 * b], ins.kv, idx, cfg.scale, attn_sink=ins.attn_sink, topk_length=tlen,
+                                    row_poison=poison.t().reshape(-1))               # NaN rows written inside the op
+    return _Block(q_i, w_i, scores, sel, out, lse, idx, tlen, poison)
+
+# %% ../nbs/04_fused.ipynb #6ae23aea
+class _LossSum:
+    "Path B's indexer loss over query blocks: the KL total, the non-finite flag, the per-row indexer gradients and `d_k`."
+    def __init__(self, cfg, ins, one_block):
+        sq, b = ins.query.shape[:2]
+        dev = ins.query.device
+        self.total = torch.zeros((), device=dev, dtype=torch.float32)
+        self.bad = torch.zeros((), device=dev, dtype=torch.float32)                    # NaN if any row is
+        self.one = torch.ones(1, device=dev, dtype=torch.float32)
+        self.rows = [_RowBuffer(sq, one_block) for _ in range(2)]                      # d_q_i, d_w_i: SBHD rows
+        self.dk = self.dk_out = None                                                   # fp32 d_k summed over blocks
+        if not one_block: self.dk, self.dk_out = torch.zeros(ins.k_i.shape, device=dev), torch.empty(ins.k_i.shape, device=dev)
+        if not cfg.sparse_loss:
+            self.lse_full = _teacher.teacher_lse_for_dense_loss(ins.query, ins.kv_full[:sq], ins.kv_full[sq:], ins.attn_sink,
+                                                                ins.window_idxs, cfg.ratio, cfg.scale)   # [b, sq, H]
+            self.ckv = ins.kv_full[sq:].transpose(0, 1).contiguous()
+
+    def add(self, cfg, ins, blk: _Block, t0, t1):
+        "Add block `[t0, t1)`: its KL sum and its indexer gradients (kernels, no autograd)."
+        sq, b = ins.query.shape[:2]
+        with torch.no_grad():
+            if cfg.sparse_loss:
+                kl, g = _sparse_block_loss(cfg, ins.q[t0 * b:t1 * b], ins.kv, ins.attn_sink, blk.lse, blk.q_i, blk.w_i, ins.k_i,
+                                           blk.scores, blk.sel, sq, self.one, self.dk_out)
+            else:
+                kl, g = _dense_block_loss(cfg, ins.query, self.ckv, self.lse_full, blk.q_i, blk.w_i, ins.k_i, t0, t1, self.one,
+                                          self.dk_out)
+        self.total += kl; self.bad += blk.poison.sum()                                 # no sync
+        self.rows[0].put(t0, t1, g[0].transpose(0, 1)); self.rows[1].put(t0, t1, g[1].transpose(0, 1))
+        if self.dk is None: self.dk = g[2]
+        else: self.dk += self.dk_out
+
+    def finish(self, cfg, ins, lse):
+        "`(loss, (d_q_i, d_w_i, d_k_i) SBHD)`; as the native teacher: a NaN row, attention LSE or sink is a NaN loss."
+        sq, b = ins.query.shape[:2]
+        loss = cfg.coeff * (self.total if cfg.per_token else self.total / (b * sq))
+        loss = (loss + self.bad).masked_fill(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"))
+        return loss, (self.rows[0].t, self.rows[1].t, self.dk.to(ins.k_indexer.dtype).transpose(0, 1))
+
+# %% ../nbs/04_fused.ipynb #66b69b17
 class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, cfg):
         sq, b, h, d = query.shape
-        q, kv = query.view(sq * b, h, d), kv_full.view(-1, d)
-        k_i = k_indexer.transpose(0, 1).contiguous()                                  # [b, n_comp, Di]: small
+        ins = _PathBInputs(query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, query.view(sq * b, h, d),
+                           kv_full.view(-1, d), k_indexer.transpose(0, 1).contiguous())
         blocks = query_blocks(sq, cfg.block_rows)
-        one_block, with_loss = len(blocks) == 1, cfg.coeff != 0.0
-        rows = [_RowBuffer(n, one_block) for n in (sq * b, sq * b, sq * b, sq * b, sq, sq)]   # out lse idx tlen dq_i dw_i
-        total = torch.zeros((), device=query.device, dtype=torch.float32)
-        bad = torch.zeros((), device=query.device, dtype=torch.float32)                # NaN if any row is
-        one = torch.ones(1, device=query.device, dtype=torch.float32)
-        dk = dk_out = None
-        if with_loss and not one_block:                                                # fp32 d_k summed over blocks
-            dk, dk_out = torch.zeros(k_i.shape, device=query.device), torch.empty(k_i.shape, device=query.device)
-        if with_loss and not cfg.sparse_loss:
-            lse_full = _teacher.teacher_lse_for_dense_loss(query, kv_full[:sq], kv_full[sq:], attn_sink, window_idxs,
-                                                           cfg.ratio, cfg.scale)        # [b, sq, H]: linear in sq
-            ckv = kv_full[sq:].transpose(0, 1).contiguous()
+        rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]               # out, lse, idx, tlen
+        acc = _LossSum(cfg, ins, len(blocks) == 1) if cfg.coeff != 0.0 else None
         for t0, t1 in blocks:
-            q_i, w_i, scores, sel = _indexer_select(q_indexer, k_i, weights, t0, t1, cfg.index_topk, cfg.ratio, cfg.isc, cfg.q_offset)
-            packed, tlen = indexer_attn_topk_idxs(window_idxs[:, t0:t1], sel, sq, compressed_first=True, slot0=cfg.slot0,
-                                                  num_slots=kv_full.shape[0])
-            kp = padded_topk(packed.shape[1], sm_major(query.device))
-            idx = packed if kp == packed.shape[1] else pad_topk_idxs(packed, kp)
-            poison = indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], cfg.ratio, cfg.q_offset + t0)   # [b, c]: the non-finite rule
-            out, lse = flash_mla_sparse_fwd(q[t0 * b:t1 * b], kv, idx, cfg.scale, attn_sink=attn_sink, topk_length=tlen,
-                                            row_poison=poison.t().reshape(-1))       # NaN rows written inside the op
-            bad += poison.sum()                                                       # no sync
-            if with_loss:
-                with torch.no_grad():
-                    if cfg.sparse_loss:
-                        kl, g = _sparse_block_loss(cfg, q[t0 * b:t1 * b], kv, attn_sink, lse, q_i, w_i, k_i, scores, sel,
-                                                   sq, one, dk_out)
-                    else:
-                        kl, g = _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out)
-                total += kl
-                rows[4].put(t0, t1, g[0].transpose(0, 1)); rows[5].put(t0, t1, g[1].transpose(0, 1))   # SBHD rows
-                if dk is None: dk = g[2]
-                else: dk += dk_out
-            idx.clamp_(min=0)                   # cuDNN backward: every slot a non-negative address
-            for r, x in zip(rows, (out, lse, idx, tlen)): r.put(t0 * b, t1 * b, x)
-            del q_i, w_i, scores, sel, packed, idx, out, lse, tlen                      # one block's temporaries at a time
-        out, lse, idx, tlen = (r.t for r in rows[:4])
-        grads = (rows[4].t, rows[5].t, dk.to(k_indexer.dtype).transpose(0, 1)) if with_loss else ()
-        loss = cfg.coeff * (total if cfg.per_token else total / (b * sq)) if with_loss else total
-        if with_loss:   # as the native teacher: a NaN score row, attention LSE or sink is a NaN loss, not a 0 target
-            loss = (loss + bad).masked_fill(torch.isnan(lse).any() | torch.isnan(attn_sink).any(), float("nan"))
-        ctx.save_for_backward(q, kv, out, lse, attn_sink, idx, tlen, *grads)
-        ctx.scale, ctx.shapes, ctx.has_grads = cfg.scale, (query.shape, kv_full.shape), with_loss
+            blk = _block_forward(cfg, ins, t0, t1)
+            if acc is not None: acc.add(cfg, ins, blk, t0, t1)
+            blk.idx.clamp_(min=0)                   # cuDNN backward: every slot a non-negative address
+            for r, x in zip(rows, (blk.out, blk.lse, blk.idx, blk.tlen)): r.put(t0 * b, t1 * b, x)
+            del blk                                                                     # one block's temporaries at a time
+        out, lse, idx, tlen = (r.t for r in rows)
+        loss, grads = acc.finish(cfg, ins, lse) if acc is not None else (torch.zeros((), device=query.device), ())
+        ctx.save_for_backward(ins.q, ins.kv, out, lse, attn_sink, idx, tlen, *grads)
+        ctx.scale, ctx.shapes, ctx.has_grads = cfg.scale, (query.shape, kv_full.shape), acc is not None
         ctx.mark_non_differentiable(lse)
         ctx.set_materialize_grads(False)
         return out.view(sq, b, h * out.shape[-1]), loss, lse
