@@ -111,6 +111,7 @@ def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale, off=0):
     s = torch.einsum("bchd,bckd->bchk", q, _gather_rows(ckv, idx).to(q.dtype)).mul_(scale)
     return s.masked_fill_((idx < 0)[:, :, None, :], float("-inf"))
 
+# %% ../nbs/02_teacher.ipynb #e29c2acb
 def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None, ratio=None,
                     softmax_scale=None, *, max_chunk_bytes=1 << 30, q_offset=None):
     """`[b, sq, H]` log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)); fp32 (float64 for float64 inputs).
@@ -183,6 +184,7 @@ def _predict_log_probs(scores, support):
     p = e / e.sum(-1, keepdim=True).clamp_min(_TINY)
     return torch.log(p.clamp_min(_TINY))
 
+# %% ../nbs/02_teacher.ipynb #fb50c448
 def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs=None,
                      softmax_scale=None, coeff=1.0, per_token=False, *, teacher_lse=None, max_chunk_bytes=1 << 30,
                      q_offset=None):
@@ -268,6 +270,8 @@ if triton is not None:
                 acc = tl.dot(q, tl.trans(k), acc)
         return acc
 
+# %% ../nbs/02_teacher.ipynb #9332b4a7
+if triton is not None:
     @triton.jit
     def _window_lse_kernel(q_ptr, kv_ptr, sink_ptr, idx_ptr, out_ptr, SQ, B, H, D, W, scale,
                            stride_qs, stride_qb, stride_qh, stride_ks, stride_kb, stride_ib, stride_is,
@@ -293,6 +297,8 @@ if triton is not None:
         tl.store(out_ptr + bb.to(tl.int64) * stride_ob + s.to(tl.int64) * stride_os + offs_h,
                  m_i + tl.log(l_i), mask=h_mask)
 
+# %% ../nbs/02_teacher.ipynb #8350cecb
+if triton is not None:
     @triton.jit
     def _causal_compressed_lse_kernel(q_ptr, ckv_ptr, lse_ptr, out_ptr, SQ, B, H, D, N_COMP, RATIO, scale,
                                       stride_qs, stride_qb, stride_qh, stride_cs, stride_cb,
@@ -347,6 +353,7 @@ def _upcast(dtype) -> bool:
     "Triton's interpreter multiplies bf16 tiles wrongly (raw bits), so interpreted runs upcast them to fp32 first."
     return _triton_interpreted() and dtype == torch.bfloat16
 
+# %% ../nbs/02_teacher.ipynb #ab70935c
 def _next_pow2(n): return 1 << max(0, int(n) - 1).bit_length()
 
 def _kernel_inputs(query, kv, compressed_kv, attn_sink, window_idxs, ratio, what):
@@ -385,6 +392,7 @@ def _launch_compressed(query, compressed_kv, ratio, scale, lse, out):
                                         BLOCK_H=BH, BLOCK_N=BN, BLOCK_D=BD, IEEE=query.dtype == torch.float32,
                              UPCAST=_upcast(query.dtype), num_warps=4)
 
+# %% ../nbs/02_teacher.ipynb #27045fad
 def triton_window_lse(query, kv, attn_sink, window_idxs, softmax_scale=None):
     "Triton: `[b, sq, H]` fp32 log(exp(sink) + Σ_window exp(s)) — the teacher LSE without compressed keys."
     sq, b, H, D, _ = _kernel_inputs(query, kv, None, attn_sink, window_idxs, None, "triton_window_lse")
