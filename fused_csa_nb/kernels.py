@@ -345,10 +345,14 @@ def _dense_attn_score_op(q, kv, lse, sm_scale, ratio, q_causal_offsets):
     r = _dsa().dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio, **_qco(q_causal_offsets))
     return r["out"], r["denom"]
 
+def _dense_scores_fake(q, n):
+    "The two outputs of a dense score op for `q [B, S, …]` over `n` entries: scores `[B, S, n]` and a per-row `[B, S]`, fp32."
+    b, s = q.shape[:2]
+    return q.new_empty((b, s, n), dtype=torch.float32), q.new_empty((b, s), dtype=torch.float32)
+
 @_dense_attn_score_op.register_fake
 def _(q, kv, lse, sm_scale, ratio, q_causal_offsets):
-    b, s = q.shape[:2]
-    return q.new_empty((b, s, kv.shape[1]), dtype=torch.float32), q.new_empty((b, s), dtype=torch.float32)
+    return _dense_scores_fake(q, kv.shape[1])
 
 @_op("dense_indexer_score_recompute", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, "
                                       "Tensor? q_causal_offsets) -> (Tensor, Tensor)")
@@ -359,8 +363,7 @@ def _dense_indexer_score_op(q, k, w, ratio, sm_scale, q_causal_offsets):
 
 @_dense_indexer_score_op.register_fake
 def _(q, k, w, ratio, sm_scale, q_causal_offsets):
-    b, s = q.shape[:2]
-    return q.new_empty((b, s, k.shape[1]), dtype=torch.float32), q.new_empty((b, s), dtype=torch.float32)
+    return _dense_scores_fake(q, k.shape[1])
 
 # %% ../nbs/03_kernels.ipynb #90bf5358
 @_op("indexer_bwd", "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, Tensor grad_loss, "
