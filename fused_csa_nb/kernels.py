@@ -223,12 +223,7 @@ def _radix_topk_cuda(values, lengths, top_k):
     return idx
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
-try:
-    import triton
-    import triton.language as tl
-except Exception as e:      # a CPU-only torch has no triton: the CUDA ops then cannot run anyway
-    triton = tl = None
-    _TRITON_ERROR = f"{type(e).__name__}: {e}"
+from .teacher import _TRITON_IMPORT_ERROR, tl, triton   # the package's one guarded triton import
 
 # %% ../nbs/03_kernels.ipynb #6a8eec0d
 if triton is not None:
@@ -251,7 +246,7 @@ if triton is not None:
 
 def _nan_rows_(out, sink, row_poison=None):
     "In place: NaN into `out [s_q, H, DV]` (contiguous CUDA) for heads whose `sink [H]` is NaN/`+inf`, and for every head of rows whose `row_poison [s_q]` is not 0."
-    if triton is None: raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_ERROR})")
+    if triton is None: raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     s_q, h, dv = out.shape
     if s_q:
         _nan_rows_kernel[(s_q,)](out, sink, sink if row_poison is None else row_poison, h, HAS_ROW=row_poison is not None,
