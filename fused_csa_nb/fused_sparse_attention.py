@@ -173,7 +173,7 @@ def _sparse_teacher_and_predict(q, kv, lse_attn, sink, scores, sel, scale, sq, b
     comp_slots = torch.where(support, sel + (sq if slot0 is None else slot0), sel)   # slot0 + j, -1 kept
     comp_flat = local_to_global_flat(comp_slots, num_slots=kv.shape[0] // b)   # [c·b, k], -1 kept
     kp = -(-k // 128) * 128
-    comp_flat = pad_topk_idxs(comp_flat, kp) if kp != k else comp_flat
+    comp_flat = pad_topk_idxs(comp_flat, kp)
     lse_full = torch.logaddexp(lse_attn, sink[None])                           # [c·b, H]: + the sink
     tgt = sparse_attn_score_recompute(q[None], kv[None], lse_full[None].contiguous(), comp_flat[None].contiguous(), scale)[0]
     unsupported = ~support
@@ -269,7 +269,7 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
     packed, tlen = indexer_attn_topk_idxs(ins.window_idxs[:, t0:t1], sel, sq, compressed_first=True, slot0=cfg.slot0,
                                           num_slots=ins.kv_full.shape[0])
     kp = padded_topk(packed.shape[1], sm_major(ins.query.device))
-    idx = packed if kp == packed.shape[1] else pad_topk_idxs(packed, kp)
+    idx = pad_topk_idxs(packed, kp)
     poison = indexer_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.ratio, cfg.q_offset + t0)
     out, lse = flash_mla_sparse_fwd(ins.q[t0 * b:t1 * b], ins.kv, idx, cfg.scale, attn_sink=ins.attn_sink, topk_length=tlen,
                                     row_poison=poison.t().reshape(-1))               # NaN rows written inside the op

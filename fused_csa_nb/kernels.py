@@ -411,7 +411,7 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     kp = padded_topk(indices.shape[1], major)
     sink = attn_sink if attn_sink is not None else q.new_full((h,), float("-inf"), dtype=torch.float32)
     qp, sinkp = pad_query_heads(q, sink, hp)
-    idx = indices if kp == indices.shape[1] else pad_topk_idxs(indices, kp)
+    idx = pad_topk_idxs(indices, kp)
     out, lse = torch.ops.fused_csa.flash_mla_sparse_fwd(qp, kv, idx, sm_scale, sinkp, topk_length, row_poison)
     if hp != h: out, lse = out[:, :h].contiguous(), lse[:, :h].contiguous()
     return out, lse.detach()
@@ -475,7 +475,7 @@ def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch
     check_int("top_k", top_k, 1, kernel_limits(sm_major(_check_devices(values=values, lengths=lengths))).max_topk)
     k_eff = min(top_k, n)
     idx = torch.ops.fused_csa.radix_topk(values, lengths, k_eff)
-    return idx if k_eff == top_k else pad_topk_idxs(idx, top_k)
+    return pad_topk_idxs(idx, top_k)
 
 # %% ../nbs/03_kernels.ipynb #438e72d9
 def compactify(indices: torch.Tensor):
@@ -566,7 +566,7 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     m = lim.indexer_bwd_topk_multiple
     kp = -(-kk // m) * m
     pad = kp - kk
-    idx = pad_topk_idxs(indices, kp) if pad else indices
+    idx = pad_topk_idxs(indices, kp)
     tgt = torch.nn.functional.pad(target, (0, pad)) if pad else target
     prd = torch.nn.functional.pad(predict, (0, pad)) if pad else predict
     dq, dw, dk = torch.ops.fused_csa.indexer_bwd(q, w, k, tgt, prd, idx, grad_loss, sm_scale, float(loss_coeff))

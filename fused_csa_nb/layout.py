@@ -102,10 +102,11 @@ def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padd
     return q, s
 
 def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
-    "Pad the last dim of an index tensor with `-1` up to `width` (int32 result, contiguous)."
+    "Pad the last dim of an index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it already is (no copy)."
     k = idx.shape[-1]
     if width < k:
         raise ValueError(f"`width`={width} is smaller than the index width {k}")
+    if width == k and idx.dtype == torch.int32 and idx.is_contiguous(): return idx
     out = idx.new_full((*idx.shape[:-1], width), -1, dtype=torch.int32)
     out[..., :k] = idx
     return out
