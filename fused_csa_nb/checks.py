@@ -136,3 +136,12 @@ def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "sl
     if lo < -1 or hi >= upper:
         raise ValueError(f"`{name}` entries must be -1 (padding) or {what} in [0, {upper}), got range [{lo}, {hi}]")
     return idx
+
+# %% ../nbs/00_checks.ipynb #6a35e4d3
+try:  # Triton is optional: the package and its eager functions import without it
+    import triton
+    import triton.language as tl
+    _TRITON_IMPORT_ERROR = None
+except Exception as e:  # ImportError, or a broken installation
+    triton = tl = None
+    _TRITON_IMPORT_ERROR = f"{type(e).__name__}: {e}"

@@ -223,7 +223,7 @@ def _radix_topk_cuda(values, lengths, top_k):
     return idx
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
-from .teacher import _TRITON_IMPORT_ERROR, tl, triton   # the package's one guarded triton import
+from .checks import _TRITON_IMPORT_ERROR, tl, triton   # the package's one guarded triton import
 
 # %% ../nbs/03_kernels.ipynb #6a8eec0d
 if triton is not None:

@@ -10,15 +10,8 @@ import math
 import torch
 
 from .checks import check_bool, check_float, check_index_values, check_int, check_scale, check_tensor
+from .checks import _TRITON_IMPORT_ERROR, tl, triton   # the package's one guarded triton import
 from .layout import visible_counts
-
-try:  # Triton is optional: the package and its eager functions import without it
-    import triton
-    import triton.language as tl
-    _TRITON_IMPORT_ERROR = None
-except Exception as e:  # ImportError, or a broken installation
-    triton = tl = None
-    _TRITON_IMPORT_ERROR = f"{type(e).__name__}: {e}"
 
 # %% auto #0
 __all__ = ['triton_teacher_lse', 'csa_teacher_lse', 'csa_indexer_loss', 'triton_status', 'triton_window_lse',
