@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import check_float, check_int, check_scale, check_tensor
+from .checks import check_float, check_int, check_scale, check_tensor, tl, triton
 
 # %% auto #0
 __all__ = ['rope_inv_freq', 'yarn_correction_range', 'yarn_inv_freq', 'apply_rotary_interleaved', 'RotaryTable', 'layer_rotary',
@@ -70,6 +70,68 @@ def _positions(positions, x):
         raise ValueError(f"`positions` of shape {tuple(positions.shape)} must broadcast to {tuple(x.shape[:-1])}")
     return positions
 
+# %% ../nbs/00_rotary.ipynb #e47894e4
+if triton is not None:
+    @triton.jit
+    def _rotary_kernel(x_ptr, y_ptr, pos_ptr, freq_ptr, R, J0, HALF: tl.constexpr, BLOCK_R: tl.constexpr,
+                       BLOCK_J: tl.constexpr, CONJ: tl.constexpr):
+        # x, y [S, R, 2·HALF] contiguous; program (s, r): rows r·BLOCK_R… at position pos[s]; pair j ≥ J0 turns by
+        # pos[s]·freq[j − J0] (the other way when CONJ), pairs below J0 by 0
+        s, rows = tl.program_id(0), tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
+        js = tl.arange(0, BLOCK_J)
+        turn = (js >= J0) & (js < HALF)
+        ang = tl.load(pos_ptr + s).to(tl.float64) * tl.load(freq_ptr + (js - J0), mask=turn, other=0.0)
+        ang = ang - (ang * 0.15915494309189535).to(tl.int64).to(tl.float64) * 6.283185307179586   # into (−2π, 2π)
+        c, sn = tl.cos(ang.to(tl.float32)), tl.sin(ang.to(tl.float32))
+        if CONJ:
+            sn = -sn
+        cols = tl.arange(0, 2 * BLOCK_J)
+        off = (s * R + rows[:, None]).to(tl.int64) * (2 * HALF) + cols[None, :]
+        m = (rows[:, None] < R) & (cols[None, :] < 2 * HALF)
+        x0, x1 = tl.split(tl.reshape(tl.load(x_ptr + off, mask=m, other=0.0).to(tl.float32), (BLOCK_R, BLOCK_J, 2)))
+        y = tl.join(x0 * c[None, :] - x1 * sn[None, :], x0 * sn[None, :] + x1 * c[None, :])   # as the complex product
+        tl.store(y_ptr + off, tl.reshape(y, (BLOCK_R, 2 * BLOCK_J)).to(y_ptr.dtype.element_ty), mask=m)
+
+# %% ../nbs/00_rotary.ipynb #a2bd83f3
+_POS_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)   # positions the kernel reads as they are
+
+def _one_pass_ok(x, positions, inv_freq) -> bool:
+    "The Triton kernel applies: CUDA half/float `x [S, …, d]`, positions `[S, 1, …, 1]`, no gradient to positions or frequencies, not compiling."
+    return (triton is not None and x.is_cuda and x.dtype != torch.float64 and x.dim() >= 2 and x.numel() > 0
+            and positions.dim() == x.dim() - 1 and positions.numel() == x.shape[0]
+            and not (positions.requires_grad or inv_freq.requires_grad) and not torch.compiler.is_compiling())
+
+def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
+    "One launch of `_rotary_kernel` over `x [S, …, d]` (positions `[S]`, `inv_freq` float64 on `x`'s device) → a new tensor."
+    S, d = x.shape[0], x.shape[-1]
+    x = x.contiguous()
+    y, R = torch.empty_like(x), x.numel() // (S * d)
+    bj = triton.next_power_of_2(d // 2)
+    br = min(triton.next_power_of_2(R), max(1, 2048 // bj))
+    _rotary_kernel[(S, triton.cdiv(R, br))](x, y, positions, inv_freq, R, j0, HALF=d // 2, BLOCK_R=br, BLOCK_J=bj,
+                                           CONJ=conj)
+    return y
+
+class _RotaryOnePass(torch.autograd.Function):
+    "The rotation by `_rotary_kernel`: one pass forward, one pass backward (the rotation back)."
+    @staticmethod
+    def forward(ctx, x, positions, inv_freq, j0):
+        ctx.save_for_backward(positions, inv_freq); ctx.j0 = j0
+        return _rotary_one_pass(x, positions, inv_freq, j0, False)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        positions, inv_freq = ctx.saved_tensors
+        return _rotary_one_pass(dy, positions, inv_freq, ctx.j0, True), None, None, None
+
+def _rotate_one_pass(x, positions, rotary_dim, inv_freq):
+    "`apply_rotary_interleaved` by the kernel (`_one_pass_ok` holds)."
+    pos = positions.reshape(x.shape[0])
+    pos = (pos if pos.dtype in _POS_DTYPES else pos.to(torch.float64)).contiguous()
+    freq = inv_freq.to(x.device, torch.float64).contiguous()
+    return _RotaryOnePass.apply(x, pos, freq, (x.shape[-1] - rotary_dim) // 2)
+
 # %% ../nbs/00_rotary.ipynb #e6c8eff0
 def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None = None, theta: float | None = None,
                              *, inv_freq: torch.Tensor | None = None) -> torch.Tensor:
@@ -81,7 +143,9 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
     `rotary_dim`: even, `<= d`; default `2 · len(inv_freq)`, or 64.
     `theta`: plain-RoPE base (default 10000), used when no `inv_freq` is given.
     `inv_freq`: frequencies `[rotary_dim // 2]` in radians per token (`rope_inv_freq`, `yarn_inv_freq`,
-    `layer_rotary(...).inv_freq`), used in float64. Returns a tensor of `x`'s shape and dtype."""
+    `layer_rotary(...).inv_freq`), used in float64. Returns a tensor of `x`'s shape and dtype.
+    A CUDA half/float `x` with positions `[S, 1, …, 1]` along its first dim is rotated by one Triton pass each way
+    (outside `torch.compile`); anything else by the complex product, with the same formula."""
     check_tensor("x", x, dtype=_FLOAT_DTYPES)
     if inv_freq is not None:
         if theta is not None:
@@ -97,6 +161,8 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
     elif inv_freq.shape[0] != rotary_dim // 2:
         raise ValueError(f"`inv_freq` must have rotary_dim // 2 = {rotary_dim // 2} entries, got {inv_freq.shape[0]}")
     positions = _positions(positions, x)
+    if _one_pass_ok(x, positions, inv_freq):
+        return _rotate_one_pass(x, positions, rotary_dim, inv_freq)
     d, f64 = x.shape[-1], x.dtype == torch.float64
     acc, cplx = (torch.float64, torch.complex128) if f64 else (torch.float32, torch.complex64)
     freq = inv_freq.to(x.device, torch.float64)
