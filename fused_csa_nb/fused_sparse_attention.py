@@ -12,7 +12,7 @@ import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat, visible_counts, cached_index,
-                                 build_flat_topk_idxs, pad_topk_idxs, query_blocks)
+                                 build_flat_topk_idxs, pad_topk_idxs, query_blocks, _check_int32_range)
 from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd,
                                   cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
                                   sparse_attn_score_recompute, dense_attn_score_recompute,
@@ -153,9 +153,10 @@ def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: boo
         raise ValueError(f"`window_idxs` [b, sq, W] and `selected` [b, sq, k] must agree on (b, sq), got "
                          f"{list(window_idxs.shape)} and {list(selected.shape)}")
     base = sq if slot0 is None else slot0
-    slots = torch.where(selected >= 0, selected.to(torch.int64) + base, torch.full_like(selected, -1, dtype=torch.int64))
-    groups = (slots, window_idxs.to(torch.int64)) if compressed_first else (window_idxs.to(torch.int64), slots)
     num_slots = 2 * sq if num_slots is None else num_slots                  # single device: sq + n_comp ≤ 2·sq
+    _check_int32_range(num_slots, selected.shape[0])                        # every slot, and slot·b + batch, fits int32
+    slots = torch.where(selected >= 0, selected.to(torch.int32) + base, -1)                         # int32, -1 kept
+    groups = (slots, window_idxs.to(torch.int32)) if compressed_first else (window_idxs.to(torch.int32), slots)
     return compactify(local_to_global_flat(torch.cat(groups, -1), num_slots=num_slots))
 
 # %% ../nbs/04_fused.ipynb #a72e2085
