@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import check_bool, check_index_values, check_int, check_like_module, check_scale, check_tensor
+from .checks import check_bool, check_index_values, check_int, check_like_module, check_scale, check_tensor, tl, triton
 from .layout import visible_counts
 from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
@@ -182,6 +182,119 @@ def _check_start_pos(start_pos, ratio):
     if start_pos % ratio:
         raise ValueError(f"`start_pos`={start_pos} must be a multiple of `ratio`={ratio} (entries pool whole global blocks)")
 
+# %% ../nbs/01_reference.ipynb #d69f9d27
+def _gated_pool_torch(a, g, ape, overlap: bool):
+    "The pooling in PyTorch ops: `a`, `g [n, r, b, W]` (values, gate logits without `ape`), `ape [r, W]` → `[n, b, d]` in acc."
+    n, r, b, _ = a.shape
+    acc = _acc_dtype(a.dtype)
+    g = g + ape.to(acc).view(1, r, 1, -1)                               # one kernel → acc (exact widening)
+    if overlap:                                                        # [n, 2r, b, d]: previous block, own block
+        d = a.shape[-1] // 2
+        a, g = (torch.cat([_prev_block(t1, fill), t2], 1) for t1, t2, fill in ((*a.split(d, -1), 0.0),
+                                                                               (*g.split(d, -1), float("-inf"))))
+    return (torch.softmax(g, dim=1) * a).sum(1)                        # the product widens `a`
+
+def _pool_one_pass_ok(a) -> bool:
+    "The Triton pooling applies: CUDA half/float projections, triton importable, not compiling."
+    return (triton is not None and a.is_cuda and a.dtype != torch.float64 and a.numel() > 0
+            and not torch.compiler.is_compiling())
+
+def _gated_pool(a, g, ape, overlap: bool):
+    "Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way where `_pool_one_pass_ok`."
+    if _pool_one_pass_ok(a): return _GatedPool.apply(a, g, ape, overlap)
+    return _gated_pool_torch(a, g, ape, overlap)
+
+# %% ../nbs/01_reference.ipynb #88684217
+if triton is not None:
+    @triton.jit
+    def _pool_tile(a_ptr, g_ptr, ape_ptr, blk, bb, B, W, R, col0, D, k, ch):
+        "Slots `k` of block `blk` (none if `blk < 0`), batch `bb`, channels `col0 + ch` of `a`, `g [n, R, B, W]` (+ `ape [R, W]`) in fp32; `-inf` logits where masked."
+        m = ((k < R) & (k * 0 + blk >= 0))[:, None] & (ch < D)[None, :]
+        off = ((blk * R + k[:, None]).to(tl.int64) * B + bb) * W + col0 + ch[None, :]
+        a = tl.load(a_ptr + off, mask=m, other=0.0).to(tl.float32)
+        g = tl.load(g_ptr + off, mask=m, other=float("-inf")).to(tl.float32)
+        g += tl.load(ape_ptr + k[:, None] * W + col0 + ch[None, :], mask=m, other=0.0).to(tl.float32)
+        return a, g, off, m
+
+    @triton.jit
+    def _pool_fwd_kernel(a_ptr, g_ptr, ape_ptr, c_ptr, B, W, R, D, C0, RP: tl.constexpr, BLOCK_D: tl.constexpr,
+                         OVERLAP: tl.constexpr):
+        i, bb = tl.program_id(0), tl.program_id(1)
+        ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
+        a2, g2, _, _ = _pool_tile(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, C0, D, k, ch)   # own block
+        mx = tl.max(g2, 0)
+        if OVERLAP:                                                    # + the previous block's first half
+            a1, g1, _, _ = _pool_tile(a_ptr, g_ptr, ape_ptr, i - 1, bb, B, W, R, 0, D, k, ch)
+            mx = tl.maximum(mx, tl.max(g1, 0))
+            e1 = tl.exp(g1 - mx[None, :])
+        e2 = tl.exp(g2 - mx[None, :])
+        s, num = tl.sum(e2, 0), tl.sum(e2 * a2, 0)
+        if OVERLAP:
+            s, num = s + tl.sum(e1, 0), num + tl.sum(e1 * a1, 0)
+        tl.store(c_ptr + (i * B + bb).to(tl.int64) * D + ch, num / s, mask=ch < D)
+
+# %% ../nbs/01_reference.ipynb #42bec1f9
+if triton is not None:
+    @triton.jit
+    def _pool_bwd_kernel(a_ptr, g_ptr, ape_ptr, dc_ptr, da_ptr, dg_ptr, N, B, W, R, D, C0, RP: tl.constexpr,
+                         BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr):
+        i, bb = tl.program_id(0), tl.program_id(1)
+        ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
+        dc = tl.load(dc_ptr + (i * B + bb).to(tl.int64) * D + ch, mask=ch < D, other=0.0).to(tl.float32)[None, :]
+        a2, g2, off2, m2 = _pool_tile(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, C0, D, k, ch)
+        mx = tl.max(g2, 0)
+        if OVERLAP:
+            a1, g1, off1, m1 = _pool_tile(a_ptr, g_ptr, ape_ptr, i - 1, bb, B, W, R, 0, D, k, ch)
+            mx = tl.maximum(mx, tl.max(g1, 0))
+            e1 = tl.exp(g1 - mx[None, :])
+        e2 = tl.exp(g2 - mx[None, :])
+        s, num = tl.sum(e2, 0), tl.sum(e2 * a2, 0)
+        if OVERLAP:
+            s, num = s + tl.sum(e1, 0), num + tl.sum(e1 * a1, 0)
+        c = (num / s)[None, :]
+        p2 = e2 / s[None, :]
+        tl.store(da_ptr + off2, (p2 * dc).to(da_ptr.dtype.element_ty), mask=m2)
+        tl.store(dg_ptr + off2, (p2 * (a2 - c) * dc).to(dg_ptr.dtype.element_ty), mask=m2)
+        if OVERLAP:
+            p1 = e1 / s[None, :]
+            tl.store(da_ptr + off1, (p1 * dc).to(da_ptr.dtype.element_ty), mask=m1)
+            tl.store(dg_ptr + off1, (p1 * (a1 - c) * dc).to(dg_ptr.dtype.element_ty), mask=m1)
+            last = ((k < R) & (k * 0 + i == N - 1))[:, None] & (ch < D)[None, :]   # no entry reads the last block's first half
+            zero = tl.zeros((RP, BLOCK_D), tl.float32).to(da_ptr.dtype.element_ty)
+            tl.store(da_ptr + off2 - C0, zero, mask=last)
+            tl.store(dg_ptr + off2 - C0, zero, mask=last)
+
+# %% ../nbs/01_reference.ipynb #72773785
+def _pool_launch(kernel, a, g, ape, overlap, *outs):
+    "Launch a pooling kernel over `(entry, batch row, channel block)` of `a`, `g [n, r, b, W]`."
+    n, r, b, w = a.shape
+    d = w // 2 if overlap else w
+    rp = triton.next_power_of_2(r)
+    bd = min(triton.next_power_of_2(d), max(16, 4096 // rp))
+    args = (n,) if kernel is _pool_bwd_kernel else ()
+    kernel[(n, b, triton.cdiv(d, bd))](a, g, ape, *outs, *args, b, w, r, d, d if overlap else 0, RP=rp, BLOCK_D=bd,
+                                       OVERLAP=overlap)
+
+class _GatedPool(torch.autograd.Function):
+    "`_gated_pool_torch` in one Triton pass each way; the backward recomputes the softmax from the saved projections."
+    @staticmethod
+    def forward(ctx, a, g, ape, overlap):
+        a, g, ape = a.contiguous(), g.contiguous(), ape.contiguous()
+        ctx.save_for_backward(a, g, ape); ctx.overlap = overlap
+        n, _, b, w = a.shape
+        c = torch.empty(n, b, w // 2 if overlap else w, device=a.device, dtype=torch.float32)
+        _pool_launch(_pool_fwd_kernel, a, g, ape, overlap, c)
+        return c
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dc):
+        a, g, ape = ctx.saved_tensors
+        da, dg = torch.empty_like(a), torch.empty_like(g)
+        _pool_launch(_pool_bwd_kernel, a, g, ape, ctx.overlap, dc.contiguous(), da, dg)
+        dape = dg.sum((0, 2), dtype=torch.float32).to(ape.dtype) if ctx.needs_input_grad[2] else None
+        return da, dg, dape, None
+
 # %% ../nbs/01_reference.ipynb #8a2f192c
 class Compressor(nn.Module):
     """Token compressor: gated softmax pooling of `ratio`-token blocks (overlapping iff `ratio == 4`), RMSNorm, rotary.
@@ -222,12 +335,8 @@ class Compressor(nn.Module):
         if n == 0: return None
         acc = _acc_dtype(x.dtype)
         xc = x if n * r == sq else x[: n * r]
-        a = self.wkv(xc).view(n, r, b, -1)                                 # [n, r, b, width], x's dtype: widened below
-        g = self.wgate(xc).view(n, r, b, -1) + self.ape.to(acc).view(1, r, 1, -1)   # one kernel → acc (exact widening)
-        if self.overlap:                                                   # [n, 2r, b, d]: previous block, own block
-            a, g = (torch.cat([_prev_block(t1, fill), t2], 1) for t1, t2, fill in ((*a.split(d, -1), 0.0),
-                                                                                   (*g.split(d, -1), float("-inf"))))
-        c = (torch.softmax(g, dim=1) * a).sum(1)                           # [n, b, d] in acc (the product widens `a`)
+        a, g = self.wkv(xc).view(n, r, b, -1), self.wgate(xc).view(n, r, b, -1)   # [n, r, b, width], x's dtype
+        c = _gated_pool(a, g, self.ape, self.overlap)                      # [n, b, d] in acc
         c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
         pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
         return apply_rotary_interleaved(c, pos, self.rotary_dim, inv_freq=self.inv_freq).to(x.dtype)
