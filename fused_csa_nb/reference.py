@@ -265,12 +265,14 @@ if triton is not None:
             tl.store(dg_ptr + off2 - C0, zero, mask=last)
 
 # %% ../nbs/01_reference.ipynb #72773785
+_POOL_TILE = 1024   # slots × channels per tile: a program holds a few such tiles in registers
+
 def _pool_launch(kernel, a, g, ape, overlap, *outs):
     "Launch a pooling kernel over `(entry, batch row, channel block)` of `a`, `g [n, r, b, W]`."
     n, r, b, w = a.shape
     d = w // 2 if overlap else w
     rp = triton.next_power_of_2(r)
-    bd = min(triton.next_power_of_2(d), max(16, 4096 // rp))
+    bd = min(triton.next_power_of_2(d), max(16, _POOL_TILE // rp))
     args = (n,) if kernel is _pool_bwd_kernel else ()
     kernel[(n, b, triton.cdiv(d, bd))](a, g, ape, *outs, *args, b, w, r, d, d if overlap else 0, RP=rp, BLOCK_D=bd,
                                        OVERLAP=overlap)
