@@ -217,49 +217,50 @@ if triton is not None:
         return a, g, off, m
 
     @triton.jit
+    def _pool_softmax(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP: tl.constexpr):
+        """Entry `i`'s slots: the previous block's first half (only under OVERLAP; else all masked) and its own block at
+        channels `C0 + ch` → `(a1, e1, off1, m1, a2, e2, off2, m2, s, num)`: values, softmax numerators, offsets and masks
+        of both, the numerators' sum `s` and `num = Σ e·a`."""
+        if OVERLAP:
+            prev = i - 1
+        else:
+            prev = i * 0 - 1
+        a1, g1, off1, m1 = _pool_tile(a_ptr, g_ptr, ape_ptr, prev, bb, B, W, R, 0, D, k, ch)
+        a2, g2, off2, m2 = _pool_tile(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, C0, D, k, ch)
+        mx = tl.maximum(tl.max(g1, 0), tl.max(g2, 0))
+        e1, e2 = tl.exp(g1 - mx[None, :]), tl.exp(g2 - mx[None, :])
+        return a1, e1, off1, m1, a2, e2, off2, m2, tl.sum(e1, 0) + tl.sum(e2, 0), tl.sum(e1 * a1, 0) + tl.sum(e2 * a2, 0)
+
+    @triton.jit
     def _pool_fwd_kernel(a_ptr, g_ptr, ape_ptr, c_ptr, B, W, R, D, C0, RP: tl.constexpr, BLOCK_D: tl.constexpr,
                          OVERLAP: tl.constexpr):
         i, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
-        a2, g2, _, _ = _pool_tile(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, C0, D, k, ch)   # own block
-        mx = tl.max(g2, 0)
-        if OVERLAP:                                                    # + the previous block's first half
-            a1, g1, _, _ = _pool_tile(a_ptr, g_ptr, ape_ptr, i - 1, bb, B, W, R, 0, D, k, ch)
-            mx = tl.maximum(mx, tl.max(g1, 0))
-            e1 = tl.exp(g1 - mx[None, :])
-        e2 = tl.exp(g2 - mx[None, :])
-        s, num = tl.sum(e2, 0), tl.sum(e2 * a2, 0)
-        if OVERLAP:
-            s, num = s + tl.sum(e1, 0), num + tl.sum(e1 * a1, 0)
+        _, _, _, _, _, _, _, _, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP)
         tl.store(c_ptr + (i * B + bb).to(tl.int64) * D + ch, num / s, mask=ch < D)
 
 # %% ../nbs/01_reference.ipynb #42bec1f9
 if triton is not None:
+    @triton.jit
+    def _pool_grads(da_ptr, dg_ptr, off, m, a, e, s, c, dc):
+        "Store `dA = p·dc` and `dG = p·(A − c)·dc` of one tile of slots (`p = e / s`)."
+        p = e / s[None, :]
+        tl.store(da_ptr + off, (p * dc).to(da_ptr.dtype.element_ty), mask=m)
+        tl.store(dg_ptr + off, (p * (a - c) * dc).to(dg_ptr.dtype.element_ty), mask=m)
+
     @triton.jit
     def _pool_bwd_kernel(a_ptr, g_ptr, ape_ptr, dc_ptr, da_ptr, dg_ptr, N, B, W, R, D, C0, RP: tl.constexpr,
                          BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr):
         i, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
         dc = tl.load(dc_ptr + (i * B + bb).to(tl.int64) * D + ch, mask=ch < D, other=0.0).to(tl.float32)[None, :]
-        a2, g2, off2, m2 = _pool_tile(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, C0, D, k, ch)
-        mx = tl.max(g2, 0)
-        if OVERLAP:
-            a1, g1, off1, m1 = _pool_tile(a_ptr, g_ptr, ape_ptr, i - 1, bb, B, W, R, 0, D, k, ch)
-            mx = tl.maximum(mx, tl.max(g1, 0))
-            e1 = tl.exp(g1 - mx[None, :])
-        e2 = tl.exp(g2 - mx[None, :])
-        s, num = tl.sum(e2, 0), tl.sum(e2 * a2, 0)
-        if OVERLAP:
-            s, num = s + tl.sum(e1, 0), num + tl.sum(e1 * a1, 0)
+        a1, e1, off1, m1, a2, e2, off2, m2, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, D, C0, k, ch,
+                                                                   OVERLAP)
         c = (num / s)[None, :]
-        p2 = e2 / s[None, :]
-        tl.store(da_ptr + off2, (p2 * dc).to(da_ptr.dtype.element_ty), mask=m2)
-        tl.store(dg_ptr + off2, (p2 * (a2 - c) * dc).to(dg_ptr.dtype.element_ty), mask=m2)
-        if OVERLAP:
-            p1 = e1 / s[None, :]
-            tl.store(da_ptr + off1, (p1 * dc).to(da_ptr.dtype.element_ty), mask=m1)
-            tl.store(dg_ptr + off1, (p1 * (a1 - c) * dc).to(dg_ptr.dtype.element_ty), mask=m1)
-            last = ((k < R) & (k * 0 + i == N - 1))[:, None] & (ch < D)[None, :]   # no entry reads the last block's first half
+        _pool_grads(da_ptr, dg_ptr, off1, m1, a1, e1, s, c, dc)          # all masked without overlap
+        _pool_grads(da_ptr, dg_ptr, off2, m2, a2, e2, s, c, dc)
+        if OVERLAP:                                                    # no entry reads the last block's first half
+            last = ((k < R) & (k * 0 + i == N - 1))[:, None] & (ch < D)[None, :]
             zero = tl.zeros((RP, BLOCK_D), tl.float32).to(da_ptr.dtype.element_ty)
             tl.store(da_ptr + off2 - C0, zero, mask=last)
             tl.store(dg_ptr + off2 - C0, zero, mask=last)
