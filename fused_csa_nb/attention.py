@@ -88,6 +88,15 @@ def _check_inputs(layer, query, key, x, qr):
 # %% ../nbs/06_attention.ipynb #0b039a7b
 _NATIVE_BYTES_PER_ENTRY = 16    # accumulation-dtype values per score entry: scores, their gradient, loss temporaries
 
+def _native_rows(cfg, q_idx, n_comp):
+    "Query rows per indexer block on the native path: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes`."
+    acc = 8 if q_idx.dtype == torch.float64 else 4
+    return indexer_block_rows(cfg.indexer_block_bytes, n_comp, q_idx.shape[1], _NATIVE_BYTES_PER_ENTRY * acc)
+
+def _sparse_teacher_lse(lse, sink):
+    "The sparse teacher's `LSE_full [b, sq, H]`: the attention's LSE over window ∪ selected, with the sink (no gradient)."
+    return torch.logaddexp(lse.detach().float(), sink.detach().view(1, 1, -1))
+
 def _native_select(cfg, ratio, q_idx, k_idx, weights, rows):
     """`(scores or None, top-k ids [b, sq, index_topk], poison [b, sq])`: whole scores when one block holds them, else
     per block (never whole); `poison` is NaN on rows whose indexer inputs are not finite (the non-finite rule)."""
@@ -100,19 +109,21 @@ def _native_select(cfg, ratio, q_idx, k_idx, weights, rows):
     return None, idx, poison
 
 def _blocked_indexer_loss(cfg, ratio, q_idx, k_idx, weights, rows, query, kv, compressed, sink, window,
-                          topk_idxs=None, teacher_lse=None):
-    "The indexer loss as a sum over blocks of `rows` query rows, each checkpointed (block scores recomputed in the backward)."
+                          topk_idxs=None, teacher_lse=None, *, q_offset=0, seq_len=None):
+    """The indexer loss as a sum over blocks of `rows` query rows, each checkpointed (block scores recomputed in the
+    backward). The rows are global rows `q_offset…` of a sequence of `seq_len` tokens (default: these `sq` rows); the
+    mean divides by `b · seq_len`, so ranks holding shards of one sequence add up to its loss."""
     sq, b = q_idx.shape[:2]
     total = 0
     for t0, t1 in query_blocks(sq, rows):
         def block(qb, kb, wb, t0=t0, t1=t1):
-            s = indexer_scores(qb, kb, wb, ratio, softmax_scale=cfg.index_head_dim ** -0.5, q_offset=t0)
+            s = indexer_scores(qb, kb, wb, ratio, softmax_scale=cfg.index_head_dim ** -0.5, q_offset=q_offset + t0)
             return csa_indexer_loss(s, query[t0:t1], kv, compressed, sink, window[:, t0:t1], ratio,
                                     topk_idxs=None if topk_idxs is None else topk_idxs[:, t0:t1], softmax_scale=cfg.scale,
                                     per_token=True, teacher_lse=None if teacher_lse is None else teacher_lse[:, t0:t1],
-                                    q_offset=t0)
+                                    q_offset=q_offset + t0)
         total = total + checkpoint(block, q_idx[t0:t1], k_idx, weights[t0:t1], use_reentrant=False)
-    return cfg.indexer_loss_coeff * (total if cfg.per_token_loss else total / (b * sq))
+    return cfg.indexer_loss_coeff * (total if cfg.per_token_loss else total / (b * (sq if seq_len is None else seq_len)))
 
 # %% ../nbs/06_attention.ipynb #0fddad74
 def _forward(self, query, key, x=None, qr=None):
@@ -148,8 +159,7 @@ def _forward_native(self, query, key, x=None, qr=None):
             idx = torch.cat([window, compressed_topk_idxs(sq, b, r, offset=sq, device=query.device)], -1)
         else:                                   # ratio 4: indexer top-k
             q_idx, k_idx, weights = self.indexer(x, qr)
-            acc = 8 if q_idx.dtype == torch.float64 else 4
-            rows = indexer_block_rows(cfg.indexer_block_bytes, compressed.shape[0], b, _NATIVE_BYTES_PER_ENTRY * acc)
+            rows = _native_rows(cfg, q_idx, compressed.shape[0])
             scores, topk, poison = _native_select(cfg, r, q_idx, k_idx, weights, rows)    # scores None: query blocks
             topk = topk[..., :min(cfg.index_topk, compressed.shape[0])]   # columns past k_eff are all -1
             idx = torch.cat([window, torch.where(topk >= 0, topk + sq, topk)], -1)
@@ -157,7 +167,7 @@ def _forward_native(self, query, key, x=None, qr=None):
                 sparse = cfg.indexer_use_sparse_loss
                 out, lse = unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale, return_lse=True)
                 # sparse teacher: LSE_full = logaddexp(attention LSE over window ∪ selected, sink)
-                teacher_lse = torch.logaddexp(lse.detach().float(), sink.detach().view(1, 1, -1)) if sparse else None
+                teacher_lse = _sparse_teacher_lse(lse, sink) if sparse else None
                 args = (query.detach(), kv.detach(), compressed.detach().to(kv.dtype), sink.detach(), window, r)
                 kw = dict(topk_idxs=topk if sparse else None, teacher_lse=teacher_lse)
                 if scores is None:
@@ -216,7 +226,6 @@ CompressedSparseAttention._forward_fused = _forward_fused
 from .context_parallel import (CP_BLOCK, CPShard, check_cp_group, cp_compressed_idxs, cp_window_idxs,
                                            gather_seq, halo_from_prev)
 from .layout import build_flat_topk_idxs, indexer_block_rows
-from .reference import indexer_input_poison
 
 # %% ../nbs/06_attention.ipynb #cpxc81e7
 def _cp_fingerprint(self, query) -> tuple:
@@ -322,7 +331,7 @@ def _cp_teacher(self, query, kv_full, sink, window, lse, shard):
     "Teacher LSE `[b, L, H]` (with the sink): sparse — the attention's own; dense — window ∪ every causal entry."
     cfg, (L, b) = self.cfg, query.shape[:2]
     if cfg.indexer_use_sparse_loss:                     # as on one device
-        return torch.logaddexp(lse.detach().float(), sink.detach().view(1, 1, -1))
+        return _sparse_teacher_lse(lse, sink)
     with torch.no_grad():
         slot0 = kv_full.shape[0] - shard.seq_len // self.ratio
         didx = torch.cat([window, cp_compressed_idxs(L, b, self.ratio, shard.start, slot0, device=query.device)], -1)
@@ -331,35 +340,16 @@ def _cp_teacher(self, query, kv_full, sink, window, lse, shard):
 
 def _cp_loss(self, query, kv_full, sink, window, comp_all, ind, topk, teacher_lse, rows, shard):
     "This rank's share of the indexer loss: its rows as query blocks at `shard.start + t0`, each checkpointed."
-    cfg, r, (L, b), (q_i, k_all, w_i) = self.cfg, self.ratio, query.shape[:2], ind
+    cfg, b, (q_i, k_all, w_i) = self.cfg, query.shape[1], ind
     W, S = cfg.window_size, shard.seq_len
     # the teacher reads `kv` only for the LSE passed here: a zero-stride stand-in of the global shape
     kv_shape = kv_full.new_zeros(1, 1, 1).expand(S, b, kv_full.shape[-1])
     window_global = torch.where(window >= 0, window + shard.start - (W - 1), window)
-    comp, sparse = comp_all.detach().to(kv_full.dtype), cfg.indexer_use_sparse_loss
-    def block(qb, kb, wb, t0, t1):
-        s = indexer_scores(qb, kb, wb, r, softmax_scale=cfg.index_head_dim ** -0.5, q_offset=shard.start + t0)
-        return csa_indexer_loss(s, query[t0:t1].detach(), kv_shape, comp, sink.detach(), window_global[:, t0:t1], r,
-                                topk_idxs=topk[:, t0:t1] if sparse else None, softmax_scale=cfg.scale, per_token=True,
-                                teacher_lse=teacher_lse[:, t0:t1], q_offset=shard.start + t0)
-    total = sum(checkpoint(block, q_i[t0:t1], k_all, w_i[t0:t1], t0, t1, use_reentrant=False)
-                for t0, t1 in query_blocks(L, rows))
-    return cfg.indexer_loss_coeff * (total if cfg.per_token_loss else total / (b * S))
+    return _blocked_indexer_loss(cfg, self.ratio, q_i, k_all, w_i, rows, query.detach(), kv_shape,
+                                 comp_all.detach().to(kv_full.dtype), sink.detach(), window_global,
+                                 topk if cfg.indexer_use_sparse_loss else None, teacher_lse, q_offset=shard.start, seq_len=S)
 
 # %% ../nbs/06_attention.ipynb #cpxe4da3
-def _cp_native_topk(self, q_i, k_all, w_i, rows, start):
-    "`(top-k ids [b, L, index_topk], poison [b, L])` of the queries at global `start …`, scored per block of `rows` rows."
-    cfg, (L, b) = self.cfg, q_i.shape[:2]
-    topk = torch.empty(b, L, cfg.index_topk, dtype=torch.int64, device=q_i.device)
-    poison = torch.empty(b, L, dtype=torch.float32, device=q_i.device)      # the non-finite rule, as on one device
-    with torch.no_grad():
-        for t0, t1 in query_blocks(L, rows):
-            s = indexer_scores(q_i[t0:t1], k_all, w_i[t0:t1], self.ratio, softmax_scale=cfg.index_head_dim ** -0.5,
-                               q_offset=start + t0)
-            topk[:, t0:t1] = indexer_topk(s, cfg.index_topk)[0]
-            poison[:, t0:t1] = indexer_input_poison(q_i[t0:t1], k_all, w_i[t0:t1], self.ratio, start + t0)
-    return topk[..., :min(cfg.index_topk, k_all.shape[0])], poison   # columns past k_eff are all -1
-
 def _forward_cp_native(self, query, kv_ext, comp_all, ind, shard):
     "Native path on a shard: the native forward with local slots and the queries at global offset `shard.start`."
     cfg, r, (L, b), dev = self.cfg, self.ratio, query.shape[:2], query.device
@@ -373,9 +363,10 @@ def _forward_cp_native(self, query, kv_ext, comp_all, ind, shard):
         idx = torch.cat([window, cp_compressed_idxs(L, b, r, shard.start, slot0, device=dev)], -1)
         return unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale), None
     q_i, k_all, w_i = ind
-    acc = 8 if q_i.dtype == torch.float64 else 4
-    rows = indexer_block_rows(cfg.indexer_block_bytes, k_all.shape[0], b, _NATIVE_BYTES_PER_ENTRY * acc)
-    topk, poison = _cp_native_topk(self, q_i, k_all, w_i, rows, shard.start)
+    rows = _native_rows(cfg, q_i, k_all.shape[0])
+    topk, _, poison = blocked_indexer_topk(q_i, k_all, w_i, r, cfg.index_topk, rows, softmax_scale=cfg.index_head_dim ** -0.5,
+                                           return_poison=True, q_offset=shard.start)   # as on one device, at `shard.start`
+    topk = topk[..., :min(cfg.index_topk, k_all.shape[0])]                           # columns past k_eff are all -1
     idx = torch.cat([window, torch.where(topk >= 0, topk + slot0, topk)], -1)
     if not self._wants_indexer_loss():
         return _poisoned(unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale), poison), None

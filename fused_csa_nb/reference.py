@@ -10,7 +10,7 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from .checks import check_bool, check_index_values, check_int, check_like_module, check_scale, check_tensor, tl, triton
-from .layout import visible_counts
+from .layout import query_blocks, visible_counts
 from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
@@ -485,11 +485,13 @@ def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
 
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,
-                         block_rows: int, softmax_scale: float | None = None, *, return_poison: bool = False):
+                         block_rows: int, softmax_scale: float | None = None, *, return_poison: bool = False,
+                         q_offset: int = 0):
     """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
 
     `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]` (float), `k_idx [n_comp, b, Di]` or `None`; `ratio` the compression
-    ratio; `topk` ids per row; `block_rows >= 1`; `softmax_scale` as in `indexer_scores`.
+    ratio; `topk` ids per row; `block_rows >= 1`; `softmax_scale` as in `indexer_scores`; `q_offset`: global position
+    of query row 0 (a shard of a longer sequence: the causal rule `j < (q_offset + t + 1) // ratio`).
     Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`, and with `return_poison=True` also
     `indexer_input_poison` of the rows, `[b, sq]` (NaN on rows whose indexer inputs are not finite)."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES); check_int("topk", topk); check_int("block_rows", block_rows, 1)
@@ -498,9 +500,9 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     n_valid = torch.zeros(b, sq, dtype=torch.int32, device=q_idx.device)
     poison = torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device) if check_bool("return_poison", return_poison) else None
     with torch.no_grad():
-        for t0 in range(0, sq, block_rows):
-            t1 = min(sq, t0 + block_rows)
-            s = indexer_scores(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=t0)
+        for t0, t1 in query_blocks(sq, block_rows):
+            s = indexer_scores(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=q_offset + t0)
             idx[:, t0:t1], n_valid[:, t0:t1] = indexer_topk(s, topk)
-            if poison is not None: poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, t0)
+            if poison is not None:
+                poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, q_offset + t0)
     return (idx, n_valid, poison) if poison is not None else (idx, n_valid)
