@@ -14,7 +14,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .checks import check_choice, check_like_module, check_tensor
 from .context_parallel import CP_LAYOUTS
-from .layout import cached_index, compressed_topk_idxs, indexer_block_rows, query_blocks, window_topk_idxs
+from .layout import (_entry_slots, cached_index, compressed_topk_idxs, indexer_block_rows, query_blocks,
+                                 window_topk_idxs)
 from .reference import (Compressor, CSAIndexer, blocked_indexer_topk, indexer_scores, indexer_topk,
                                     indexer_input_poison, unfused_csa_attention)
 from .rotary import layer_rotary
@@ -162,7 +163,7 @@ def _forward_native(self, query, key, x=None, qr=None):
             rows = _native_rows(cfg, q_idx, compressed.shape[0])
             scores, topk, poison = _native_select(cfg, r, q_idx, k_idx, weights, rows)    # scores None: query blocks
             topk = topk[..., :min(cfg.index_topk, compressed.shape[0])]   # columns past k_eff are all -1
-            idx = torch.cat([window, torch.where(topk >= 0, topk + sq, topk)], -1)
+            idx = torch.cat([window, _entry_slots(topk, sq)], -1)
             if self._wants_indexer_loss():
                 sparse = cfg.indexer_use_sparse_loss
                 out, lse = unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale, return_lse=True)
@@ -367,7 +368,7 @@ def _forward_cp_native(self, query, kv_ext, comp_all, ind, shard):
     topk, _, poison = blocked_indexer_topk(q_i, k_all, w_i, r, cfg.index_topk, rows, softmax_scale=cfg.index_head_dim ** -0.5,
                                            return_poison=True, q_offset=shard.start)   # as on one device, at `shard.start`
     topk = topk[..., :min(cfg.index_topk, k_all.shape[0])]                           # columns past k_eff are all -1
-    idx = torch.cat([window, torch.where(topk >= 0, topk + slot0, topk)], -1)
+    idx = torch.cat([window, _entry_slots(topk, slot0)], -1)
     if not self._wants_indexer_loss():
         return _poisoned(unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale), poison), None
     out, lse = unfused_csa_attention(query, kv_full, sink, idx, softmax_scale=cfg.scale, return_lse=True)

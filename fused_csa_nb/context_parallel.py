@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from .checks import check_choice, check_int, check_tensor
-from .layout import visible_counts
+from .layout import compressed_topk_idxs
 
 # %% auto #0
 __all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'cp_window_idxs', 'cp_compressed_idxs', 'gather_seq',
@@ -61,11 +61,7 @@ def cp_compressed_idxs(sq_local: int, batch_size: int, ratio: int, start: int, s
     "All causal compressed entries `[b, L, (start+L)//ratio]` int64 for queries at global `start …`: `slot0 + j` or `-1`."
     check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
     check_int("start", start); check_int("slot0", slot0)
-    n_vis = (start + sq_local) // ratio
-    j = torch.arange(n_vis, device=device).unsqueeze(0)
-    visible = j < visible_counts(start, start + sq_local, ratio, device=device).unsqueeze(1)
-    idx = torch.where(visible, j + slot0, torch.full_like(j, -1))
-    return idx.unsqueeze(0).expand(batch_size, sq_local, n_vis).contiguous()
+    return compressed_topk_idxs(sq_local, batch_size, ratio, slot0, device, start=start)
 
 # %% ../nbs/05_context_parallel.ipynb #ee6f4c1b
 _TENSOR_COLLECTIVE_BACKENDS = {"nccl"}   # backends using all_gather_into_tensor / reduce_scatter_tensor

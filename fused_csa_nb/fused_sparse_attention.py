@@ -12,7 +12,7 @@ import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (window_topk_idxs, compressed_topk_idxs, local_to_global_flat, visible_counts, cached_index,
-                                 build_flat_topk_idxs, pad_topk_idxs, query_blocks, _check_int32_range)
+                                 build_flat_topk_idxs, pad_topk_idxs, query_blocks, _check_int32_range, _entry_slots)
 from .kernels import (sm_major, kernel_limits, padded_topk, flash_mla_sparse_fwd,
                                   cudnn_sparse_attn_bwd, indexer_fwd, radix_topk, compactify,
                                   sparse_attn_score_recompute, dense_attn_score_recompute,
@@ -155,7 +155,7 @@ def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: boo
     base = sq if slot0 is None else slot0
     num_slots = 2 * sq if num_slots is None else num_slots                  # single device: sq + n_comp ≤ 2·sq
     _check_int32_range(num_slots, selected.shape[0])                        # every slot, and slot·b + batch, fits int32
-    slots = torch.where(selected >= 0, selected.to(torch.int32) + base, -1)                         # int32, -1 kept
+    slots = _entry_slots(selected.to(torch.int32), base)                                            # int32, -1 kept
     groups = (slots, window_idxs.to(torch.int32)) if compressed_first else (window_idxs.to(torch.int32), slots)
     return compactify(local_to_global_flat(torch.cat(groups, -1), num_slots=num_slots))
 
@@ -171,7 +171,7 @@ def _sparse_teacher_and_predict(q, kv, lse_attn, sink, scores, sel, scale, sq, b
     "Sparse loss pieces of a query block (`q` its flat rows, `sel [b, c, k]`): `(target, predict, log_predict, support)`, all `[b, c, k]`."
     c, k = sel.shape[1:]
     support = sel >= 0
-    comp_slots = torch.where(support, sel + (sq if slot0 is None else slot0), sel)   # slot0 + j, -1 kept
+    comp_slots = _entry_slots(sel, sq if slot0 is None else slot0)                  # slot0 + j, -1 kept
     comp_flat = local_to_global_flat(comp_slots, num_slots=kv.shape[0] // b)   # [c·b, k], -1 kept
     kp = -(-k // 128) * 128
     comp_flat = pad_topk_idxs(comp_flat, kp)

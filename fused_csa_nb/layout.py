@@ -30,13 +30,14 @@ def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, devi
     return n if n_comp is None else n.clamp(max=n_comp)
 
 # %% ../nbs/00_layout.ipynb #854380d0
-def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, device=None) -> torch.Tensor:
-    "All causal compressed entries `[b, sq, sq // ratio]` int64: `j + offset` where `j < (t+1)//ratio`, else `-1`."
+def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, device=None, *, start: int = 0) -> torch.Tensor:
+    """All causal compressed entries `[b, sq, (start + sq) // ratio]` int64 of the queries at global positions
+    `start …` (default 0: the whole sequence): `j + offset` where `j < (t+1)//ratio`, else `-1`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
-    check_int("offset", offset)
-    n_comp = sq // ratio
+    check_int("offset", offset); check_int("start", start)
+    n_comp = (start + sq) // ratio
     j = torch.arange(n_comp, device=device).unsqueeze(0)
-    visible = j < visible_counts(0, sq, ratio, device=device).unsqueeze(1)
+    visible = j < visible_counts(start, start + sq, ratio, device=device).unsqueeze(1)
     idx = torch.where(visible, j + offset, torch.full_like(j, -1))
     return idx.unsqueeze(0).expand(batch_size, sq, n_comp).contiguous()
 
@@ -110,6 +111,10 @@ def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     out = idx.new_full((*idx.shape[:-1], width), -1, dtype=torch.int32)
     out[..., :k] = idx
     return out
+
+def _entry_slots(entries: torch.Tensor, slot0: int) -> torch.Tensor:
+    "Compressed-entry ids (`-1` = none) → their slots in `kv_full`, where entry `j` sits at `slot0 + j`; `-1` (any negative id) stays `-1`."
+    return torch.where(entries >= 0, entries + slot0, -1)
 
 # %% ../nbs/00_layout.ipynb #cd91cee3
 def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, bytes_per_entry: int = 8) -> int:
