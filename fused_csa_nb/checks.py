@@ -145,3 +145,8 @@ try:  # Triton is optional: the package and its eager functions import without i
 except Exception as e:  # ImportError, or a broken installation
     triton = tl = None
     _TRITON_IMPORT_ERROR = f"{type(e).__name__}: {e}"
+
+def _triton_runs_on(x: torch.Tensor) -> bool:
+    "The package's own Triton kernels take `x`: Triton imported, `x` a non-empty CUDA half/float tensor, and not while `torch.compile` traces (there the PyTorch form runs)."
+    return (triton is not None and x.is_cuda and x.dtype != torch.float64 and x.numel() > 0
+            and not torch.compiler.is_compiling())

@@ -9,7 +9,8 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import check_bool, check_index_values, check_int, check_like_module, check_scale, check_tensor, tl, triton
+from .checks import (_triton_runs_on, check_bool, check_index_values, check_int, check_like_module, check_scale,
+                                 check_tensor, tl, triton)
 from .layout import query_blocks, visible_counts
 from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
 
@@ -194,14 +195,9 @@ def _gated_pool_torch(a, g, ape, overlap: bool):
                                                                                (*g.split(d, -1), float("-inf"))))
     return (torch.softmax(g, dim=1) * a).sum(1)                        # the product widens `a`
 
-def _pool_one_pass_ok(a) -> bool:
-    "The Triton pooling applies: CUDA half/float projections, triton importable, not compiling."
-    return (triton is not None and a.is_cuda and a.dtype != torch.float64 and a.numel() > 0
-            and not torch.compiler.is_compiling())
-
 def _gated_pool(a, g, ape, overlap: bool):
-    "Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way where `_pool_one_pass_ok`."
-    if _pool_one_pass_ok(a): return _GatedPool.apply(a, g, ape, overlap)
+    "Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way where `checks._triton_runs_on(a)`."
+    if _triton_runs_on(a): return _GatedPool.apply(a, g, ape, overlap)
     return _gated_pool_torch(a, g, ape, overlap)
 
 # %% ../nbs/01_reference.ipynb #88684217

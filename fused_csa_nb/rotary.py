@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import check_float, check_int, check_scale, check_tensor, tl, triton
+from .checks import _triton_runs_on, check_float, check_int, check_scale, check_tensor, tl, triton
 
 # %% auto #0
 __all__ = ['rope_inv_freq', 'yarn_correction_range', 'yarn_inv_freq', 'apply_rotary_interleaved', 'RotaryTable', 'layer_rotary',
@@ -96,10 +96,9 @@ if triton is not None:
 _POS_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)   # positions the kernel reads as they are
 
 def _one_pass_ok(x, positions, inv_freq) -> bool:
-    "The Triton kernel applies: CUDA half/float `x [S, …, d]`, positions `[S, 1, …, 1]`, no gradient to positions or frequencies, not compiling."
-    return (triton is not None and x.is_cuda and x.dtype != torch.float64 and x.dim() >= 2 and x.numel() > 0
-            and positions.dim() == x.dim() - 1 and positions.numel() == x.shape[0]
-            and not (positions.requires_grad or inv_freq.requires_grad) and not torch.compiler.is_compiling())
+    "The Triton kernel applies (`checks._triton_runs_on`): `x [S, …, d]`, positions `[S, 1, …, 1]`, no gradient to positions or frequencies."
+    return (_triton_runs_on(x) and x.dim() >= 2 and positions.dim() == x.dim() - 1 and positions.numel() == x.shape[0]
+            and not (positions.requires_grad or inv_freq.requires_grad))
 
 def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
     "One launch of `_rotary_kernel` over `x [S, …, d]` (positions `[S]`, `inv_freq` float64 on `x`'s device) → a new tensor."
