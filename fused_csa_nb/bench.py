@@ -16,9 +16,10 @@ import torch
 
 from .attention import CompressedSparseAttention
 from .graphs import capture_step
-from .fused_sparse_attention import csa_sparse_attn, indexer_topk, max_rel_err, similarity
+from .fused_sparse_attention import csa_sparse_attn, indexer_topk
+from .testing import max_rel_err, similarity
 from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
-from .routing import CSAConfig
+from .config import CSAConfig
 
 # %% auto #0
 __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity',
@@ -95,8 +96,7 @@ def layer_pair(ratio: int, sq: int, heads: int = 64, batch: int = 1, *, hidden: 
     fused = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", **base), ratio)
     with torch.no_grad(): native.attn_sink.uniform_(-1, 1)      # a non-trivial sink (it is initialised to 0)
     fused.load_state_dict(native.state_dict())
-    for m in (native, fused):
-        m.to(device, dtype); m.attn_sink.data = m.attn_sink.data.float()   # the sink stays fp32
+    for m in (native, fused): m.to(device, dtype)                # the layers keep their sinks fp32
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     mk = lambda *s: torch.randn(*s, generator=g).to(device, dtype)
     inputs = (mk(sq, batch, heads, 512), mk(sq, batch, 1, 512), mk(sq, batch, hidden), mk(sq, batch, q_lora),
@@ -147,7 +147,7 @@ def gpu_kernel_ms(fn, warmup: int = 2) -> float:
     if dev: return sum(e.time_range.elapsed_us() for e in dev) / 1e3
     return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
 
-def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 10, compiled: bool = True) -> dict:
+def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 30, compiled: bool = True) -> dict:
     """Eager, compiled and CUDA-graph step times of `layer` on `inputs` (see `layer_pair`), the GPU kernel time of one
     eager step and the GPU-busy fractions → `dict(eager_ms, compiled_ms, graphed_ms, kernel_ms, busy_eager, busy_graphed)`."""
     def run(*ins):                       # one step; fresh gradients each time (rewritten, not accumulated, on replay)
@@ -174,7 +174,7 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
     return row
 
 # %% ../nbs/07_bench.ipynb #c4172ef1
-def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: int = 3, iters: int = 20) -> dict:
+def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: int = 3, iters: int = 30) -> dict:
     """Path A (`csa_sparse_attn`, forward and forward + backward) against direct FlashMLA + cuDNN calls (GPU): median ms
     of both and the relative overhead. `sq`: query rows (b = 1); `heads`: H (64 or 128); `topk`: K (a multiple of 128)."""
     flash_mla = importlib.import_module("flash_mla"); dsa = importlib.import_module("cudnn").DSA
@@ -211,7 +211,7 @@ def run_benchmarks(sq: int = 4096, quick: bool = False, log=print, graphs: bool 
         for train in (True, False):
             row = dict(ratio=ratio, sq=sq, heads=64, mode="train" if train else "eval")
             row["native"] = bench_layer(native, inputs, train, warmup=1, iters=3)
-            row["fused"] = bench_layer(fused, inputs, train)
+            row["fused"] = bench_layer(fused, inputs, train, iters=30)
             if graphs:
                 row["native_steps"] = step_profile(native, inputs, train, warmup=1, iters=3, compiled=False)
                 row["fused_steps"] = step_profile(fused, inputs, train, compiled=not quick)
@@ -226,19 +226,21 @@ def _steps_markdown(res: dict) -> list[str]:
     "The host-overhead table of `benchmarks_markdown` (rows with `*_steps`)."
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
     L = ["", "## Host overhead: eager, compiled and CUDA-graph steps (same layers and inputs)", "",
-         "| ratio | mode | path | eager ms | compiled ms | graphed ms | GPU kernel ms | GPU busy eager | GPU busy graphed "
-         "| native eager / this (graphed) |", "|---|---|---|---|---|---|---|---|---|---|"]
+         "| ratio | mode | path | eager ms | compiled ms | graphed ms | eager / graphed | GPU kernel ms | GPU busy eager "
+         "| GPU busy graphed | native eager / this (graphed) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["layers"]:
         for path in ("native", "fused"):
             s = r.get(path + "_steps")
             if s is None: continue
             best = s["graphed_ms"] or s["eager_ms"]
             L.append(f"| {r['ratio']} | {r['mode']} | {path} | {s['eager_ms']:.2f} | {f(s.get('compiled_ms'), '.2f')} | "
-                     f"{f(s.get('graphed_ms'), '.2f')} | {s['kernel_ms']:.2f} | {s['busy_eager']:.0%} | "
+                     f"{f(s.get('graphed_ms'), '.2f')} | {f(s['eager_ms'] / s['graphed_ms'] if s.get('graphed_ms') else None, '.2f')} | "
+                     f"{s['kernel_ms']:.2f} | {s['busy_eager']:.0%} | "
                      f"{f(s.get('busy_graphed'), '.0%')} | {r['native']['ms'] / best:.1f}× |")
     errs = [f"{r['ratio']} {r['mode']} {p}: {r[p + '_steps'][k]}" for r in res["layers"] for p in ("native", "fused")
             for k in ("graphed_error", "compiled_error") if k in r.get(p + "_steps", {})]
-    L += ["", "(GPU kernel ms: the profiler's sum of kernel durations of one eager step; busy = kernel ms / step ms)"]
+    L += ["", "(medians of 30 steps in one process, after warm-up; GPU kernel ms: the profiler's sum of kernel durations "
+          "of one eager step; busy = kernel ms / step ms; eager / graphed: the host's share of an eager step)"]
     return L + ([""] + [f"* not measured: {e}" for e in errs] if errs else [])
 
 def _overhead_markdown(res: dict) -> list[str]:
@@ -289,7 +291,7 @@ def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 10
     torch.manual_seed(seed)
     layer = CompressedSparseAttention(cfg, ratio)
     with torch.no_grad(): layer.attn_sink.uniform_(-1, 1)
-    layer.to(device, torch.bfloat16); layer.attn_sink.data = layer.attn_sink.data.float()
+    layer.to(device, torch.bfloat16)                            # the sink stays fp32
     g = torch.Generator(device=device).manual_seed(seed + 1)
     mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)   # made on the GPU: no host copy
     return layer.train(), (mk(sq, 1, heads, 512), mk(sq, 1, 1, 512), mk(sq, 1, hidden), mk(sq, 1, q_lora),

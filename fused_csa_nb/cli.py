@@ -22,14 +22,85 @@ import fused_csa_nb
 from .attention import CompressedSparseAttention
 from .bench import (benchmarks_markdown, blocked_parity, long_context_markdown, long_context_rows,
                                 plot_long_context, run_benchmarks)
-from .kernels import kernel_status
-from .routing import CSAConfig, add_csa_arguments, config_from_args, validate_config
+from .config import ATTENTION_VARIANTS, COMPRESS_RATIOS, DSA_KERNEL_BACKENDS, CSAConfig, validate_config
+from .kernels import FusedUnavailableError, kernel_status
 
 # %% auto #0
-__all__ = ['default_backend_report', 'environment_info', 'cmd_info', 'resolve_device', 'Progress', 'cmd_demo', 'merge_section',
-           'cmd_bench', 'build_parser', 'main']
+__all__ = ['add_csa_arguments', 'config_from_args', 'cli_message', 'default_backend_report', 'environment_info', 'cmd_info',
+           'resolve_device', 'Progress', 'cmd_demo', 'merge_section', 'cmd_bench', 'build_parser', 'main']
 
-# %% ../nbs/09_cli.ipynb #7306b697
+# %% ../nbs/09_cli.ipynb #f6cd5aa2
+_ARG_FIELDS = (  # (flag, field, type, help)
+    ("--num-heads", "num_heads", int, "query heads H"),
+    ("--head-dim", "head_dim", int, "query/key/value latent width D"),
+    ("--v-head-dim", "v_head_dim", int, "value width (equals D: the latent is the value)"),
+    ("--hidden-size", "hidden_size", int, "width of the layer input x"),
+    ("--q-lora-rank", "q_lora_rank", int, "width of the low-rank query qr"),
+    ("--window-size", "window_size", int, "sliding window W (raw tokens, the query included)"),
+    ("--index-topk", "index_topk", int, "compressed entries selected by the indexer"),
+    ("--index-n-heads", "index_n_heads", int, "indexer heads"),
+    ("--index-head-dim", "index_head_dim", int, "indexer head width"),
+    ("--indexer-loss-coeff", "indexer_loss_coeff", float, "indexer KL loss coefficient (0 = no loss)"),
+    ("--softmax-scale", "softmax_scale", float, "attention softmax scale (default D**-0.5)"),
+    ("--rope-theta", "rope_theta", float, "plain RoPE base of window-only layers (ratio 0)"),
+    ("--compress-rope-theta", "compress_rope_theta", float, "YaRN rotary base of compressed layers (ratio 4, 128)"),
+    ("--rope-factor", "rope_factor", float, "YaRN factor of compressed layers (1 = plain RoPE)"),
+    ("--original-seq-len", "original_seq_len", int, "YaRN original context length"),
+    ("--beta-fast", "beta_fast", float, "YaRN beta_fast (rotations over the original length)"),
+    ("--beta-slow", "beta_slow", float, "YaRN beta_slow (rotations over the original length)"),
+    ("--rms-norm-eps", "rms_norm_eps", float, "epsilon of the compressors' RMSNorm"),
+    ("--indexer-block-bytes", "indexer_block_bytes", int, "memory budget of one indexer query block, bytes (default 2**30)"),
+)
+_BOOL_FIELDS = (
+    ("--indexer-use-sparse-loss", "indexer_use_sparse_loss", "indexer loss over the selected top-k (else dense, all causal entries)"),
+    ("--dense-mode", "dense_mode", "ratio-4 layers attend to all causal compressed entries (no indexer)"),
+    ("--per-token-loss", "per_token_loss", "indexer loss as a sum over tokens instead of a mean"),
+)
+
+# %% ../nbs/09_cli.ipynb #5816600f
+def add_csa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    "Add the CSA options (all defaulting to `None` = not given) to `parser`; returns `parser`."
+    g = parser.add_argument_group("compressed sparse attention")
+    g.add_argument("--attention-variant", choices=ATTENTION_VARIANTS, default=None,
+                   help="dsv4_hybrid (DeepSeek-V4 CSA/HCA) or dsa (ordinary DSA); default dsv4_hybrid")
+    g.add_argument("--dsa-kernel-backend", choices=DSA_KERNEL_BACKENDS, default=None,
+                   help="kernel backend; omitted = cudnn for dsv4_hybrid, none for dsa")
+    g.add_argument("--compress-ratios", type=int, nargs="+", choices=COMPRESS_RATIOS, default=None,
+                   metavar="R", help="compression ratio per layer, each 0, 4 or 128")
+    for flag, _, typ, hlp in _ARG_FIELDS:
+        g.add_argument(flag, type=typ, default=None, help=hlp)
+    for flag, _, hlp in _BOOL_FIELDS:
+        g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=hlp)
+    return parser
+
+def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) -> CSAConfig:
+    "A `CSAConfig` from parsed arguments: given options override `base` (default `CSAConfig()`); the backend is resolved."
+    if not isinstance(args, argparse.Namespace):
+        raise TypeError(f"`args` must be an argparse.Namespace (from `parser.parse_args()`), got {type(args).__name__}")
+    if base is not None and not isinstance(base, CSAConfig):
+        raise TypeError(f"`base` must be a CSAConfig or None, got {type(base).__name__}")
+    base = CSAConfig() if base is None else base
+    names = ["attention_variant", "dsa_kernel_backend", "compress_ratios"]
+    names += [f for _, f, _, _ in _ARG_FIELDS] + [f for _, f, _ in _BOOL_FIELDS]
+    given = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    cfg = dataclasses.replace(base, **given)
+    return dataclasses.replace(cfg, dsa_kernel_backend=cfg.kernel_backend)
+
+# %% ../nbs/09_cli.ipynb #3d25aa4d
+_FLAG_OF = {"attention_variant": "--attention-variant", "dsa_kernel_backend": "--dsa-kernel-backend",
+            "compress_ratios": "--compress-ratios", **{f: flag for flag, f, _, _ in _ARG_FIELDS},
+            **{f: flag for flag, f, _ in _BOOL_FIELDS}}
+
+def cli_message(msg: str) -> str:
+    "`msg` with each `field=value` of a CSA option written as its command-line flag (see above)."
+    def flag(m):
+        name, value = m.group(1), m.group(2).strip("'\"")
+        if name not in _FLAG_OF: return m.group(0)
+        if value in ("True", "False"): return _FLAG_OF[name] if value == "True" else "--no-" + _FLAG_OF[name][2:]
+        return f"{_FLAG_OF[name]} {value}"
+    return re.sub(r"\b([a-z][a-z_]*)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", flag, str(msg))
+
+# %% ../nbs/09_cli.ipynb #d9814098
 def _probe_import(module: str, attr: str | None = None) -> str:
     "`'ok'` if `module` (and `attr` on it) imports, else the reason in one line."
     try:
@@ -57,10 +128,11 @@ def default_backend_report(cfg: CSAConfig | None = None) -> str:
         return f"{backend} ({how}) — refused here: {_no_gpu_reason()}; layers run natively (--dsa-kernel-backend none)"
     try:
         validate_config(cfg)
-    except ValueError as e:
-        return f"{backend} ({how}) — refused here: {e}"
+    except (ValueError, FusedUnavailableError) as e:
+        return f"{backend} ({how}) — refused here: {cli_message(e)}"
     return f"{backend} ({how}) — " + ("fused kernels available here" if backend == "cudnn" else "native PyTorch")
 
+# %% ../nbs/09_cli.ipynb #911898fa
 def environment_info() -> dict:
     "Package, torch, CUDA/GPU, kernel-package availability and the default backend, as an ordered dict of strings."
     info = {"fused_csa_nb": fused_csa_nb.__version__, "python": platform.python_version(),
@@ -77,14 +149,13 @@ def environment_info() -> dict:
     info["default backend"] = default_backend_report()
     return info
 
-# %% ../nbs/09_cli.ipynb #aa1b6f0b
 def cmd_info(args) -> int:
     "`fused-csa info`: print the environment report."
     for k, v in environment_info().items():
         print(f"{k:36s} {v}")
     return 0
 
-# %% ../nbs/09_cli.ipynb #54bf1eb3
+# %% ../nbs/09_cli.ipynb #5ec7fdc4
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _PRESETS = {"flash": CSAConfig.v4_flash, "pro": CSAConfig.v4_pro}
 _LAYER_KIND = {0: "window only", 4: "CSA: compressor + indexer", 128: "HCA: compressor, all causal entries"}
@@ -99,12 +170,15 @@ def resolve_device(value: str | None) -> torch.device:
         raise ValueError("--device meta holds shapes but no data, and the demo computes: use cpu or cuda")
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"--device {value!r}: the demo runs on cpu or cuda")
+    if dev.type == "cpu" and dev.index not in (None, 0):
+        raise ValueError(f"--device {value!r}: the CPU is one device, use --device cpu")
     if dev.type == "cuda":
         if not torch.cuda.is_available(): raise ValueError(f"--device {value!r}: {_no_gpu_reason()}; use --device cpu")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"--device {value!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return dev
 
+# %% ../nbs/09_cli.ipynb #7666272a
 def _demo_ratio(args) -> int:
     "The demo layer's ratio: `--ratio`, or the single `--compress-ratios` value; `ValueError` when they conflict."
     given = args.compress_ratios
@@ -117,14 +191,13 @@ def _demo_ratio(args) -> int:
 
 def _demo_backend(args, cfg, device):
     "The configuration to run (backend chosen) and a one-line explanation; `ValueError` if an explicit backend cannot run."
-    layer_cfg = dataclasses.replace(cfg, compress_ratios=(args.ratio,))
     explicit = args.dsa_kernel_backend is not None
     reason = None
     if cfg.kernel_backend == "cudnn" and cfg.attention_variant == "dsv4_hybrid" and _no_gpu_reason(device):
         reason = f"{_no_gpu_reason(device)}; use --dsa-kernel-backend none"
     if reason is None:
-        try: validate_config(layer_cfg)
-        except ValueError as e: reason = str(e)
+        try: validate_config(cfg, ratio=args.ratio)
+        except (ValueError, FusedUnavailableError) as e: reason = cli_message(e)
     if explicit or cfg.kernel_backend != "cudnn":
         if reason is not None: raise ValueError(reason)
         return cfg, f"{cfg.kernel_backend} ({'explicit' if explicit else cfg.attention_variant + ' default'})"
@@ -258,18 +331,14 @@ def _demo_report(args, layer, cfg, why, device, dtype, inputs, run: _DemoRun) ->
             ("indexer loss", loss_txt),
             ("grad norms", norms)]
 
-# %% ../nbs/09_cli.ipynb #56b5f146
+# %% ../nbs/09_cli.ipynb #6c1fc06c
 def cmd_demo(args) -> int:
     "`fused-csa demo`: build one CSA layer from a preset, run forward + backward, print a report."
-    for name in ("seq_len", "batch"):
-        if getattr(args, name) < 1:
-            print(f"fused-csa demo: error: --{name.replace('_', '-')} must be >= 1", file=sys.stderr); return 2
     progress = Progress("fused-csa demo", quiet=args.quiet)
     try:
         args, layer, cfg, why, device, dtype = _demo_layer(args, progress)
-    except (TypeError, ValueError) as e:
+    finally:
         progress.done()
-        print(f"fused-csa demo: error: {e}", file=sys.stderr); return 2
     layer.to(device)
     for m in (layer.compressor, layer.indexer):
         if m is not None: m.to(dtype)                     # the sink stays fp32
@@ -280,7 +349,7 @@ def cmd_demo(args) -> int:
     for k, v in _demo_report(args, layer, cfg, why, device, dtype, inputs, run): print(f"  {k:15s} {v}")
     return 0
 
-# %% ../nbs/09_cli.ipynb #c6fc3252
+# %% ../nbs/09_cli.ipynb #4b7ba11d
 _LC_HEADER = "## Long context on one GPU"
 
 def merge_section(text: str, section: str, header: str = _LC_HEADER) -> str:
@@ -291,24 +360,24 @@ def merge_section(text: str, section: str, header: str = _LC_HEADER) -> str:
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     return "".join(lines[:start]) + section + ("\n" if end < len(lines) else "") + "".join(lines[end:])
 
-def cmd_bench(args) -> int:
-    "`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown (`--long-context`: the long-context section)."
-    if args.seq_len < 256:
-        print(f"fused-csa bench: --seq-len must be >= 256, got {args.seq_len}", file=sys.stderr); return 2
-    if any(s < 256 for s in args.seqlens):
-        print(f"fused-csa bench: error: --seqlens must all be >= 256, got {args.seqlens}", file=sys.stderr); return 2
+# %% ../nbs/09_cli.ipynb #619850fd
+def _bench_unavailable() -> str | None:
+    "Why the fused kernels `fused-csa bench` measures cannot run here (one line, bench's own words), or `None`."
     reason = _no_gpu_reason()
     if reason is None:
         try:
             validate_config(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", compress_ratios=(4,), indexer_loss_coeff=1.0,
                                                indexer_use_sparse_loss=True))
-        except ValueError as e:   # its hint names a demo/config flag that bench does not take: drop it
-            reason = re.sub(r";?,? *(install them or )?(use|or) --dsa-kernel-backend none( \(native\))?", "", str(e))
+        except (ValueError, FusedUnavailableError) as e:   # its hint names a demo/config setting that bench does not take
+            reason = re.sub(r";?,? *(install them;? *)?(or )?use dsa_kernel_backend='none'( \(native\))?", "", str(e))
+    return reason
+
+def cmd_bench(args) -> int:
+    "`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown (`--long-context`: the long-context section)."
+    reason = _bench_unavailable()
     if reason is not None:
-        print(f"fused-csa bench: error: it measures the fused kernels, which cannot run here: {reason}. "
-              "For the native path run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the "
-              "environment", file=sys.stderr)
-        return 2
+        raise FusedUnavailableError(f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
+                                    "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment")
     progress = Progress("fused-csa bench", quiet=args.quiet)
     if args.long_context:
         progress.stage("blocked-vs-one-block parity at 16,384 tokens")
@@ -332,10 +401,25 @@ def cmd_bench(args) -> int:
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
-# %% ../nbs/09_cli.ipynb #a4b83a63
+# %% ../nbs/09_cli.ipynb #aea62b25
+class _Parser(argparse.ArgumentParser):
+    "An argument parser whose errors are one line (`prog: error: …`, a pointer to `--help`) and exit code 2."
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+def _int_in(lo: int, hi: int = 2**63 - 1):
+    "An argparse type: an integer in `[lo, hi]`."
+    def parse(text):
+        try: v = int(text)
+        except ValueError: raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= v <= hi: raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {v}")
+        return v
+    return parse
+
+# %% ../nbs/09_cli.ipynb #8f49bbd3
 def build_parser() -> argparse.ArgumentParser:
     "The `fused-csa` argument parser with all subcommands."
-    p = argparse.ArgumentParser(prog="fused-csa", description="DeepSeek-V4 compressed sparse attention (CSA) tools")
+    p = _Parser(prog="fused-csa", description="DeepSeek-V4 compressed sparse attention (CSA) tools")
     p.add_argument("--version", action="version", version=f"%(prog)s {fused_csa_nb.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -345,19 +429,19 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Build one CompressedSparseAttention layer from a preset, run a training step "
                                     "on random inputs and print backend, shapes, time, memory, loss and grad norms.")
     pd.add_argument("--variant", choices=tuple(_PRESETS), default="flash", help="model preset (default flash)")
-    pd.add_argument("--seq-len", type=int, default=512, help="tokens per sequence (default 512)")
-    pd.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    pd.add_argument("--seq-len", type=_int_in(1), default=512, help="tokens per sequence (default 512)")
+    pd.add_argument("--batch", type=_int_in(1), default=1, help="batch size (default 1)")
     pd.add_argument("--ratio", type=int, choices=(0, 4, 128), default=None,
                     help="layer kind (default 4, CSA; or the single --compress-ratios value)")
     pd.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default cuda if available, else cpu)")
     pd.add_argument("--dtype", choices=tuple(_DTYPES), default=None, help="default bfloat16 on CUDA, float32 on CPU")
-    pd.add_argument("--seed", type=int, default=0)
-    pd.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 1 on CUDA, 0 on CPU)")
+    pd.add_argument("--seed", type=_int_in(0), default=0, help="random seed, >= 0 (default 0)")
+    pd.add_argument("--warmup", type=_int_in(0), default=None, help="untimed steps first, >= 0 (default 1 on CUDA, 0 on CPU)")
     pd.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     add_csa_arguments(pd)
     pd.set_defaults(func=cmd_demo)
     pb = sub.add_parser("bench", help="fused vs native parity and speed on the GPU (Markdown tables)")
-    pb.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence (default 4096)")
+    pb.add_argument("--seq-len", type=_int_in(256), default=4096, help="tokens per sequence, >= 256 (default 4096)")
     pb.add_argument("--quick", action="store_true", help="ratios 0 and 4 only")
     pb.add_argument("--no-graphs", action="store_true",
                     help="skip the host-overhead measurements (path A vs direct kernel calls; compiled and "
@@ -367,13 +451,19 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--long-context", action="store_true",
                     help="the long-context section instead: one training step per --seqlens (ratios 4 and 128) and "
                          "blocked-vs-one-block parity at 16K; with --out it replaces or appends that section")
-    pb.add_argument("--seqlens", type=int, nargs="+", default=[16384, 65536, 131072, 262144], metavar="N",
-                    help="sequence lengths of --long-context (default 16384 65536 131072 262144)")
+    pb.add_argument("--seqlens", type=_int_in(256), nargs="+", default=[16384, 65536, 131072, 262144], metavar="N",
+                    help="sequence lengths of --long-context, each >= 256 (default 16384 65536 131072 262144)")
     pb.add_argument("--plot", default=None, help="with --long-context: save the time/memory plot to this PNG")
     pb.set_defaults(func=cmd_bench)
     return p
 
 def main(argv=None) -> int:
-    "Entry point of the `fused-csa` console script; returns the exit code."
+    "Entry point of the `fused-csa` console script; returns the exit code (0 ok, 2 an error reported on one line)."
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print(f"fused-csa {args.command}: interrupted", file=sys.stderr); return 130
+    except (TypeError, ValueError, RuntimeError, MemoryError, OverflowError, OSError) as e:
+        text = " ".join(cli_message(e).split()) or type(e).__name__        # one line, whatever the message
+        print(f"fused-csa {args.command}: error: {text}", file=sys.stderr); return 2

@@ -13,6 +13,18 @@ from .checks import check_int
 __all__ = ['capture_step']
 
 # %% ../nbs/08_graphs.ipynb #62368a9c
+_LEGACY_STREAM = "legacy stream"      # what CUDA's error says when a captured stream must wait on the default one
+
+def _capture_error(e: BaseException) -> RuntimeError | None:
+    "The explained error for a failed capture `e`, or `None` when it is not the stream-dependency failure (see above)."
+    if _LEGACY_STREAM not in str(e): return None
+    return RuntimeError(
+        "capture_step: CUDA refused the capture because a captured operation had to wait on the default stream — "
+        "typically the backward's gradient accumulation, bound to the default stream by an earlier eager step whose "
+        "tensors (a loss, an output) are still referenced. Delete them (e.g. `del loss, out`) and call "
+        "`module.zero_grad(set_to_none=True)` before capture_step; let `fn` itself start with zero_grad(set_to_none=True). "
+        f"(CUDA: {str(e).splitlines()[0]})")
+
 def capture_step(fn, *static_inputs, warmup: int = 3):
     """Capture one call `fn(*static_inputs)` in a `torch.cuda.CUDAGraph` → `(graph, static_output)`.
 
@@ -23,7 +35,8 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
     `graph.replay()` — `static_output` (and the `.grad` tensors) then hold the new results.
     `warmup` (≥ 1): eager calls on a side stream before capture. They JIT-compile kernels (the SM90 cuDNN backward
     compiles on its first execute), build and cache kernel plans and fill the allocator's cache — none of which may
-    happen during capture."""
+    happen during capture. A capture that fails because an earlier eager step's tensors are still referenced raises a
+    `RuntimeError` naming that cause and the fix (above)."""
     check_int("warmup", warmup, 1)
     if not torch.cuda.is_available(): raise RuntimeError("capture_step needs a CUDA device (CUDA graphs)")
     side = torch.cuda.Stream()
@@ -32,6 +45,11 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
         for _ in range(warmup): fn(*static_inputs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(*static_inputs)
+    try:
+        with torch.cuda.graph(graph):
+            out = fn(*static_inputs)
+    except RuntimeError as e:
+        explained = _capture_error(e)
+        if explained is None: raise
+        raise explained from e
     return graph, out

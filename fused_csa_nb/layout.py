@@ -12,7 +12,7 @@ from .checks import check_index_values, check_int, check_tensor
 # %% auto #0
 __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compressed_topk_idxs', 'local_to_global_flat',
            'compact_topk_idxs', 'build_flat_topk_idxs', 'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows',
-           'query_blocks', 'cached_index']
+           'query_blocks', 'cached_index', 'QueryRows', 'window_slots']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -151,3 +151,44 @@ def cached_index(build, *args, device=None) -> torch.Tensor:
         while sum(v.numel() * v.element_size() for v in _INDEX_CACHE.values()) > INDEX_CACHE_BYTES:
             _INDEX_CACHE.popitem(last=False)
     return t
+
+# %% ../nbs/00_layout.ipynb #0f4b9352
+from typing import NamedTuple
+
+# %% ../nbs/00_layout.ipynb #9037700f
+class QueryRows(NamedTuple):
+    "Query rows of one attention call: `n` tokens at global positions `start … start + n − 1` of a sequence of `seq_len` tokens."
+    start: int        # global position of row 0 (0 on one device)
+    n: int            # rows
+    seq_len: int      # tokens of the whole sequence (the indexer loss's mean divides by b · seq_len)
+
+def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int = 0, device=None) -> torch.Tensor:
+    """Window slots `[b, n, window]` int64 of the query rows at global positions `start …`, in a `kv_full` whose raw keys
+    are `halo` earlier tokens, then the rows' own: column `c` of row `t` holds global position `g = t − window + 1 + c`
+    at slot `g − start + halo`, `-1` where `g < 0`. `halo` must reach the window's start: `halo >= min(window − 1, start)`."""
+    check_int("n", n); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
+    check_int("start", start); check_int("halo", halo)
+    if halo < min(window - 1, start):
+        raise ValueError(f"`halo`={halo} keys before the rows do not reach the window of row 0 at `start`={start}: "
+                         f"need halo >= min(window - 1, start) = {min(window - 1, start)}")
+    t = torch.arange(start, start + n, device=device).unsqueeze(1)
+    g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)          # global positions
+    idx = torch.where(g >= 0, g - start + halo, torch.full_like(g, -1))
+    return idx.unsqueeze(0).expand(batch_size, n, window).contiguous()
+
+def _flat_global(idx: torch.Tensor, num_slots: int) -> torch.Tensor:
+    "`local_to_global_flat` on checked indices (`[b, sq, k]` integer, entries `-1` or `< num_slots`): `[sq·b, k]` int32."
+    b, sq, k = idx.shape
+    if b == 1: return idx.reshape(sq, k).to(torch.int32)             # local == flat, -1 kept (may share `idx`'s storage)
+    batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
+    idx64 = idx.to(torch.int64)
+    flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
+    return flat.transpose(0, 1).reshape(sq * b, k).to(torch.int32)
+
+def _block_rows_of(budget_bytes: int, n_comp: int, batch_size: int, bytes_per_entry: int) -> int:
+    "`indexer_block_rows` of checked ints: the most rows whose `[batch_size, rows, n_comp]` temporaries fit the budget (>= 1)."
+    return max(1, budget_bytes // (batch_size * max(n_comp, 1) * bytes_per_entry))
+
+def _row_blocks(n: int, rows: int) -> list:
+    "`query_blocks` of checked ints: half-open ranges of at most `rows` rows covering `0 … n`."
+    return [(t0, min(n, t0 + rows)) for t0 in range(0, n, rows)]

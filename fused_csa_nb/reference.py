@@ -325,12 +325,18 @@ class Compressor(nn.Module):
         self.norm_weight = nn.Parameter(torch.ones(head_dim))
 
     def forward(self, x: torch.Tensor, start_pos: int = 0) -> torch.Tensor | None:
-        "`x [sq, b, hidden]` at global positions `start_pos …` → entries `[sq // ratio, b, head_dim]` in `x.dtype`, or `None` if `sq < ratio`."
+        """`x [sq, b, hidden]` (float, the module's dtype and device) of the tokens at global positions `start_pos …` (a
+        multiple of `ratio`) → entries `[sq // ratio, b, head_dim]` in `x.dtype` (entry `j` roped at `start_pos + j·ratio`),
+        or `None` if `sq < ratio`. A trailing partial block is dropped."""
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
         _check_start_pos(start_pos, self.ratio)
         check_like_module("x", x, self, "compressor")
+        return self._compress(x, start_pos)
+
+    def _compress(self, x, start_pos: int = 0):
+        "`forward` on checked inputs (the layer's call)."
         sq, b, _ = x.shape
         r, d, n = self.ratio, self.head_dim, sq // self.ratio
         if n == 0: return None
@@ -341,6 +347,7 @@ class Compressor(nn.Module):
         c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
         pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
         return apply_rotary_interleaved(c, pos, self.rotary_dim, inv_freq=self.inv_freq).to(x.dtype)
+
 
 # %% ../nbs/01_reference.ipynb #c5dab750
 def _keep_float64_table(self, fn, recurse=True):
@@ -370,7 +377,9 @@ class CSAIndexer(nn.Module):
         self.weights_proj = nn.Linear(hidden_size, n_heads, bias=False)
 
     def forward(self, x: torch.Tensor, qr: torch.Tensor, start_pos: int = 0):
-        "`x [sq, b, hidden]`, `qr [sq, b, q_lora_rank]` of the tokens at global positions `start_pos …` (a multiple of `ratio`)."
+        """`x [sq, b, hidden]`, `qr [sq, b, q_lora_rank]` (float, the module's dtype and device) of the tokens at global
+        positions `start_pos …` (a multiple of `ratio`) → `(q_idx [sq,b,Hi,Di], k_idx [sq//ratio,b,Di] | None,
+        weights [sq,b,Hi])`, all computed from detached inputs (the indexer learns from its loss only)."""
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES); check_tensor("qr", qr, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
@@ -379,13 +388,18 @@ class CSAIndexer(nn.Module):
                              f"got {tuple(qr.shape)}")
         _check_start_pos(start_pos, self.ratio)
         check_like_module("x", x, self, "indexer"); check_like_module("qr", qr, self, "indexer")
+        return self._index(x, qr, start_pos)
+
+    def _index(self, x, qr, start_pos: int = 0):
+        "`forward` on checked inputs (the layer's call)."
         x, qr = x.detach(), qr.detach()
         sq, b, _ = x.shape
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
         pos = (start_pos + torch.arange(sq, device=x.device)).view(sq, 1, 1)
         q = apply_rotary_interleaved(q, pos, self.rotary_dim, inv_freq=self.compressor.inv_freq)
         weights = self.weights_proj(x) * self.n_heads ** -0.5
-        return q, self.compressor(x, start_pos), weights
+        return q, self.compressor._compress(x, start_pos), weights
+
 
 # %% ../nbs/01_reference.ipynb #8c6b1e01
 def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
@@ -469,10 +483,15 @@ def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite."""
     check_tensor("q_idx", q_idx, ndim=4, floating=True); check_tensor("weights", weights, ndim=3, floating=True)
     check_int("ratio", ratio, 1); check_int("q_offset", q_offset, 0)
+    if k_idx is not None and k_idx.shape[0]: check_tensor("k_idx", k_idx, ndim=3, floating=True)
+    return _indexer_input_poison(q_idx, k_idx, weights, ratio, q_offset)
+
+@torch.no_grad()
+def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
+    "`indexer_input_poison` on checked inputs (the fused path's call)."
     sq = q_idx.shape[0]
     poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)                  # [sq, b]
     if k_idx is not None and k_idx.shape[0]:
-        check_tensor("k_idx", k_idx, ndim=3, floating=True)
         n = k_idx.shape[0]
         seen = nn.functional.pad(_poison_rows(k_idx, -1), (0, 0, 1, 0)).cumsum(0)          # [1 + n, b]: row v NaN iff an entry < v is bad
         n_vis = visible_counts(q_offset, q_offset + sq, ratio, n, device=q_idx.device)     # [sq] in 0 … n

@@ -15,7 +15,7 @@ from .checks import check_int
 from .layout import compact_topk_idxs
 
 # %% auto #0
-__all__ = ['STAND_INS', 'stand_in_kernels']
+__all__ = ['STAND_INS', 'stand_in_kernels', 'similarity', 'max_rel_err']
 
 # %% ../nbs/03_testing.ipynb #0847be0b
 def _gather_keys(kv, idx, topk_length):
@@ -182,3 +182,15 @@ def stand_in_kernels(sm_major: int = 9):
         yield
     finally:
         _kernels._STAND_IN.sm_major = old
+
+# %% ../nbs/03_testing.ipynb #81c25c97
+def similarity(a: torch.Tensor, b: torch.Tensor) -> float:
+    "`2Σab / Σ(a²+b²)` of two tensors of one shape, in float64 (1.0 for identical tensors; 1.0 when both are all zero)."
+    a, b = a.detach().double().flatten(), b.detach().double().flatten()
+    den = float((a * a + b * b).sum())
+    return 1.0 if den == 0 else float(2 * (a * b).sum()) / den
+
+def max_rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    "`max|a − b| / max|b|` in float64 (`b` is the reference; 0.0 for empty tensors)."
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300)) if b.numel() else 0.0

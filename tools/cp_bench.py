@@ -43,8 +43,8 @@ import torch.distributed as dist
 from fused_csa_nb.attention import CompressedSparseAttention
 from fused_csa_nb.bench import median_time_ms
 from fused_csa_nb.context_parallel import cp_comm_bytes, cp_split, gather_seq, halo_from_prev
-from fused_csa_nb.fused_sparse_attention import similarity
-from fused_csa_nb.routing import CSAConfig
+from fused_csa_nb.testing import similarity
+from fused_csa_nb.config import CSAConfig
 
 
 def setup():
