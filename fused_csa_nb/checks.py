@@ -15,7 +15,7 @@ import torch
 
 # %% auto #0
 __all__ = ['check_int', 'check_bool', 'check_float', 'check_scale', 'check_choice', 'check_tensor', 'check_like_module',
-           'index_checks', 'check_index_values']
+           'check_device', 'index_checks', 'check_index_values']
 
 # %% ../nbs/00_checks.ipynb #5631495a
 def _describe(value) -> str:
@@ -23,9 +23,14 @@ def _describe(value) -> str:
     r = repr(value)
     return r if len(r) <= 60 else f"a {type(value).__name__}"
 
+def _is_bool(value) -> bool:
+    "`value` is a `bool` or numpy's `bool_` (which is neither a Python `bool` nor an `int`, but a flag all the same)."
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
+
 def check_int(name: str, value, minimum: int | None = 0, maximum: int | None = None) -> int:
-    "`value` as a Python `int` if `operator.index` accepts it (not `bool`) and it lies in `[minimum, maximum]`."
-    if isinstance(value, (bool, float)) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+    "`value` as a Python `int` if `operator.index` accepts it (not a bool, nor a tensor of one or more dims) and it lies in `[minimum, maximum]`."
+    if (_is_bool(value) or isinstance(value, float)
+            or (isinstance(value, torch.Tensor) and (value.dtype == torch.bool or value.dim() != 0))):
         raise TypeError(f"`{name}` must be an integer, got {_describe(value)} ({type(value).__name__})")
     try:
         v = operator.index(value)
@@ -41,7 +46,7 @@ def check_int(name: str, value, minimum: int | None = 0, maximum: int | None = N
 def check_bool(name: str, value) -> bool:
     "`value` if it is a `bool` (numpy's `bool_` too); anything else, `'yes'` and `1` included, is a `TypeError`."
     if isinstance(value, bool): return value
-    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"): return bool(value)
+    if _is_bool(value): return bool(value)
     raise TypeError(f"`{name}` must be a bool (True or False), got {_describe(value)} ({type(value).__name__})")
 
 # %% ../nbs/00_checks.ipynb #e9a4e1f6
@@ -49,7 +54,7 @@ def check_float(name: str, value, *, minimum: float | None = None, maximum: floa
                 positive: bool = False, finite: bool = True, allow_none: bool = False):
     "`value` as a `float` if it is a real number (not `bool`), finite, `> 0` when `positive`, within `[minimum, maximum]`."
     if value is None and allow_none: return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if _is_bool(value) or not isinstance(value, numbers.Real):
         what = "a real number" + (" or None" if allow_none else "")
         raise TypeError(f"`{name}` must be {what}, got {_describe(value)} ({type(value).__name__})")
     v = float(value)
@@ -70,20 +75,36 @@ def check_scale(name: str, value, default=None, *, required: bool = False):
     return check_float(name, value, positive=True)
 
 # %% ../nbs/00_checks.ipynb #563c7a4e
+def _kind(value):
+    "What `check_choice` matches besides `==`: `bool` (numpy's too), `int`, `float`, or `None` for anything else."
+    if _is_bool(value): return bool
+    if isinstance(value, numbers.Integral): return int
+    return float if isinstance(value, numbers.Real) else None
+
 def check_choice(name: str, value, choices):
-    "`value` if it is one of `choices` (compared with `==`, `bool` never matching an int); else a `ValueError`."
+    """The member of `choices` equal to `value` (`==`; a bool, numpy's too, matches only a bool, a float never an int);
+    a tensor or an array is a `TypeError` (its `==` is elementwise), any other non-member a `ValueError`."""
+    choices = tuple(choices)
+    if isinstance(value, torch.Tensor) or (type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"):
+        raise TypeError(f"`{name}` must be one of {choices}, got a {type(value).__name__} (pass a Python value)")
+    kind = _kind(value)
     for c in choices:
-        if value == c and isinstance(value, bool) == isinstance(c, bool): return c
-    raise ValueError(f"`{name}` must be one of {tuple(choices)}, got {_describe(value)}")
+        kc = _kind(c)
+        if (kind is kc or (kind is int and kc is float)) and value == c: return c
+    raise ValueError(f"`{name}` must be one of {choices}, got {_describe(value)}")
 
 # %% ../nbs/00_checks.ipynb #31699a16
-def check_tensor(name: str, t, *, ndim: int | None = None, shape=None, dtype=None, floating: bool | None = None,
-                 contiguous: bool = False, like=None, like_name: str = "the reference tensor", what: str = ""):
+def check_tensor(name: str, t, *, ndim: int | None = None, min_ndim: int | None = None, shape=None, dtype=None,
+                 floating: bool | None = None, contiguous: bool = False, like=None, device_like=None,
+                 like_name: str = "the reference tensor", what: str = ""):
     "Return `t` if it is a tensor meeting every given condition; else raise `TypeError` / `ValueError` naming `name`."
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor{' ' + what if what else ''}, got {type(t).__name__}")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"`{name}` must be {ndim}-D{' ' + what if what else ''}, got shape {list(t.shape)}")
+    if min_ndim is not None and t.dim() < min_ndim:
+        raise ValueError(f"`{name}` must have at least {min_ndim} dim{'s' if min_ndim > 1 else ''}"
+                         f"{' ' + what if what else ''}, got shape {list(t.shape)}")
     if floating is True and not t.dtype.is_floating_point:
         raise TypeError(f"`{name}` must be a floating-point tensor, got {t.dtype}")
     if floating is False and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
@@ -97,15 +118,22 @@ def check_tensor(name: str, t, *, ndim: int | None = None, shape=None, dtype=Non
         raise ValueError(f"`{name}` must have shape {what + ' = ' if what else ''}{want}, got {list(t.shape)}")
     if contiguous and not t.is_contiguous():
         raise ValueError(f"`{name}` must be contiguous (call .contiguous() first)")
+    for ref in (like, device_like):
+        if ref is not None and not isinstance(ref, torch.Tensor):
+            raise TypeError(f"`like` / `device_like` must be a torch.Tensor, got {type(ref).__name__}")
     if like is not None and t.dtype != like.dtype:
         raise TypeError(f"`{name}` must have {like_name}'s dtype {like.dtype}, got {t.dtype}")
-    if like is not None and t.device != like.device:
-        raise ValueError(f"`{name}` must be on {like_name}'s device {like.device}, got {t.device}")
+    ref = like if like is not None else device_like
+    if ref is not None and t.device != ref.device:
+        raise ValueError(f"`{name}` must be on {like_name}'s device {ref.device}, got {t.device}")
     return t
 
 # %% ../nbs/00_checks.ipynb #cf5fc59b
 def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner: str = "layer") -> torch.Tensor:
     "Return `t` if it has the dtype and device of `module`'s parameters; else `TypeError` (dtype) / `ValueError` (device) naming `owner.to(...)`."
+    check_tensor(name, t)
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"`module` must be a torch.nn.Module (the {owner}), got {type(module).__name__}")
     p = next(module.parameters(), None)
     if p is None: return t
     if t.dtype != p.dtype:
@@ -115,6 +143,22 @@ def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner
         raise ValueError(f"`{name}` is on {t.device} but the {owner}'s parameters are on {p.device}: move the {owner} "
                          f"with `{owner}.to('{t.device}')`, or the input with `{name}.to('{p.device}')`")
     return t
+
+# %% ../nbs/00_checks.ipynb #3cdf07e3
+def check_device(name: str, device, allow_none: bool = True) -> torch.device | None:
+    "`device` as a `torch.device`: a `torch.device`, a device string or a CUDA ordinal (`int`); `None` stays `None` when `allow_none`."
+    if isinstance(device, torch.device) or (device is None and allow_none): return device
+    if isinstance(device, str):
+        try: return torch.device(device)
+        except RuntimeError:
+            raise ValueError(f"`{name}` must name a device ('cpu', 'cuda', 'cuda:1', 'meta', ...), got {device!r}") from None
+    if _is_bool(device) or not isinstance(device, numbers.Integral):
+        what = "a torch.device, a device string" + (", a CUDA ordinal or None" if allow_none else " or a CUDA ordinal")
+        raise TypeError(f"`{name}` must be {what}, got {_describe(device)} ({type(device).__name__})")
+    index = check_int(name, device)
+    try: return torch.device(index)
+    except RuntimeError as e:
+        raise ValueError(f"`{name}`={index} (a CUDA ordinal) names no device here: {e}") from None
 
 # %% ../nbs/00_checks.ipynb #0b9edb0f
 _INDEX_CHECKS = [os.environ.get("FUSED_CSA_CHECK_INDICES", "0").strip().lower() in ("1", "true", "yes", "on")]
@@ -128,8 +172,10 @@ def index_checks(enabled: bool = True):
     finally: _INDEX_CHECKS.pop()
 
 def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "slots") -> torch.Tensor:
-    """Return `idx` if every entry is `-1` or in `[0, upper)`; CPU always, CUDA only under `index_checks()` (no sync otherwise).
-    Skipped while `torch.compile` traces (reading values would break the graph)."""
+    """Return `idx`, an integer tensor, if every entry is `-1` or in `[0, upper)`; values are read on the CPU always,
+    on CUDA only under `index_checks()` (no sync otherwise), never while `torch.compile` traces (that would break the graph)."""
+    check_tensor(name, idx, floating=False)
+    upper = check_int("upper", upper)
     if idx.device.type == "meta" or idx.numel() == 0 or torch.compiler.is_compiling(): return idx
     if idx.device.type != "cpu" and not _INDEX_CHECKS[-1]: return idx
     lo, hi = int(idx.min()), int(idx.max())

@@ -12,13 +12,14 @@ import tempfile
 import textwrap
 import time
 import traceback
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from .checks import check_choice, check_int, check_tensor
+from .checks import _describe, check_bool, check_choice, check_device, check_float, check_int, check_tensor
 from .layout import compressed_topk_idxs
 
 # %% auto #0
@@ -51,7 +52,7 @@ def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
 def cp_window_idxs(sq_local: int, batch_size: int, window: int, start: int, device=None) -> torch.Tensor:
     "Window slots `[b, L, W]` int64 of the queries at global `start …` in `[halo (W−1) | local (L)]` slots; `-1` below 0."
     check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
-    check_int("start", start)
+    check_int("start", start); device = check_device("device", device)
     t = torch.arange(start, start + sq_local, device=device).unsqueeze(1)
     g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)          # global positions
     idx = torch.where(g >= 0, g - start + window - 1, torch.full_like(g, -1))
@@ -127,13 +128,19 @@ class _HaloFromPrev(torch.autograd.Function):
         return _shift(g, ctx.group, to_next=False), None
 
 # %% ../nbs/05_context_parallel.ipynb #29a5f72e
+def _check_group(group):
+    "`group` if it is `None` (the default group) or a `torch.distributed.ProcessGroup`; else a `TypeError`."
+    if group is not None and not isinstance(group, getattr(dist, "ProcessGroup", ())):
+        raise TypeError(f"`group` must be None (the default group) or a torch.distributed.ProcessGroup, "
+                        f"got {_describe(group)} ({type(group).__name__})")
+    return group
+
 def gather_seq(x: torch.Tensor, group=None) -> torch.Tensor:
     """All-gather `x [n, ...]` of every rank of `group` along dim 0 → `[P·n, ...]` in rank order.
 
     Backward: reduce-scatter (sum) of the gradient; each rank gets the rows of its own `x`.
     `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape."""
-    check_tensor("x", x)
-    if x.dim() == 0: raise ValueError("`x` must have a leading (sequence) dim, got a 0-d tensor")
+    check_tensor("x", x, min_ndim=1, what="[n, ...] (a leading sequence dim)"); _check_group(group)
     if dist.get_world_size(group) == 1: return x
     return _GatherSeq.apply(x, group)
 
@@ -141,7 +148,7 @@ def halo_from_prev(x_tail: torch.Tensor, group=None) -> torch.Tensor:
     """Rank `r` gets rank `r−1`'s `x_tail [h, ...]` (rank 0: zeros); backward returns the gradient to rank `r−1`.
 
     `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape."""
-    check_tensor("x_tail", x_tail)
+    check_tensor("x_tail", x_tail, min_ndim=1, what="[h, ...] (a leading sequence dim)"); _check_group(group)
     if dist.get_world_size(group) == 1: return torch.zeros_like(x_tail)
     return _HaloFromPrev.apply(x_tail, group)
 
@@ -194,12 +201,17 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
     imported in every process and given to a shipped (notebook) `fn` as globals, besides `torch` and
     `dist` (`torch.distributed`). Returns the `world_size` results (anything `torch.save` can write)
     in rank order; raises `RuntimeError` with the traceback of every rank whose `fn` failed, or `TimeoutError`."""
+    spec = _fn_spec(fn)
     check_int("world_size", world_size, 1)
+    if not (isinstance(backend, str) and backend):
+        raise TypeError(f"`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got {_describe(backend)} ({type(backend).__name__})")
+    timeout = check_float("timeout", timeout, positive=True)
+    if modules is not None and not isinstance(modules, Mapping):
+        raise TypeError(f"`modules` must be a dict {{name: 'module.path'}} or None, got {type(modules).__name__}")
     modules = dict(modules or {})
     for name, path in modules.items():
         if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
             raise TypeError(f"`modules` must map names to module paths (str), got {name!r}: {path!r}")
-    spec = _fn_spec(fn)
     with tempfile.TemporaryDirectory() as tmp:
         target = importlib.import_module("fused_csa_nb.context_parallel")._run_rank   # importable by the children
         ctx = mp.start_processes(target, args=(world_size, spec, backend, tmp, args, modules), nprocs=world_size,
@@ -221,15 +233,26 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
         return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
 
 # %% ../nbs/05_context_parallel.ipynb #2871efc9
+def _check_fingerprint(fingerprint, pairs: bool = True):
+    "`fingerprint` if it is a tuple (or list) of `(name: str, value)` pairs (`pairs=False`: the container only, cheap); else a `TypeError`."
+    if not (isinstance(fingerprint, (tuple, list)) and (not pairs or
+            all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in fingerprint))):
+        raise TypeError(f"`fingerprint` must be a tuple of (name, value) pairs, got {_describe(fingerprint)}")
+    return fingerprint
+
 def check_cp_group(group, sq_local: int, batch_size: int, fingerprint: tuple, cache: set) -> CPShard:
     """This rank's `CPShard` after checking, once per key, that all ranks of `group` agree.
 
-    `fingerprint`: `((name, value), ...)` of everything that must match (config, ratio, dtype, mode);
+    `fingerprint`: `((name, value), ...)` of everything that must match (config, ratio, dtype, mode; hashable values);
     `cache`: a set owned by the caller (the layer) holding the keys already checked."""
-    check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1)
+    _check_group(group); check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1)
+    if not isinstance(cache, set): raise TypeError(f"`cache` must be a set (the caller's checked keys), got {type(cache).__name__}")
+    key = (sq_local, batch_size, tuple(_check_fingerprint(fingerprint, pairs=False)))
+    try: seen = key in cache
+    except TypeError: raise TypeError(f"`fingerprint` values must be hashable, got {_describe(fingerprint)}") from None
+    if not seen: _check_fingerprint(fingerprint)                          # a key in the cache is well formed: check it once
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    key = (sq_local, batch_size, tuple(fingerprint))
-    if key not in cache:
+    if not seen:
         got = [None] * world
         dist.all_gather_object(got, key, group=group)                    # the one host sync
         lens, batches = [g[0] for g in got], [g[1] for g in got]
@@ -254,6 +277,9 @@ def cp_comm_bytes(seq_len: int, world: int, ratio: int = 4, head_dim: int = 512,
     "Bytes one rank receives in the forward of one CP layer (the backward sends as much back), by tensor."
     S, P, r = check_int("seq_len", seq_len, 1), check_int("world", world, 1), check_choice("ratio", ratio, (0, 4, 128))
     D, b, e = check_int("head_dim", head_dim, 1), check_int("batch_size", batch_size, 1), check_int("elem_bytes", elem_bytes, 1)
+    window, hidden_size = check_int("window", window, 1), check_int("hidden_size", hidden_size, 1)
+    index_head_dim, indexer = check_int("index_head_dim", index_head_dim, 1), check_bool("indexer", indexer)
+    if S % P: raise ValueError(f"`seq_len`={S} must be divisible by `world`={P} (equal shards)")
     L, other = S // P, P - 1
     out = dict(halo_kv=(window - 1) * b * D * e if P > 1 else 0,
                halo_x=r * b * hidden_size * e if r == 4 and P > 1 else 0,
@@ -272,7 +298,7 @@ def _scored(n, ratio):
 def cp_indexer_work(seq_len: int, world: int, ratio: int = 4, layout: str = "contiguous") -> list:
     "Indexer scores computed by each rank (`Σ (t+1)//ratio` over its queries) for `contiguous` or `zigzag` shards."
     S, P = check_int("seq_len", seq_len, 1), check_int("world", world, 1)
-    ratio = check_int("ratio", ratio, 1); check_choice("layout", layout, ("contiguous", "zigzag"))
+    ratio = check_int("ratio", ratio, 1); layout = check_choice("layout", layout, ("contiguous", "zigzag"))
     n = 2 * P if layout == "zigzag" else P
     if S % n: raise ValueError(f"`seq_len`={S} must be divisible by {n} ({layout} layout of {P} ranks)")
     c = S // n
@@ -293,13 +319,13 @@ def cp_positions(seq_len: int, rank: int, world: int, layout: str = "contiguous"
     "Global token positions `[S/P]` int64 of the rows rank `rank` of `world` holds in `layout` (`contiguous` or `zigzag`)."
     S, P = check_int("seq_len", seq_len, 1), check_int("world", world, 1)
     r = check_int("rank", rank, 0, P - 1); layout = check_choice("layout", layout, CP_LAYOUTS)
-    C, n = _cp_chunks(S, P, layout)
+    C, n = _cp_chunks(S, P, layout); device = check_device("device", device)
     ids = (r,) if layout == "contiguous" else (r, n - 1 - r)
     return torch.cat([torch.arange(k * C, (k + 1) * C, device=device) for k in ids])
 
 def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     "Rank `rank`'s rows of a full tensor `t` (sequence along `dim`, length S): `[S/P, ...]` in the layout's order."
-    check_tensor("t", t); dim = check_int("dim", dim, -t.dim(), t.dim() - 1)
+    check_tensor("t", t, min_ndim=1); dim = check_int("dim", dim, -t.dim(), t.dim() - 1)
     S, P = t.shape[dim], check_int("world", world, 1)
     r = check_int("rank", rank, 0, P - 1); layout = check_choice("layout", layout, CP_LAYOUTS)
     C, n = _cp_chunks(S, P, layout)
@@ -307,14 +333,19 @@ def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous",
     return torch.cat([t.narrow(dim, r * C, C), t.narrow(dim, (n - 1 - r) * C, C)], dim)
 
 def cp_merge(parts, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
-    "The full tensor from the ranks' rows `parts` (a list in rank order, as `cp_split` makes them): the inverse of `cp_split`."
-    parts = list(parts)
+    "The full tensor from the ranks' rows `parts` (a list in rank order, as `cp_split` makes them, equal shapes): the inverse of `cp_split`."
+    if not isinstance(parts, (list, tuple)):
+        hint = ": wrap one rank's rows as [t]" if isinstance(parts, torch.Tensor) else ""
+        raise TypeError(f"`parts` must be a list (or tuple) of the ranks' tensors, in rank order, got {type(parts).__name__}{hint}")
     if not parts: raise ValueError("`parts` must hold one tensor per rank, got none")
-    for i, t in enumerate(parts): check_tensor(f"parts[{i}]", t, like=parts[0], like_name="parts[0]")
+    check_tensor("parts[0]", parts[0], min_ndim=1); dim = check_int("dim", dim, -parts[0].dim(), parts[0].dim() - 1)
+    for i, t in enumerate(parts):
+        check_tensor(f"parts[{i}]", t, like=parts[0], like_name="parts[0]")
+        if t.shape != parts[0].shape:      # every rank holds S/P rows of the same tensor
+            raise ValueError(f"`parts[{i}]` must have parts[0]'s shape {list(parts[0].shape)} (equal shards), got {list(t.shape)}")
     layout, P = check_choice("layout", layout, CP_LAYOUTS), len(parts)
     if layout == "contiguous": return torch.cat(parts, dim)
-    halves = [t.chunk(2, dim) for t in parts]
-    if any(len(h) != 2 or h[0].shape != h[1].shape for h in halves):
+    if parts[0].shape[dim] % 2:
         raise ValueError(f"zigzag `parts` must have an even length along dim {dim}, got {parts[0].shape[dim]}")
+    halves = [t.chunk(2, dim) for t in parts]
     return torch.cat([halves[k][0] for k in range(P)] + [halves[P - 1 - k][1] for k in range(P)], dim)
-

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_index_values, check_int, check_tensor
+from .checks import check_bool, check_device, check_index_values, check_int, check_tensor
 
 # %% auto #0
 __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compressed_topk_idxs', 'local_to_global_flat',
@@ -18,6 +18,7 @@ __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compresse
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
     "Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0."
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
+    device = check_device("device", device)
     t = torch.arange(sq, device=device).unsqueeze(1)
     idx = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)
     idx = idx.masked_fill(idx < 0, -1)
@@ -26,7 +27,10 @@ def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -
 # %% ../nbs/00_layout.ipynb #af2dcfe1
 def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
     "Compressed entries visible to the queries at global positions `t0 … t1−1`, int64 `[t1 − t0]`: `(t+1) // ratio`, at most `n_comp`."
-    n = (torch.arange(t0, t1, device=device) + 1) // check_int("ratio", ratio, 1)
+    t0 = check_int("t0", t0); t1 = check_int("t1", t1, t0)            # positions: 0 <= t0 <= t1
+    ratio = check_int("ratio", ratio, 1)
+    if n_comp is not None: n_comp = check_int("n_comp", n_comp)
+    n = (torch.arange(t0, t1, device=check_device("device", device)) + 1) // ratio
     return n if n_comp is None else n.clamp(max=n_comp)
 
 # %% ../nbs/00_layout.ipynb #854380d0
@@ -34,7 +38,7 @@ def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, 
     """All causal compressed entries `[b, sq, (start + sq) // ratio]` int64 of the queries at global positions
     `start …` (default 0: the whole sequence): `j + offset` where `j < (t+1)//ratio`, else `-1`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
-    check_int("offset", offset); check_int("start", start)
+    check_int("offset", offset); check_int("start", start); device = check_device("device", device)
     n_comp = (start + sq) // ratio
     j = torch.arange(n_comp, device=device).unsqueeze(0)
     visible = j < visible_counts(start, start + sq, ratio, device=device).unsqueeze(1)
@@ -66,9 +70,8 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
 
 # %% ../nbs/00_layout.ipynb #90d6fd77
 def compact_topk_idxs(idx: torch.Tensor):
-    "Pack valid (`>= 0`) entries of every row of `idx [..., k]` to the front, order kept; return `(packed, length int32)`."
-    if not isinstance(idx, torch.Tensor) or idx.dim() < 1:
-        raise TypeError("`idx` must be a torch.Tensor with at least one dimension")
+    "Pack valid (`>= 0`) entries of every row of an integer `idx [..., k]` to the front, order kept; return `(packed, length int32)`."
+    check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
     invalid = idx < 0
     order = torch.sort(invalid.to(torch.int8), dim=-1, stable=True).indices
     packed = torch.gather(idx, -1, order)
@@ -76,11 +79,11 @@ def compact_topk_idxs(idx: torch.Tensor):
 
 def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool = False, num_slots: int | None = None):
     "Concatenate local `[b, sq, k_i]` groups, globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`."
-    check_int("batch_size", batch_size, 1)
+    check_int("batch_size", batch_size, 1); check_bool("compact", compact)
     if not groups:
         raise ValueError("`groups`: at least one index group is required")
     for i, g in enumerate(groups):
-        check_tensor(f"groups[{i}]", g, ndim=3, floating=False)
+        check_tensor(f"groups[{i}]", g, ndim=3, floating=False, device_like=groups[0] if i else None, like_name="groups[0]")
         if g.shape[:2] != groups[0].shape[:2]:
             raise ValueError(f"`groups[{i}]` has leading shape {tuple(g.shape[:2])}, expected {tuple(groups[0].shape[:2])}")
     if groups[0].shape[0] != batch_size:
@@ -90,7 +93,10 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
 
 # %% ../nbs/00_layout.ipynb #596c91d0
 def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padded: int):
-    "Pad `query [..., H, D]` with zero heads and `attn_sink [H]` with `-inf` up to `num_heads_padded`."
+    "Pad `query [..., H, D]` with zero heads and `attn_sink [H]` (on `query`'s device) with `-inf` up to `num_heads_padded`."
+    check_tensor("query", query, min_ndim=2, floating=True, what="[..., H, D]")
+    check_tensor("attn_sink", attn_sink, floating=True, device_like=query, like_name="query")
+    num_heads_padded = check_int("num_heads_padded", num_heads_padded, 1)
     h = query.shape[-2]
     if attn_sink.shape != (h,):
         raise ValueError(f"`attn_sink` must have shape ({h},), got {tuple(attn_sink.shape)}")
@@ -103,11 +109,15 @@ def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padd
     return q, s
 
 def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
-    "Pad the last dim of an index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it already is (no copy)."
+    """Pad the last dim of an integer index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it
+    already is (no copy). Entries of a wider dtype must fit int32 (checked as index values are: CPU always, CUDA under `index_checks()`)."""
+    check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
+    width = check_int("width", width)
     k = idx.shape[-1]
     if width < k:
         raise ValueError(f"`width`={width} is smaller than the index width {k}")
     if width == k and idx.dtype == torch.int32 and idx.is_contiguous(): return idx
+    if idx.dtype != torch.int32: check_index_values("idx", idx, 2 ** 31, "int32 slots")   # the cast must not wrap
     out = idx.new_full((*idx.shape[:-1], width), -1, dtype=torch.int32)
     out[..., :k] = idx
     return out
@@ -137,10 +147,17 @@ INDEX_CACHE_BYTES = 64 << 20
 _INDEX_CACHE: collections.OrderedDict = collections.OrderedDict()
 
 def cached_index(build, *args, device=None) -> torch.Tensor:
-    "`build(*args, device=device)` for integer `args`, kept per (build, args, device) for later calls (read-only: shared)."
+    """`build(*args, device=device)` for integer `args`, kept per (build, args, device) for later calls.
+
+    Internal, for the hot paths: the tensor returned is shared with every later call, not a copy — read it, never edit it."""
+    if not callable(build):
+        raise TypeError(f"`build` must be an index builder (a callable, e.g. window_topk_idxs), got {type(build).__name__}")
     if torch.compiler.is_compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         return build(*args, device=device)
-    key = (build, args, torch.device("cpu" if device is None else device))
+    if not all(type(a) is int for a in args):                  # the key must not mix 4.0 (or a list) with 4
+        args = tuple(check_int(f"args[{i}]", a, None) for i, a in enumerate(args))
+    if not isinstance(device, torch.device): device = check_device("device", device)
+    key = (build, args, torch.device("cpu") if device is None else device)
     t = _INDEX_CACHE.get(key)
     if t is not None:
         _INDEX_CACHE.move_to_end(key); return t

@@ -7,48 +7,61 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from typing import NamedTuple
 
 import torch
 
-from .checks import _triton_runs_on, check_float, check_int, check_scale, check_tensor, tl, triton
+from .checks import (_describe, _is_bool, _triton_runs_on, check_device, check_float, check_int, check_scale,
+                                 check_tensor, tl, triton)
 
 # %% auto #0
 __all__ = ['rope_inv_freq', 'yarn_correction_range', 'yarn_inv_freq', 'apply_rotary_interleaved', 'RotaryTable', 'layer_rotary',
            'apply_layer_rotary']
 
 # %% ../nbs/00_rotary.ipynb #91ffed05
+def _check_rotary_dim(rotary_dim, name: str = "rotary_dim") -> int:
+    "`rotary_dim` as an `int`: at least 2, and even (channels are rotated in pairs)."
+    v = check_int(name, rotary_dim, 2)
+    if v % 2: raise ValueError(f"`{name}` must be even (channels are rotated in pairs), got {v}")
+    return v
+
+def _check_theta(theta, name: str = "theta") -> float:
+    "A rotary base as a `float`: finite and `> 1`, so that the frequencies `θ^(-2i/d)` fall with the pair index."
+    v = check_scale(name, theta, required=True)
+    if not v > 1: raise ValueError(f"`{name}` must be a rotary base > 1, got {v}")
+    return v
+
 def rope_inv_freq(rotary_dim: int, theta: float, device=None) -> torch.Tensor:
     "Plain RoPE frequencies `θ^(-2i/rotary_dim)` (radians per token) of the `rotary_dim // 2` pairs: float64 `[rotary_dim // 2]`."
-    check_int("rotary_dim", rotary_dim, 2)
-    if rotary_dim % 2:
-        raise ValueError(f"`rotary_dim` must be even (channels are rotated in pairs), got {rotary_dim}")
-    theta = check_scale("theta", theta, required=True)
+    rotary_dim, theta, device = _check_rotary_dim(rotary_dim), _check_theta(theta), check_device("device", device)
     return theta ** (-torch.arange(rotary_dim // 2, device=device, dtype=torch.float64) * 2 / rotary_dim)
 
 # %% ../nbs/00_rotary.ipynb #5320b5ea
+def _check_yarn(original_seq_len, beta_fast, beta_slow, names=("original_seq_len", "beta_fast", "beta_slow")) -> tuple:
+    "YaRN's training length and turn counts as `(int, float, float)`: a length >= 1, finite counts > 0, `beta_fast > beta_slow`."
+    seq = check_int(names[0], original_seq_len, 1)
+    fast, slow = check_scale(names[1], beta_fast, required=True), check_scale(names[2], beta_slow, required=True)
+    if not fast > slow:
+        raise ValueError(f"`{names[1]}`={fast} must be > `{names[2]}`={slow}")
+    return seq, fast, slow
+
 def yarn_correction_range(rotary_dim: int, theta: float, original_seq_len: int, beta_fast: float,
                           beta_slow: float) -> tuple[int, int]:
     "Pair indices `(low, high)` at which a pair turns `beta_fast` resp. `beta_slow` times over `original_seq_len` tokens."
-    check_int("rotary_dim", rotary_dim, 2)
-    theta = check_scale("theta", theta, required=True)
-    if not theta > 1:
-        raise ValueError(f"`theta` must be > 1 for YaRN (frequencies must fall with the pair index), got {theta}")
-    seq = check_int("original_seq_len", original_seq_len, 1)
-    fast, slow = check_scale("beta_fast", beta_fast, required=True), check_scale("beta_slow", beta_slow, required=True)
-    if not fast > slow:
-        raise ValueError(f"`beta_fast`={fast} must be > `beta_slow`={slow}")
+    rotary_dim, theta = _check_rotary_dim(rotary_dim), _check_theta(theta)
+    seq, fast, slow = _check_yarn(original_seq_len, beta_fast, beta_slow)
     dim = lambda beta: rotary_dim * math.log(seq / (beta * 2 * math.pi)) / (2 * math.log(theta))
     return max(math.floor(dim(fast)), 0), min(math.ceil(dim(slow)), rotary_dim - 1)
 
 def yarn_inv_freq(rotary_dim: int, theta: float, factor: float, original_seq_len: int, beta_fast: float,
                   beta_slow: float, device=None) -> torch.Tensor:
-    "DeepSeek-V4 YaRN frequencies, float64 `[rotary_dim // 2]`; `factor = 1` returns `rope_inv_freq(rotary_dim, theta)` unchanged."
+    "DeepSeek-V4 YaRN frequencies, float64 `[rotary_dim // 2]`; `factor = 1` returns `rope_inv_freq(rotary_dim, theta)` unchanged (every argument is checked, whatever the factor)."
     base = rope_inv_freq(rotary_dim, theta, device)
     factor = check_float("factor", factor, minimum=1.0)
+    low, high = yarn_correction_range(rotary_dim, theta, original_seq_len, beta_fast, beta_slow)
     if factor == 1:
         return base
-    low, high = yarn_correction_range(rotary_dim, theta, original_seq_len, beta_fast, beta_slow)
     i = torch.arange(rotary_dim // 2, device=device, dtype=torch.float64)
     ramp = ((i - low) / (high - low if high > low else 0.001)).clamp(0, 1)
     smooth = 1 - ramp
@@ -58,10 +71,17 @@ def yarn_inv_freq(rotary_dim: int, theta: float, factor: float, original_seq_len
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   # accepted float inputs
 
 def _positions(positions, x):
-    "`positions` as a real tensor on `x.device` that broadcasts to `x.shape[:-1]`."
+    "`positions` (a real tensor on `x`'s device or the CPU, or a finite real number) as a tensor on `x.device` broadcasting to `x.shape[:-1]`."
+    if isinstance(positions, torch.Tensor):
+        if positions.dtype.is_complex or positions.dtype == torch.bool:
+            raise TypeError(f"`positions` must be a real tensor, got {positions.dtype}")
+        if positions.device != x.device and positions.device.type != "cpu":    # GPU → CPU would sync; meta has no values
+            raise ValueError(f"`positions` must be on `x`'s device ({x.device}) or on the CPU, got {positions.device}")
+    elif _is_bool(positions) or not isinstance(positions, numbers.Real):
+        raise TypeError(f"`positions` must be a real tensor or number, got {_describe(positions)} ({type(positions).__name__})")
+    elif not isinstance(positions, numbers.Integral):
+        check_float("positions", positions)                                     # NaN, ±inf: ValueError
     positions = torch.as_tensor(positions, device=x.device)
-    if positions.dtype.is_complex or positions.dtype == torch.bool:
-        raise TypeError(f"`positions` must be a real tensor, got {positions.dtype}")
     try:
         ok = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
     except RuntimeError:
@@ -73,10 +93,11 @@ def _positions(positions, x):
 # %% ../nbs/00_rotary.ipynb #e47894e4
 if triton is not None:
     @triton.jit
-    def _rotary_kernel(x_ptr, y_ptr, pos_ptr, freq_ptr, R, J0, HALF: tl.constexpr, BLOCK_R: tl.constexpr,
-                       BLOCK_J: tl.constexpr, CONJ: tl.constexpr):
-        # x, y [S, R, 2·HALF] contiguous; program (s, r): rows r·BLOCK_R… at position pos[s]; pair j ≥ J0 turns by
-        # pos[s]·freq[j − J0] (the other way when CONJ), pairs below J0 by 0
+    def _rotary_kernel(x_ptr, y_ptr, pos_ptr, freq_ptr, R, J0, HALF: tl.constexpr, SHIFT: tl.constexpr,
+                       BLOCK_R: tl.constexpr, BLOCK_J: tl.constexpr, CONJ: tl.constexpr):
+        # x, y [S, R, SHIFT + 2·HALF] contiguous; program (s, r): rows r·BLOCK_R… at position pos[s]; pair j (channels
+        # SHIFT + 2j, SHIFT + 2j + 1) turns by pos[s]·freq[j − J0] if j ≥ J0 (the other way when CONJ), by 0 below J0;
+        # SHIFT = 1 (a row of odd length): channel 0 has no partner and is copied
         s, rows = tl.program_id(0), tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
         js = tl.arange(0, BLOCK_J)
         turn = (js >= J0) & (js < HALF)
@@ -86,11 +107,14 @@ if triton is not None:
         if CONJ:
             sn = -sn
         cols = tl.arange(0, 2 * BLOCK_J)
-        off = (s * R + rows[:, None]).to(tl.int64) * (2 * HALF) + cols[None, :]
+        base = (s * R + rows).to(tl.int64) * (2 * HALF + SHIFT)                   # the rows' first channels
+        off = base[:, None] + SHIFT + cols[None, :]
         m = (rows[:, None] < R) & (cols[None, :] < 2 * HALF)
         x0, x1 = tl.split(tl.reshape(tl.load(x_ptr + off, mask=m, other=0.0).to(tl.float32), (BLOCK_R, BLOCK_J, 2)))
         y = tl.join(x0 * c[None, :] - x1 * sn[None, :], x0 * sn[None, :] + x1 * c[None, :])   # as the complex product
         tl.store(y_ptr + off, tl.reshape(y, (BLOCK_R, 2 * BLOCK_J)).to(y_ptr.dtype.element_ty), mask=m)
+        if SHIFT:
+            tl.store(y_ptr + base, tl.load(x_ptr + base, mask=rows < R), mask=rows < R)
 
 # %% ../nbs/00_rotary.ipynb #a2bd83f3
 _POS_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)   # positions the kernel reads as they are
@@ -101,14 +125,14 @@ def _one_pass_ok(x, positions, inv_freq) -> bool:
             and not (positions.requires_grad or inv_freq.requires_grad))
 
 def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
-    "One launch of `_rotary_kernel` over `x [S, …, d]` (positions `[S]`, `inv_freq` float64 on `x`'s device) → a new tensor."
+    "One launch of `_rotary_kernel` over `x [S, …, d]` (positions `[S]`, `inv_freq` float64 on `x`'s device; an odd `d` pairs from channel 1) → a new tensor."
     S, d = x.shape[0], x.shape[-1]
     x = x.contiguous()
     y, R = torch.empty_like(x), x.numel() // (S * d)
     bj = triton.next_power_of_2(d // 2)
     br = min(triton.next_power_of_2(R), max(1, 2048 // bj))
-    _rotary_kernel[(S, triton.cdiv(R, br))](x, y, positions, inv_freq, R, j0, HALF=d // 2, BLOCK_R=br, BLOCK_J=bj,
-                                           CONJ=conj)
+    _rotary_kernel[(S, triton.cdiv(R, br))](x, y, positions, inv_freq, R, j0, HALF=d // 2, SHIFT=d % 2, BLOCK_R=br,
+                                           BLOCK_J=bj, CONJ=conj)
     return y
 
 class _RotaryOnePass(torch.autograd.Function):
@@ -131,25 +155,44 @@ def _rotate_one_pass(x, positions, rotary_dim, inv_freq):
     freq = inv_freq.to(x.device, torch.float64).contiguous()
     return _RotaryOnePass.apply(x, pos, freq, (x.shape[-1] - rotary_dim) // 2)
 
+# %% ../nbs/00_rotary.ipynb #a7239e92
+def _rotate_complex(x, positions, rotary_dim, inv_freq):
+    "`apply_rotary_interleaved` by the complex product (any device, dtype, positions); a row of odd length pairs from channel 1."
+    d = x.shape[-1]
+    if d % 2:   # channel 0 has no partner: copied as it is; channels 1 … d−1 are a row of even length
+        return torch.cat([x[..., :1], _rotate_complex(x[..., 1:], positions, rotary_dim, inv_freq)], -1)
+    acc, cplx = (torch.float64, torch.complex128) if x.dtype == torch.float64 else (torch.float32, torch.complex64)
+    freq = inv_freq.to(x.device, torch.float64)
+    if rotary_dim < d:   # the first d − r channels turn at frequency 0: times e^{i·0} = 1, copied (no split, no cat)
+        freq = torch.cat([freq.new_zeros((d - rotary_dim) // 2), freq])
+    ang = positions.unsqueeze(-1) * freq                                      # float64 (type promotion), [..., d/2]
+    cis = torch.polar(torch.ones_like(ang), ang).to(cplx)                     # e^{i·ang}, rounded to `cplx`
+    # `view_as_complex` needs unit stride and an even offset: pairs (x0, x1) → x0 + i·x1
+    z = torch.view_as_complex(x.to(acc).contiguous().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(z * cis).flatten(-2).to(x.dtype)                # (x0 cos − x1 sin, x0 sin + x1 cos)
+
 # %% ../nbs/00_rotary.ipynb #e6c8eff0
 def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None = None, theta: float | None = None,
                              *, inv_freq: torch.Tensor | None = None) -> torch.Tensor:
     """Rotate interleaved pairs of the last `rotary_dim` channels of `x [..., d]` by `positions · ω`.
 
     `x`: float16/bfloat16/float32/float64, any leading shape; the first `d - rotary_dim` channels are copied
-    (a finite value exactly; a NaN or ±inf there also makes its pair partner NaN: it is multiplied by e^{i·0}).
-    `positions`: real tensor (or number) of token positions, any offset, broadcasting to `x.shape[:-1]`.
-    `rotary_dim`: even, `<= d`; default `2 · len(inv_freq)`, or 64.
+    (a finite value exactly; a NaN or ±inf there also makes its pair partner NaN: it is multiplied by e^{i·0};
+    with an odd `d - rotary_dim`, channel 0 has no partner and is copied as it is).
+    `positions`: real tensor (on `x`'s device or the CPU) or finite number of token positions, any offset,
+    broadcasting to `x.shape[:-1]`. `rotary_dim`: even, `<= d`; default `2 · len(inv_freq)`, or 64.
     `theta`: plain-RoPE base (default 10000), used when no `inv_freq` is given.
     `inv_freq`: frequencies `[rotary_dim // 2]` in radians per token (`rope_inv_freq`, `yarn_inv_freq`,
-    `layer_rotary(...).inv_freq`), used in float64. Returns a tensor of `x`'s shape and dtype.
+    `layer_rotary(...).inv_freq`), on `x`'s device or the CPU, used in float64. Returns a tensor of `x`'s shape and dtype.
     A CUDA half/float `x` with positions `[S, 1, …, 1]` along its first dim is rotated by one Triton pass each way
     (outside `torch.compile`); anything else by the complex product, with the same formula."""
-    check_tensor("x", x, dtype=_FLOAT_DTYPES)
+    check_tensor("x", x, min_ndim=1, dtype=_FLOAT_DTYPES)
     if inv_freq is not None:
         if theta is not None:
             raise ValueError("give either `theta` or `inv_freq`, not both")
         check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
+        if inv_freq.device != x.device and inv_freq.device.type != "cpu":
+            raise ValueError(f"`inv_freq` must be on `x`'s device ({x.device}) or on the CPU, got {inv_freq.device}")
     if rotary_dim is None:
         rotary_dim = 64 if inv_freq is None else 2 * inv_freq.shape[0]
     check_int("rotary_dim", rotary_dim, 2)
@@ -162,20 +205,28 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
     positions = _positions(positions, x)
     if _one_pass_ok(x, positions, inv_freq):
         return _rotate_one_pass(x, positions, rotary_dim, inv_freq)
-    d, f64 = x.shape[-1], x.dtype == torch.float64
-    acc, cplx = (torch.float64, torch.complex128) if f64 else (torch.float32, torch.complex64)
-    freq = inv_freq.to(x.device, torch.float64)
-    if rotary_dim < d:   # the first d − r channels turn at frequency 0: times e^{i·0} = 1, copied (no split, no cat)
-        freq = torch.cat([freq.new_zeros((d - rotary_dim) // 2), freq])
-    ang = positions.unsqueeze(-1) * freq                                      # float64 (type promotion), [..., d/2]
-    cis = torch.polar(torch.ones_like(ang), ang).to(cplx)                     # e^{i·ang}, rounded to `cplx`
-    # `view_as_complex` needs unit stride and an even offset: pairs (x0, x1) → x0 + i·x1
-    z = torch.view_as_complex(x.to(acc).contiguous().unflatten(-1, (-1, 2)))
-    return torch.view_as_real(z * cis).flatten(-2).to(x.dtype)                # (x0 cos − x1 sin, x0 sin + x1 cos)
+    return _rotate_complex(x, positions, rotary_dim, inv_freq)
+
+# %% ../nbs/00_rotary.ipynb #1106357a
+_CFG_ROTARY_FIELDS = ("rotary_dim", "rope_theta", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast",
+                      "beta_slow")   # what `layer_rotary` reads of a CSAConfig
+
+def _cfg_table_key(cfg, ratio: int) -> tuple:
+    "`cfg`'s checked settings for a ratio-`ratio` table: `(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow)`, `factor=None` (plain RoPE) for ratio 0."
+    missing = [f for f in _CFG_ROTARY_FIELDS if not hasattr(cfg, f)]
+    if missing:
+        raise TypeError(f"`cfg` must be a CSAConfig (or an object with its rotary fields {', '.join(_CFG_ROTARY_FIELDS)}), "
+                        f"got {type(cfg).__name__} without {', '.join(missing)}")
+    dim = _check_rotary_dim(cfg.rotary_dim, "cfg.rotary_dim")
+    if ratio == 0: return dim, _check_theta(cfg.rope_theta, "cfg.rope_theta"), None, None, None, None
+    theta = _check_theta(cfg.compress_rope_theta, "cfg.compress_rope_theta")
+    factor = check_float("cfg.rope_factor", cfg.rope_factor, minimum=1.0)
+    return (dim, theta, factor,
+            *_check_yarn(cfg.original_seq_len, cfg.beta_fast, cfg.beta_slow, ("cfg.original_seq_len", "cfg.beta_fast", "cfg.beta_slow")))
 
 # %% ../nbs/00_rotary.ipynb #26171191
 class RotaryTable(NamedTuple):
-    "A layer's rotary: frequencies `inv_freq` (float64 `[rotary_dim // 2]`, radians per token, shared: read-only) for the last `rotary_dim` channels."
+    "A layer's rotary: frequencies `inv_freq` (float64 `[rotary_dim // 2]`, radians per token) for the last `rotary_dim` channels."
     inv_freq: torch.Tensor
     rotary_dim: int
 
@@ -183,23 +234,27 @@ class RotaryTable(NamedTuple):
         "Rope the last `rotary_dim` channels of `x [..., d]` at `positions` (broadcasting to `x.shape[:-1]`), interleaved."
         return apply_rotary_interleaved(x, positions, self.rotary_dim, inv_freq=self.inv_freq)
 
-def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
-    "The rotary table of a ratio-`ratio` layer under `cfg`: plain `rope_theta` for ratio 0, YaRN `compress_rope_theta` otherwise."
+def _kept_table(cfg, ratio, device) -> RotaryTable:
+    "The kept (shared) table that `layer_rotary` copies, for callers that only read it (`apply_layer_rotary`)."
     ratio = check_int("ratio", ratio, 0)
-    device = torch.device("cpu" if device is None else device)
-    if ratio == 0:
-        return RotaryTable(_cached_table(cfg.rotary_dim, cfg.rope_theta, None, None, None, None, device), cfg.rotary_dim)
-    return RotaryTable(_cached_table(cfg.rotary_dim, cfg.compress_rope_theta, cfg.rope_factor, cfg.original_seq_len,
-                                     cfg.beta_fast, cfg.beta_slow, device), cfg.rotary_dim)
+    key = _cfg_table_key(cfg, ratio)
+    device = torch.device("cpu") if device is None else check_device("device", device)
+    return RotaryTable(_cached_table(*key, device), key[0])
+
+def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
+    "The rotary table of a ratio-`ratio` layer under `cfg`: plain `rope_theta` for ratio 0, YaRN `compress_rope_theta` otherwise; the caller's own copy."
+    kept = _kept_table(cfg, ratio, device)
+    return RotaryTable(kept.inv_freq.clone(), kept.rotary_dim)
 
 @functools.lru_cache(maxsize=256)
 def _cached_table(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow, device):
-    "One table per setting and device, computed on the CPU (the same bits on every device); `factor=None`: plain RoPE."
+    "One table per setting and device, computed on the CPU (the same bits on every device); `factor=None`: plain RoPE. Shared: never handed out."
     t = (rope_inv_freq(rotary_dim, theta) if factor is None
          else yarn_inv_freq(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow))
     return t.to(device)
 
 def apply_layer_rotary(x: torch.Tensor, positions, cfg, ratio: int) -> torch.Tensor:
     """Rope `x [..., d]` (a ratio-`ratio` layer's queries or keys, e.g. `[sq, b, H, D]`) at global token `positions`
-    (e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`) with the layer's table `layer_rotary(cfg, ratio)`."""
-    return layer_rotary(cfg, ratio, x.device).apply(x, positions)
+    (e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`) with the layer's table `layer_rotary(cfg, ratio)` (read, not copied)."""
+    check_tensor("x", x)
+    return _kept_table(cfg, ratio, x.device).apply(x, positions)
