@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from .checks import _describe, check_bool, check_choice, check_device, check_float, check_int, check_tensor
-from .layout import compressed_topk_idxs
+from .layout import _window_slots, compressed_topk_idxs
 
 # %% auto #0
 __all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'cp_window_idxs', 'cp_compressed_idxs', 'gather_seq',
@@ -52,11 +52,8 @@ def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
 def cp_window_idxs(sq_local: int, batch_size: int, window: int, start: int, device=None) -> torch.Tensor:
     "Window slots `[b, L, W]` int64 of the queries at global `start …` in `[halo (W−1) | local (L)]` slots; `-1` below 0."
     check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
-    check_int("start", start); device = check_device("device", device)
-    t = torch.arange(start, start + sq_local, device=device).unsqueeze(1)
-    g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)          # global positions
-    idx = torch.where(g >= 0, g - start + window - 1, torch.full_like(g, -1))
-    return idx.unsqueeze(0).expand(batch_size, sq_local, window).contiguous()
+    check_int("start", start)
+    return _window_slots(sq_local, batch_size, window, start, window - 1, check_device("device", device))
 
 def cp_compressed_idxs(sq_local: int, batch_size: int, ratio: int, start: int, slot0: int, device=None) -> torch.Tensor:
     "All causal compressed entries `[b, L, (start+L)//ratio]` int64 for queries at global `start …`: `slot0 + j` or `-1`."

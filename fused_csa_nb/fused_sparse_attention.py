@@ -12,7 +12,7 @@ import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (_check_int32_range, _entry_slots, _flat_global, _row_blocks, cached_index,
-                                 compressed_topk_idxs, pad_topk_idxs, visible_counts, window_slots)
+                                 compressed_topk_idxs, _pad_idx, visible_counts, window_slots)
 from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
                                   _dense_indexer_score, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _need, _radix_topk,
                                   _sparse_bwd, _sparse_fwd, _sparse_score, kernel_limits, padded_num_heads, round_up,
@@ -207,7 +207,7 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, b):
     c, k = sel.shape[1:]
     support = sel >= 0
     comp_flat = _flat_global(_entry_slots(sel, cfg.slot0), kv.shape[0] // b)        # [c·b, k] flat slots, -1 kept
-    comp_flat = pad_topk_idxs(comp_flat, round_up(k, cfg.lim.indexer_bwd_topk_multiple))
+    comp_flat = _pad_idx(comp_flat, round_up(k, cfg.lim.indexer_bwd_topk_multiple))
     lse_full = torch.logaddexp(lse_attn, sink[None])                           # [c·b, H]: + the sink
     tgt = _sparse_score(q[None], kv[None], lse_full[None].contiguous(), comp_flat[None].contiguous(), cfg.scale,
                         cfg.lim.score_head_multiple)[0]
@@ -306,7 +306,7 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
     q_i, w_i, scores, sel = _select_block(ins.q_indexer, ins.k_i, ins.weights, t0, t1, cfg.index_topk, cfg.ratio,
                                           cfg.isc, cfg.q_offset)
     packed, tlen = _attn_rows(ins.window_idxs[:, t0:t1], sel, cfg.slot0, ins.kv_full.shape[0], compressed_first=True)
-    idx = pad_topk_idxs(packed, max(cfg.lim.topk_multiple, round_up(packed.shape[1], cfg.lim.topk_multiple)))
+    idx = _pad_idx(packed, max(cfg.lim.topk_multiple, round_up(packed.shape[1], cfg.lim.topk_multiple)))
     poison = _indexer_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.ratio, cfg.q_offset + t0)
     out, lse = _sparse_fwd(ins.q[t0 * b:t1 * b], ins.kv, idx, cfg.scale, ins.attn_sink, tlen, poison.t().reshape(-1),
                            heads=cfg.heads, multiple=cfg.lim.topk_multiple)     # NaN rows written inside the op

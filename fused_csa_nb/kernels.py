@@ -12,7 +12,7 @@ import importlib
 import torch
 
 from .checks import check_bool, check_float, check_int, check_scale, check_tensor
-from .layout import cached_index, pad_query_heads, pad_topk_idxs
+from .layout import _pad_heads, _pad_idx, cached_index
 
 # %% auto #0
 __all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'FusedUnavailableError', 'kernel_status', 'kernels_available',
@@ -440,8 +440,8 @@ def _sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poiso
     """FlashMLA forward (differentiable: cuDNN backward) on checked flat tensors: `q [s_q,H,D]`, `kv [s_kv,D]`, global
     `indices [s_q,K]` int32, `attn_sink [H]` fp32; `heads`: the padded head count, `multiple`: the top-K granularity."""
     h = q.shape[1]
-    if heads != h: q, attn_sink = pad_query_heads(q, attn_sink, heads)
-    idx = pad_topk_idxs(indices, max(multiple, round_up(indices.shape[1], multiple)))
+    if heads != h: q, attn_sink = _pad_heads(q, attn_sink, heads)
+    idx = _pad_idx(indices, max(multiple, round_up(indices.shape[1], multiple)))
     out, lse = _SparseAttention.apply(q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
     return (out, lse) if heads == h else (out[:, :h].contiguous(), lse[:, :h].contiguous())
 
@@ -545,7 +545,7 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
 # %% ../nbs/03_kernels.ipynb #4a28336c
 def _radix_topk(values, lengths, top_k):
     "Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32."
-    return pad_topk_idxs(_run("radix_topk", values, lengths, min(top_k, values.shape[1])), top_k)
+    return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1])), top_k)
 
 def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch.Tensor:
     """Radix top-k, checked: `values [rows, n]` fp32 (non-empty), `lengths [rows]` int32 (columns considered per row),
@@ -641,7 +641,7 @@ def _indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_co
     kk = indices.shape[2]
     pad = round_up(kk, multiple) - kk
     if pad:
-        indices = pad_topk_idxs(indices, kk + pad)
+        indices = _pad_idx(indices, kk + pad)
         target, predict = (torch.nn.functional.pad(t, (0, pad)) for t in (target, predict))
     dq, dw, dk = _run("indexer_bwd", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
     return dq, dw, _dk_result(dk, k, d_index_k)

@@ -18,11 +18,14 @@ __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compresse
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
     "Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0."
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
-    device = check_device("device", device)
-    t = torch.arange(sq, device=device).unsqueeze(1)
-    idx = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)
-    idx = idx.masked_fill(idx < 0, -1)
-    return idx.unsqueeze(0).expand(batch_size, sq, window).contiguous()
+    return _window_slots(sq, batch_size, window, 0, 0, check_device("device", device))
+
+def _window_slots(n, b, window, start, halo, device=None):
+    "The window rule (`window_slots` below) of checked arguments: slot `g − start + halo` of global position `g`, `-1` below 0."
+    t = torch.arange(start, start + n, device=device).unsqueeze(1)
+    g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)          # global positions
+    idx = torch.where(g >= 0, g - start + halo, torch.full_like(g, -1))
+    return idx.unsqueeze(0).expand(b, n, window).contiguous()
 
 # %% ../nbs/00_layout.ipynb #af2dcfe1
 def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
@@ -30,7 +33,11 @@ def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, devi
     t0 = check_int("t0", t0); t1 = check_int("t1", t1, t0)            # positions: 0 <= t0 <= t1
     ratio = check_int("ratio", ratio, 1)
     if n_comp is not None: n_comp = check_int("n_comp", n_comp)
-    n = (torch.arange(t0, t1, device=check_device("device", device)) + 1) // ratio
+    return _visible(t0, t1, ratio, n_comp, check_device("device", device))
+
+def _visible(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
+    "`visible_counts` of checked arguments (the package's own calls)."
+    n = (torch.arange(t0, t1, device=device) + 1) // ratio
     return n if n_comp is None else n.clamp(max=n_comp)
 
 # %% ../nbs/00_layout.ipynb #854380d0
@@ -62,6 +69,11 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
     num_slots = check_int("num_slots", num_slots)
     _check_int32_range(num_slots, b)
     check_index_values("idx", idx, num_slots)
+    return _flat_global(idx, num_slots)
+
+def _flat_global(idx: torch.Tensor, num_slots: int) -> torch.Tensor:
+    "`local_to_global_flat` on checked indices (`[b, sq, k]` integer, entries `-1` or `< num_slots`): the package's own calls."
+    b, sq, k = idx.shape
     if b == 1: return idx.reshape(sq, k).to(torch.int32)             # local == flat, -1 kept (may share `idx`'s storage)
     batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
     idx64 = idx.to(torch.int64)
@@ -72,6 +84,10 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
 def compact_topk_idxs(idx: torch.Tensor):
     "Pack valid (`>= 0`) entries of every row of an integer `idx [..., k]` to the front, order kept; return `(packed, length int32)`."
     check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
+    return _compact(idx)
+
+def _compact(idx):
+    "`compact_topk_idxs` of a checked integer tensor."
     invalid = idx < 0
     order = torch.sort(invalid.to(torch.int8), dim=-1, stable=True).indices
     packed = torch.gather(idx, -1, order)
@@ -102,11 +118,14 @@ def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padd
         raise ValueError(f"`attn_sink` must have shape ({h},), got {tuple(attn_sink.shape)}")
     if num_heads_padded < h:
         raise ValueError(f"`num_heads_padded`={num_heads_padded} is smaller than the head count {h}")
-    if num_heads_padded == h: return query, attn_sink
-    pad = num_heads_padded - h
+    return _pad_heads(query, attn_sink, num_heads_padded)
+
+def _pad_heads(query, attn_sink, num_heads_padded: int):
+    "`pad_query_heads` of checked arguments (the kernels' calls)."
+    pad = num_heads_padded - query.shape[-2]
+    if pad == 0: return query, attn_sink
     q = torch.cat([query, query.new_zeros(*query.shape[:-2], pad, query.shape[-1])], dim=-2)
-    s = torch.cat([attn_sink, attn_sink.new_full((pad,), float("-inf"))])
-    return q, s
+    return q, torch.cat([attn_sink, attn_sink.new_full((pad,), float("-inf"))])
 
 def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     """Pad the last dim of an integer index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it
@@ -116,8 +135,13 @@ def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     k = idx.shape[-1]
     if width < k:
         raise ValueError(f"`width`={width} is smaller than the index width {k}")
-    if width == k and idx.dtype == torch.int32 and idx.is_contiguous(): return idx
     if idx.dtype != torch.int32: check_index_values("idx", idx, 2 ** 31, "int32 slots")   # the cast must not wrap
+    return _pad_idx(idx, width)
+
+def _pad_idx(idx, width: int):
+    "`pad_topk_idxs` of checked arguments (int32 entries, or entries that fit int32): the package's own calls."
+    k = idx.shape[-1]
+    if width == k and idx.dtype == torch.int32 and idx.is_contiguous(): return idx
     out = idx.new_full((*idx.shape[:-1], width), -1, dtype=torch.int32)
     out[..., :k] = idx
     return out
@@ -132,12 +156,20 @@ def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, byte
     `bytes_per_entry` bytes per entry fit in `budget_bytes` (`n_comp = 0` counts as one entry)."""
     check_int("budget_bytes", budget_bytes, 1); check_int("n_comp", n_comp, 0)
     check_int("batch_size", batch_size, 1); check_int("bytes_per_entry", bytes_per_entry, 1)
+    return _block_rows_of(budget_bytes, n_comp, batch_size, bytes_per_entry)
+
+def _block_rows_of(budget_bytes: int, n_comp: int, batch_size: int, bytes_per_entry: int) -> int:
+    "`indexer_block_rows` of checked ints: the most rows whose `[batch_size, rows, n_comp]` temporaries fit the budget (>= 1)."
     return max(1, budget_bytes // (batch_size * max(n_comp, 1) * bytes_per_entry))
 
 def query_blocks(sq: int, rows: int) -> list[tuple[int, int]]:
     "Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`)."
     check_int("sq", sq, 0); check_int("rows", rows, 1)
-    return [(t0, min(sq, t0 + rows)) for t0 in range(0, sq, rows)]
+    return _row_blocks(sq, rows)
+
+def _row_blocks(n: int, rows: int) -> list:
+    "`query_blocks` of checked ints: half-open ranges of at most `rows` rows covering `0 … n`."
+    return [(t0, min(n, t0 + rows)) for t0 in range(0, n, rows)]
 
 # %% ../nbs/00_layout.ipynb #6b71a8b5
 import collections
@@ -188,24 +220,5 @@ def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int
     if halo < min(window - 1, start):
         raise ValueError(f"`halo`={halo} keys before the rows do not reach the window of row 0 at `start`={start}: "
                          f"need halo >= min(window - 1, start) = {min(window - 1, start)}")
-    t = torch.arange(start, start + n, device=device).unsqueeze(1)
-    g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)          # global positions
-    idx = torch.where(g >= 0, g - start + halo, torch.full_like(g, -1))
-    return idx.unsqueeze(0).expand(batch_size, n, window).contiguous()
+    return _window_slots(n, batch_size, window, start, halo, check_device("device", device))
 
-def _flat_global(idx: torch.Tensor, num_slots: int) -> torch.Tensor:
-    "`local_to_global_flat` on checked indices (`[b, sq, k]` integer, entries `-1` or `< num_slots`): `[sq·b, k]` int32."
-    b, sq, k = idx.shape
-    if b == 1: return idx.reshape(sq, k).to(torch.int32)             # local == flat, -1 kept (may share `idx`'s storage)
-    batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
-    idx64 = idx.to(torch.int64)
-    flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
-    return flat.transpose(0, 1).reshape(sq * b, k).to(torch.int32)
-
-def _block_rows_of(budget_bytes: int, n_comp: int, batch_size: int, bytes_per_entry: int) -> int:
-    "`indexer_block_rows` of checked ints: the most rows whose `[batch_size, rows, n_comp]` temporaries fit the budget (>= 1)."
-    return max(1, budget_bytes // (batch_size * max(n_comp, 1) * bytes_per_entry))
-
-def _row_blocks(n: int, rows: int) -> list:
-    "`query_blocks` of checked ints: half-open ranges of at most `rows` rows covering `0 … n`."
-    return [(t0, min(n, t0 + rows)) for t0 in range(0, n, rows)]

@@ -11,8 +11,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .checks import (_triton_runs_on, check_bool, check_index_values, check_int, check_like_module, check_scale,
                                  check_tensor, tl, triton)
-from .layout import query_blocks, visible_counts
-from .rotary import RotaryTable, apply_rotary_interleaved, rope_inv_freq
+from .layout import _visible, query_blocks, visible_counts
+from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
 __all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'Compressor', 'CSAIndexer', 'indexer_scores', 'indexer_topk',
@@ -346,7 +346,7 @@ class Compressor(nn.Module):
         c = _gated_pool(a, g, self.ape, self.overlap)                      # [n, b, d] in acc
         c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
         pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
-        return apply_rotary_interleaved(c, pos, self.rotary_dim, inv_freq=self.inv_freq).to(x.dtype)
+        return _rotate(c, pos, self.rotary_dim, self.inv_freq).to(x.dtype)
 
 
 # %% ../nbs/01_reference.ipynb #c5dab750
@@ -396,7 +396,7 @@ class CSAIndexer(nn.Module):
         sq, b, _ = x.shape
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
         pos = (start_pos + torch.arange(sq, device=x.device)).view(sq, 1, 1)
-        q = apply_rotary_interleaved(q, pos, self.rotary_dim, inv_freq=self.compressor.inv_freq)
+        q = _rotate(q, pos, self.rotary_dim, self.compressor.inv_freq)
         weights = self.weights_proj(x) * self.n_heads ** -0.5
         return q, self.compressor._compress(x, start_pos), weights
 
@@ -494,7 +494,7 @@ def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
     if k_idx is not None and k_idx.shape[0]:
         n = k_idx.shape[0]
         seen = nn.functional.pad(_poison_rows(k_idx, -1), (0, 0, 1, 0)).cumsum(0)          # [1 + n, b]: row v NaN iff an entry < v is bad
-        n_vis = visible_counts(q_offset, q_offset + sq, ratio, n, device=q_idx.device)     # [sq] in 0 … n
+        n_vis = _visible(q_offset, q_offset + sq, ratio, n, device=q_idx.device)     # [sq] in 0 … n
         poison = poison + seen.index_select(0, n_vis)
     return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [b, sq]
 

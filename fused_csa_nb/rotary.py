@@ -202,7 +202,10 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
         inv_freq = rope_inv_freq(rotary_dim, 10000.0 if theta is None else theta, x.device)
     elif inv_freq.shape[0] != rotary_dim // 2:
         raise ValueError(f"`inv_freq` must have rotary_dim // 2 = {rotary_dim // 2} entries, got {inv_freq.shape[0]}")
-    positions = _positions(positions, x)
+    return _rotate(x, _positions(positions, x), rotary_dim, inv_freq)
+
+def _rotate(x, positions, rotary_dim: int, inv_freq):
+    "`apply_rotary_interleaved` on checked arguments (`positions` a real tensor on `x`'s device broadcasting to `x.shape[:-1]`): the package's own calls."
     if _one_pass_ok(x, positions, inv_freq):
         return _rotate_one_pass(x, positions, rotary_dim, inv_freq)
     return _rotate_complex(x, positions, rotary_dim, inv_freq)

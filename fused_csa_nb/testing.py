@@ -12,7 +12,7 @@ import torch
 
 from . import kernels as _kernels
 from .checks import check_int
-from .layout import compact_topk_idxs
+from .layout import _compact
 
 # %% auto #0
 __all__ = ['STAND_INS', 'stand_in_kernels', 'similarity', 'max_rel_err']
@@ -122,7 +122,7 @@ def _radix_topk(values, lengths, top_k):
     return torch.where(torch.isneginf(val), -1, idx).to(torch.int32)
 
 def _compactify(indices):
-    packed, n = compact_topk_idxs(indices)
+    packed, n = _compact(indices)
     return packed.to(torch.int32), n
 
 def _sparse_score_recompute(q, kv, lse, indices, sm_scale):
