@@ -18,8 +18,9 @@ script refreshes them, in one of three modes:
       git diff --stat nbs/                        # the new CPU outputs, and nothing else
 
   Running it twice gives the same notebooks apart from outputs that measure the machine (times);
-  execution counts, memory addresses in reprs (`nbdev_clean`) and absolute paths of this
-  checkout (shown relative to it) do not appear in what is written.
+  execution counts, memory addresses in reprs (`nbdev_clean`) and this machine's paths (the
+  checkout's shown relative to it, installed packages as `.../site-packages/...`) do not appear
+  in what is written.
 
 * `--gpu`: the GPU evidence, on an SM90+ GPU. Every notebook with `#| gpu` cells (or only those
   named) runs with every cell (those flagged `#| slow` skipped unless `--skip ""`), but only the
@@ -64,13 +65,20 @@ def _no_eval(cell):
     return any(re.match(r"^\s*#\|\s*eval\s*:\s*false\s*$", l) for l in cell.source.splitlines())
 
 
+_ENV_PATH = re.compile(r"(?<![^\s'\"(])(?:/[^\s/:'\"]+)+/((?:site|dist)-packages)/")
+
+
 def _local_paths(outputs):
-    "Outputs with this checkout's absolute path (and the user's home) written relative: no machine paths in notebooks."
+    """Outputs without this machine's paths: the checkout's written relative to it, installed packages as
+    `.../site-packages/...`, the standard library as `.../lib/python3.X/...`, the home as `~`."""
+    import sysconfig
     root, home = str(ROOT) + os.sep, os.path.expanduser("~") + os.sep
+    stdlib = sysconfig.get_paths()["stdlib"]
     def fix(t):
         if isinstance(t, list): return [fix(x) for x in t]
         if not isinstance(t, str): return t
-        t = t.replace(root, "").replace(str(ROOT), ".")
+        t = _ENV_PATH.sub(r".../\1/", t).replace(root, "").replace(str(ROOT), ".")
+        t = t.replace(stdlib + os.sep, f".../{Path(stdlib).name}/")
         return t.replace(home, "~" + os.sep) if len(home) > 2 else t
     for o in outputs:
         if "text" in o: o["text"] = fix(o["text"])
