@@ -17,7 +17,9 @@ script refreshes them, in one of three modes:
       python tools/execute_nb.py --cpu            # every notebook, two at a time
       git diff --stat nbs/                        # the new CPU outputs, and nothing else
 
-  Running it twice gives the same notebooks apart from outputs that measure the machine (times);
+  The random generators (`random`, numpy's, torch's, which torch seeds at random on import) are
+  seeded with 0 before the first cell, so running it twice gives the same notebooks apart from
+  outputs that measure the machine (times);
   execution counts, memory addresses in reprs (`nbdev_clean`) and this machine's paths (the
   checkout's shown relative to it, installed packages as `.../site-packages/...`) do not appear
   in what is written.
@@ -99,6 +101,9 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None):
     os.chdir(nb_path.parent)
     shell = CaptureShell()
     shell.run("%matplotlib inline")
+    if mode == "cpu":   # torch seeds its default generator at random on import: unseeded cells would differ run to run
+        shell.run("import random as _r, numpy as _np, torch as _t\n_r.seed(0); _np.random.seed(0); _t.manual_seed(0)\n"
+                  "del _r, _np, _t")
     failed, ran = None, 0
     try:
         for i, cell in enumerate(nb.cells):
