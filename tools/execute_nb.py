@@ -19,10 +19,12 @@ script refreshes them, in one of three modes:
 
   The random generators (`random`, numpy's, torch's, which torch seeds at random on import) are
   seeded with 0 before the first cell, so running it twice gives the same notebooks apart from
-  outputs that measure the machine (times);
-  execution counts, memory addresses in reprs (`nbdev_clean`) and this machine's paths (the
-  checkout's shown relative to it, installed packages as `.../site-packages/...`) do not appear
-  in what is written.
+  outputs that measure the machine (times); execution counts, memory addresses in reprs
+  (`nbdev_clean`) and this machine's paths (the checkout's shown relative to it, installed
+  packages as `.../site-packages/...`) do not appear in what is written. The docs check
+  (`tools/docs.py --check`) then finds every CPU cell that displays a value with its output; a
+  cell that displays nothing by design (its last call returns None) says so with
+  `#| no_output_ok`.
 
 * `--gpu`: the GPU evidence, on an SM90+ GPU. Every notebook with `#| gpu` cells (or only those
   named) runs with every cell (those flagged `#| slow` skipped unless `--skip ""`), but only the
