@@ -32,7 +32,9 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
    * horizontal overflow of the document at either width (`scrollWidth > clientWidth`);
    * an output `<pre>` wider than its box without scrolling inside it, and output text that is a
      Markdown table (`|---|`: emit it with `IPython.display.Markdown` instead) [rule `raw-output`];
-   * a public name (`__all__` of a module) without its anchor on the module's page;
+   * a public name (`__all__` of a module) without its anchor on the module's page (the name's
+     slug, `csaconfig`; where two names share one, `KERNEL_LIMITS` and `kernel_limits`, the
+     other name keeps its case), and an anchor twice on one page;
    * a source link whose target (line of a file in the checkout) does not exist;
    * a missing output [rule `missing-output`]: a shown code cell (not `#| hide`, not exported)
      whose last statement displays a value (an expression, not an assignment, import, def, other
@@ -974,6 +976,9 @@ def check(warn=(), nbs=None):
             page.wait_for_timeout(30)
             info = page.evaluate(PAGE_INFO)
             ids[rel] = set(info["ids"])
+            seen = {}
+            for i in info["ids"]: seen[i] = seen.get(i, 0) + 1
+            for dup in sorted(i for i, k in seen.items() if k > 1): log.append(f"anchor #{dup} on the page twice")
             links += [(rel, h) for h in info["links"]]
             sources += [(rel, h, d) for h, d in info["sources"]]
             for u in info["resources"]:
@@ -1033,9 +1038,9 @@ def check(warn=(), nbs=None):
         if names is None: continue
         page = module_page.get(mod.stem)
         if page is None: problems.append(f"module {lib}.{mod.stem} has public names but no notebook page"); continue
-        for n in names:
+        for n in names:                  # the anchor is the name's slug, or the name itself where two slugs collide
             n_names += 1
-            if slug(n) not in ids.get(page, set()): problems.append(f"{page}: no API entry (anchor #{slug(n)}) for {lib}.{mod.stem}.{n}")
+            if not {slug(n), n} & ids.get(page, set()): problems.append(f"{page}: no API entry (anchor #{slug(n)}) for {lib}.{mod.stem}.{n}")
     # outputs the notebooks should have stored
     miss = missing_outputs(nbs or notebooks())
     for nb, i, first, kind in miss:

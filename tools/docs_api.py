@@ -510,4 +510,13 @@ def annotate(nb, src_nb, lib):
     if tail:
         nb.cells.append(mk_cell("## Also exported here", "markdown", metadata={"synthetic": True}))
         nb.cells.extend(tail)
+    _distinct_anchors([c.metadata["api"] for c in nb.cells if c.get("metadata", {}).get("api")])
     return warnings
+
+
+def _distinct_anchors(entries):
+    "Names whose anchors collide (`KERNEL_LIMITS`, `kernel_limits`): the lowercase name keeps it, the others use their own."
+    by_anchor = {}
+    for e in entries: by_anchor.setdefault(e["anchor"], set()).add(e["name"])
+    for e in entries:
+        if len(by_anchor[e["anchor"]]) > 1 and e["name"] != e["anchor"]: e["anchor"] = e["name"]
