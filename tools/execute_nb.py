@@ -1,19 +1,44 @@
 #!/usr/bin/env python3
-"""Execute notebooks, `#| gpu` and `#| slow` cells included, and save their outputs (then `nbdev_clean` them).
+"""Execute notebooks and save their outputs for the docs (then `nbdev_clean` them).
 
-Usage: python tools/execute_nb.py [NOTEBOOK ...] [--gpu] [--skip FLAGS] [--out PATH] [--benchmarks PATH]
+Usage: python tools/execute_nb.py [NOTEBOOK ...] [--cpu | --gpu] [--skip FLAGS] [--jobs N]
+                                  [--out PATH] [--benchmarks PATH]
 
-Used to refresh the outputs (tables, figures) that notebooks keep for the docs. On an SM90+ GPU,
-every notebook of `nbs/` that has `#| gpu` cells (or only those named):
+The docs site does not run cells: a page shows the outputs its notebook was saved with. This
+script refreshes them, in one of three modes:
 
-    python tools/execute_nb.py --gpu --benchmarks BENCHMARKS.md
+* `--cpu`: the CPU outputs. Every notebook of `nbs/` (or only those named) runs on the CPU
+  (`CUDA_VISIBLE_DEVICES` set empty), cells flagged `#| gpu` never run and those flagged
+  `#| slow` only with `--skip gpu`. Every cell that ran gets its new outputs (none, if it printed
+  nothing); the cells that did not run keep what the notebook had, so the stored outputs of the
+  `#| gpu` cells (those of the last GPU run) survive untouched. Before a release, from the
+  repository root:
 
-With `--gpu`, every cell runs (those flagged `#| slow` are skipped unless `--skip ""`), but only
-the outputs of the `#| gpu` cells are written back: the other cells keep what the notebook had,
-so the diff is the GPU evidence and nothing else. Without `--gpu` every cell runs and every
-output is kept. With `--benchmarks`, the `res` a notebook computed (the bench chapter's) is also
-rendered to that Markdown file. A notebook stops at its first failing cell (exit code 1), still
-writing what ran; the next notebook is executed all the same. `nbdev_clean` is applied to each
+      python tools/execute_nb.py --cpu            # every notebook, two at a time
+      git diff --stat nbs/                        # the new CPU outputs, and nothing else
+
+  The random generators (`random`, numpy's, torch's, which torch seeds at random on import) are
+  seeded with 0 before the first cell, so running it twice gives the same notebooks apart from
+  outputs that measure the machine (times); execution counts, memory addresses in reprs
+  (`nbdev_clean`) and this machine's paths (the checkout's shown relative to it, installed
+  packages as `.../site-packages/...`) do not appear in what is written. The docs check
+  (`tools/docs.py --check`) then finds every CPU cell that displays a value with its output; a
+  cell that displays nothing by design (its last call returns None) says so with
+  `#| no_output_ok`.
+
+* `--gpu`: the GPU evidence, on an SM90+ GPU. Every notebook with `#| gpu` cells (or only those
+  named) runs with every cell (those flagged `#| slow` skipped unless `--skip ""`), but only the
+  outputs of the `#| gpu` cells are written back: the other cells keep what the notebook had, so
+  the diff is the GPU evidence and nothing else:
+
+      python tools/execute_nb.py --gpu --benchmarks BENCHMARKS.md
+
+* neither: the named notebooks run with every cell and every output is written.
+
+With `--benchmarks`, the `res` a notebook computed (the bench chapter's) is also rendered to that
+Markdown file. A notebook stops at its first failing cell (exit code 1), still writing what ran
+(the cells after it keep their outputs); the next notebook is executed all the same. Several
+notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
 written notebook (it keeps outputs: `clear_all = False` in settings.ini).
 """
 import argparse
@@ -39,23 +64,59 @@ def flags(cell):
     return out
 
 
-def execute(nb_path, out=None, gpu=False, skip=(), benchmarks=None):
-    "Run the notebook's code cells in order; return the index of the failing cell or None."
+def _no_eval(cell):
+    "True for a cell marked `#| eval: false` (never run, as in nbdev's tests)."
+    return any(re.match(r"^\s*#\|\s*eval\s*:\s*false\s*$", l) for l in cell.source.splitlines())
+
+
+_ENV_PATH = re.compile(r"(?<![^\s'\"(])(?:/[^\s/:'\"]+)+/((?:site|dist)-packages)/")
+
+
+def _local_paths(outputs):
+    """Outputs without this machine's paths: the checkout's written relative to it, installed packages as
+    `.../site-packages/...`, the standard library as `.../lib/python3.X/...`, the home as `~`."""
+    import sysconfig
+    root, home = str(ROOT) + os.sep, os.path.expanduser("~") + os.sep
+    stdlib = sysconfig.get_paths()["stdlib"]
+    def fix(t):
+        if isinstance(t, list): return [fix(x) for x in t]
+        if not isinstance(t, str): return t
+        t = _ENV_PATH.sub(r".../\1/", t).replace(root, "").replace(str(ROOT), ".")
+        t = t.replace(stdlib + os.sep, f".../{Path(stdlib).name}/")
+        return t.replace(home, "~" + os.sep) if len(home) > 2 else t
+    for o in outputs:
+        if "text" in o: o["text"] = fix(o["text"])
+        if "traceback" in o: o["traceback"] = fix(o["traceback"])
+        for k, v in o.get("data", {}).items():
+            if k.startswith("text"): o["data"][k] = fix(v)
+    return outputs
+
+
+def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None):
+    """Run the notebook's code cells in order; return the index of the failing cell or None.
+
+    `mode`: `"gpu"` writes back only the outputs of `#| gpu` cells, `"cpu"` those of every cell that
+    ran (cells skipped by `skip` keep theirs), `None` those of every cell."""
     nb_path = Path(nb_path).resolve()
     nb = read_nb(nb_path)
     cwd = os.getcwd()
     os.chdir(nb_path.parent)
     shell = CaptureShell()
     shell.run("%matplotlib inline")
+    if mode == "cpu":   # torch seeds its default generator at random on import: unseeded cells would differ run to run
+        shell.run("import random as _r, numpy as _np, torch as _t\n_r.seed(0); _np.random.seed(0); _t.manual_seed(0)\n"
+                  "del _r, _np, _t")
     failed, ran = None, 0
     try:
         for i, cell in enumerate(nb.cells):
-            if cell.cell_type != "code" or flags(cell) & set(skip): continue
+            if cell.cell_type != "code" or flags(cell) & set(skip) or _no_eval(cell): continue
             kept = cell.get("outputs", [])
+            cell["outputs"] = []                  # a cell that prints nothing now must not keep what it printed before
             shell.cell(cell)
             ran += 1
+            cell["outputs"] = _local_paths(cell.get("outputs", []))
             err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
-            if gpu and "gpu" not in flags(cell): cell["outputs"] = kept      # only the GPU evidence changes
+            if mode == "gpu" and "gpu" not in flags(cell): cell["outputs"] = kept      # only the GPU evidence changes
             if err:
                 failed = i
                 print(f"{nb_path.name}: cell {i} failed: {err.get('ename')}: {err.get('evalue')}", file=sys.stderr)
@@ -85,30 +146,47 @@ def _clean(path):
         os.chdir(cwd)
 
 
+def _all_notebooks(gpu_only=False):
+    nbs = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
+    if gpu_only: nbs = [p for p in nbs if any(c.cell_type == "code" and "gpu" in flags(c) for c in read_nb(p).cells)]
+    return [str(p.relative_to(ROOT)) for p in nbs]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("notebooks", nargs="*", help="default with --gpu: every notebook in nbs/ with `#| gpu` cells")
-    ap.add_argument("--gpu", action="store_true", help="write back only the outputs of `#| gpu` cells")
-    ap.add_argument("--skip", default=None, help='skip cells with these flags (default: "slow" with --gpu, else none)')
+    ap.add_argument("notebooks", nargs="*", help="default: every notebook in nbs/ (with --gpu: those with `#| gpu` cells)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--cpu", action="store_true", help="run on the CPU, never `#| gpu` cells; write back the outputs "
+                      "of the cells that ran, keep the stored outputs of the others")
+    mode.add_argument("--gpu", action="store_true", help="write back only the outputs of `#| gpu` cells")
+    ap.add_argument("--skip", default=None, help='skip cells with these flags (default: "slow" with --gpu, '
+                    '"gpu slow" with --cpu, where "gpu" is always skipped; else none)')
+    ap.add_argument("--jobs", type=int, default=None, help="notebooks executed at once, one process each "
+                    "(default: 2 with --cpu, else 1: GPU timings want the GPU to themselves)")
     ap.add_argument("--out", default=None, help="where to write the executed notebook (one notebook; default: in place)")
     ap.add_argument("--benchmarks", default=None, help="also write benchmarks_markdown(res) here")
     args = ap.parse_args(argv)
+    if args.cpu: os.environ["CUDA_VISIBLE_DEVICES"] = ""          # before torch is imported (here or in a child)
     if not args.notebooks:
-        if not args.gpu: ap.error("name the notebooks (or pass --gpu for all with GPU cells)")
-        args.notebooks = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "nbs").glob("*.ipynb"))
-                          if not p.name.startswith("_") and any(c.cell_type == "code" and "gpu" in flags(c) for c in read_nb(p).cells)]
-        print("notebooks with GPU cells: " + " ".join(args.notebooks))
+        if not (args.gpu or args.cpu): ap.error("name the notebooks (or pass --cpu or --gpu for all of them)")
+        args.notebooks = _all_notebooks(gpu_only=args.gpu)
+        print(("notebooks with GPU cells: " if args.gpu else "notebooks: ") + " ".join(args.notebooks))
     if args.out and len(args.notebooks) > 1: ap.error("--out takes one notebook")
-    skip = (args.skip if args.skip is not None else ("slow" if args.gpu else "")).split()
+    default_skip = "slow" if args.gpu else "gpu slow" if args.cpu else ""
+    skip = (args.skip if args.skip is not None else default_skip).split()
+    if args.cpu and "gpu" not in skip: skip.append("gpu")
+    mode = "gpu" if args.gpu else "cpu" if args.cpu else None
     if len(args.notebooks) > 1:   # one process per notebook: a chapter re-running its export cells (the custom-op
         import subprocess         # registrations, say) must not change the package under the next chapter
-        common = (["--gpu"] if args.gpu else []) + ["--skip", " ".join(skip)] + \
+        from concurrent.futures import ThreadPoolExecutor
+        common = (["--gpu"] if args.gpu else ["--cpu"] if args.cpu else []) + ["--skip", " ".join(skip)] + \
                  (["--benchmarks", args.benchmarks] if args.benchmarks else [])
-        failed = [nb for nb in args.notebooks
-                  if subprocess.run([sys.executable, __file__, nb, *common]).returncode != 0]
+        run = lambda nb: subprocess.run([sys.executable, __file__, nb, *common]).returncode
+        with ThreadPoolExecutor(max(1, args.jobs or (2 if args.cpu else 1))) as ex:
+            failed = [nb for nb, rc in zip(args.notebooks, ex.map(run, args.notebooks)) if rc != 0]
     else:
         failed = [nb for nb in args.notebooks
-                  if execute(nb, args.out, args.gpu, skip, args.benchmarks) is not None]
+                  if execute(nb, args.out, mode, skip, args.benchmarks) is not None]
     if failed: print("failed: " + " ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 
