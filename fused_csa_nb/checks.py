@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 import operator
@@ -15,7 +16,7 @@ import torch
 
 # %% auto #0
 __all__ = ['check_int', 'check_bool', 'check_float', 'check_scale', 'check_choice', 'check_tensor', 'check_like_module',
-           'check_device', 'index_checks', 'check_index_values']
+           'check_device', 'index_checks', 'check_index_values', 'first_order_only']
 
 # %% ../nbs/00_checks.ipynb #5631495a
 def _describe(value) -> str:
@@ -196,3 +197,16 @@ def _triton_runs_on(x: torch.Tensor) -> bool:
     "The package's own Triton kernels take `x`: Triton imported, `x` a non-empty CUDA half/float tensor, and not while `torch.compile` traces (there the PyTorch form runs)."
     return (triton is not None and x.is_cuda and x.dtype != torch.float64 and x.numel() > 0
             and not torch.compiler.is_compiling())
+
+# %% ../nbs/00_checks.ipynb #514aa970
+def first_order_only(what: str):
+    "Decorator of an `autograd.Function`'s `backward`: under `create_graph=True` a `RuntimeError` naming `what`, else the backward."
+    def decorate(backward):
+        @functools.wraps(backward)
+        def first_order(ctx, *grads):
+            if torch.is_grad_enabled():           # the engine enables grad mode in a backward only for create_graph=True
+                raise RuntimeError(f"double backward (create_graph=True) through {what} is not supported: its kernels "
+                                   "compute first derivatives only; take gradients without create_graph")
+            return backward(ctx, *grads)
+        return first_order
+    return decorate

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import check_bool, check_float, check_int, check_scale, check_tensor
+from .checks import first_order_only, check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import (_check_int32_range, _entry_slots, _flat_global, _row_blocks, cached_index,
                                  compressed_topk_idxs, _pad_idx, visible_counts, window_slots)
 from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
@@ -376,6 +376,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
         return out.view(sq, b, h * out.shape[-1]), loss, lse
 
     @staticmethod
+    @first_order_only("the fused path B (attention and indexer loss)")
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, dloss, _dlse):
         q, kv, out, lse, sink, idx, tlen, *grads = ctx.saved_tensors

@@ -11,7 +11,7 @@ import importlib
 
 import torch
 
-from .checks import check_bool, check_float, check_int, check_scale, check_tensor
+from .checks import first_order_only, check_bool, check_float, check_int, check_scale, check_tensor
 from .layout import _pad_heads, _pad_idx, cached_index
 
 # %% auto #0
@@ -330,6 +330,7 @@ class _SparseAttention(torch.autograd.Function):
         return out, lse
 
     @staticmethod
+    @first_order_only("the fused sparse attention (FlashMLA forward, cuDNN backward)")
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, _dlse):
         return _sparse_attn_backward(ctx, dout)

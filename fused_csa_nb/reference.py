@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import (_triton_runs_on, check_bool, check_index_values, check_int, check_like_module, check_scale,
+from .checks import (first_order_only, _triton_runs_on, check_bool, check_index_values, check_int, check_like_module, check_scale,
                                  check_tensor, tl, triton)
 from .layout import _visible, query_blocks, visible_counts
 from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_freq
@@ -129,6 +129,7 @@ class _SparseAttention(torch.autograd.Function):
         return out, lse
 
     @staticmethod
+    @first_order_only("the reference sparse attention")
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out, d_lse):
         query, kv_full, attn_sink, idx, lse = ctx.saved_tensors
@@ -288,6 +289,7 @@ class _GatedPool(torch.autograd.Function):
         return c
 
     @staticmethod
+    @first_order_only("the compressor's Triton pooling")
     @torch.autograd.function.once_differentiable
     def backward(ctx, dc):
         a, g, ape = ctx.saved_tensors

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import (_describe, _is_bool, _triton_runs_on, check_device, check_float, check_int, check_scale,
+from .checks import (first_order_only, _describe, _is_bool, _triton_runs_on, check_device, check_float, check_int, check_scale,
                                  check_tensor, tl, triton)
 
 # %% auto #0
@@ -143,6 +143,7 @@ class _RotaryOnePass(torch.autograd.Function):
         return _rotary_one_pass(x, positions, inv_freq, j0, False)
 
     @staticmethod
+    @first_order_only("the Triton rotation")
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         positions, inv_freq = ctx.saved_tensors
