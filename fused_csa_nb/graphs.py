@@ -16,8 +16,14 @@ __all__ = ['capture_step']
 _LEGACY_STREAM = "legacy stream"      # what CUDA's error says when a captured stream must wait on the default one
 
 def _capture_error(e: BaseException) -> RuntimeError | None:
-    "The explained error for a failed capture `e`, or `None` when it is not the stream-dependency failure (see above)."
-    if _LEGACY_STREAM not in str(e): return None
+    """The explained error for a failed capture `e`, or `None` when it is not the stream-dependency failure (see above).
+    CUDA reports it first inside the captured region; ending the invalidated capture then raises a second error
+    ("operation failed due to a previous error during capture") whose context is the first, so the chain is searched."""
+    chain, seen = [], e
+    while seen is not None and len(chain) < 8: chain.append(seen); seen = seen.__cause__ or seen.__context__
+    first = next((x for x in chain if _LEGACY_STREAM in str(x)), None)
+    if first is None: return None
+    e = first
     return RuntimeError(
         "capture_step: CUDA refused the capture because a captured operation had to wait on the default stream — "
         "typically the backward's gradient accumulation, bound to the default stream by an earlier eager step whose "
