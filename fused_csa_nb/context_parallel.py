@@ -5,27 +5,18 @@
 # %% ../nbs/05_context_parallel.ipynb #e5a87b3e
 from __future__ import annotations
 
-import importlib
-import inspect
-import os
-import tempfile
-import textwrap
-import time
-import traceback
-from collections.abc import Mapping
 from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from .checks import _describe, check_bool, check_choice, check_device, check_float, check_int, check_tensor
 from .layout import _window_slots, compressed_topk_idxs
 
 # %% auto #0
 __all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'cp_window_idxs', 'cp_compressed_idxs', 'gather_seq',
-           'halo_from_prev', 'run_ranks', 'check_cp_group', 'cp_comm_bytes', 'cp_indexer_work', 'cp_positions',
-           'cp_split', 'cp_merge']
+           'halo_from_prev', 'check_cp_group', 'cp_comm_bytes', 'cp_indexer_work', 'cp_positions', 'cp_split',
+           'cp_merge']
 
 # %% ../nbs/05_context_parallel.ipynb #ecf75f93
 CP_BLOCK = 128   # shard lengths are multiples of this: no compressed block straddles two shards
@@ -148,86 +139,6 @@ def halo_from_prev(x_tail: torch.Tensor, group=None) -> torch.Tensor:
     check_tensor("x_tail", x_tail, min_ndim=1, what="[h, ...] (a leading sequence dim)"); _check_group(group)
     if dist.get_world_size(group) == 1: return torch.zeros_like(x_tail)
     return _HaloFromPrev.apply(x_tail, group)
-
-# %% ../nbs/05_context_parallel.ipynb #aa92459c
-def _fn_spec(fn):
-    "How a child process finds `fn`: `('ref', module, qualname)` if importable, else `('src', source, name)`."
-    if not callable(fn) or not hasattr(fn, "__code__"):
-        raise TypeError(f"`fn` must be a Python function, got {type(fn).__name__}")
-    mod, name = fn.__module__, fn.__qualname__
-    if mod and mod not in ("__main__", "__mp_main__") and "<locals>" not in name:
-        try:
-            if getattr(importlib.import_module(mod), name, None) is fn: return ("ref", mod, name)
-        except ImportError: pass
-    if fn.__code__.co_freevars or fn.__name__ == "<lambda>":
-        raise ValueError(f"`fn` ({fn.__name__}) is not importable and not self-contained (a lambda or a closure): "
-                         "define it at the top level of a module or notebook cell")
-    try: src = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError):
-        raise ValueError(f"`fn` ({fn.__name__}) is not importable and its source is not available to ship") from None
-    return ("src", src, fn.__name__)
-
-def _resolve(spec, modules):
-    kind, a, b = spec
-    if kind == "ref": return getattr(importlib.import_module(a), b)
-    ns = {"__name__": "__cp_worker__", "torch": torch, "dist": dist}
-    ns.update({name: importlib.import_module(path) for name, path in modules.items()})
-    exec(compile(a, f"<{b}>", "exec"), ns)
-    return ns[b]
-
-def _run_rank(rank, world, spec, backend, tmp, args, modules):
-    torch.set_num_threads(1)
-    dist.init_process_group(backend, store=dist.FileStore(os.path.join(tmp, "store"), world),
-                            rank=rank, world_size=world)
-    try:
-        result = _resolve(spec, modules)(rank, world, *args)
-        torch.save(result, os.path.join(tmp, f"rank{rank}.pt"))
-    except BaseException:
-        with open(os.path.join(tmp, f"rank{rank}.err"), "w") as f: f.write(traceback.format_exc())
-        raise
-    finally:
-        try: dist.destroy_process_group()
-        except Exception: pass            # a peer that failed first may have closed the connection
-
-# %% ../nbs/05_context_parallel.ipynb #a5c98b35
-def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0,
-              modules: dict | None = None) -> list:
-    """Run `fn(rank, world_size, *args)` in `world_size` spawned processes joined into one process group.
-
-    `backend`: the `torch.distributed` backend (`gloo` on CPU). `modules`: `{name: "module.path"}`
-    imported in every process and given to a shipped (notebook) `fn` as globals, besides `torch` and
-    `dist` (`torch.distributed`). Returns the `world_size` results (anything `torch.save` can write)
-    in rank order; raises `RuntimeError` with the traceback of every rank whose `fn` failed, or `TimeoutError`."""
-    spec = _fn_spec(fn)
-    check_int("world_size", world_size, 1)
-    if not (isinstance(backend, str) and backend):
-        raise TypeError(f"`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got {_describe(backend)} ({type(backend).__name__})")
-    timeout = check_float("timeout", timeout, positive=True)
-    if modules is not None and not isinstance(modules, Mapping):
-        raise TypeError(f"`modules` must be a dict {{name: 'module.path'}} or None, got {type(modules).__name__}")
-    modules = dict(modules or {})
-    for name, path in modules.items():
-        if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
-            raise TypeError(f"`modules` must map names to module paths (str), got {name!r}: {path!r}")
-    with tempfile.TemporaryDirectory() as tmp:
-        target = importlib.import_module("fused_csa_nb.context_parallel")._run_rank   # importable by the children
-        ctx = mp.start_processes(target, args=(world_size, spec, backend, tmp, args, modules), nprocs=world_size,
-                                 join=False, start_method="spawn")
-        deadline, failed = time.monotonic() + timeout, None
-        try:
-            while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"run_ranks: {fn.__name__} did not finish within {timeout} s")
-        except Exception as e: failed = e           # a rank's exit (its own error is read below), or the timeout
-        finally:
-            for p in ctx.processes:
-                if p.is_alive(): p.kill()
-        errs = {r: open(f).read() for r in range(world_size) if os.path.exists(f := os.path.join(tmp, f"rank{r}.err"))}
-        if errs:                                 # the ranks' own exceptions, not the teardown they caused elsewhere
-            raise RuntimeError(f"run_ranks: {fn.__name__} failed on rank(s) {sorted(errs)}:\n" +
-                               "\n".join(f"--- rank {r}\n{t}" for r, t in errs.items()))
-        if failed is not None: raise failed
-        return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
 
 # %% ../nbs/05_context_parallel.ipynb #2871efc9
 def _check_fingerprint(fingerprint, pairs: bool = True):
