@@ -14,7 +14,7 @@ from .backends import KeySet, make_backend
 from .checks import check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig, validate_config
 from .context_parallel import (CP_BLOCK, CP_LAYOUTS, CPShard, check_cp_group, gather_seq, halo_from_prev)
-from .layout import QueryRows
+from .layout import QueryRows, _pack_rows, check_cu_seqlens
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
 
@@ -80,9 +80,21 @@ def _apply(self: CompressedSparseAttention, fn, recurse=True):
 
 # %% ../nbs/06_attention.ipynb #1790f887
 @patch
-def _check_inputs(self: CompressedSparseAttention, query, key, x, qr):
-    "Shapes, dtypes and devices of the forward's arguments, once per call (the backend and its kernels trust them)."
-    cfg = self.cfg
+def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens=None, max_seqlen=None):
+    """Shapes, dtypes and devices of the forward's arguments, once per call (the backend and its kernels trust them);
+    a packed call's inputs are returned as one sequence of `b = 1` with its `PackRows`, else `(query, key, x, qr, None)`."""
+    cfg, pack = self.cfg, None
+    if cu_seqlens is not None:                        # THD: [T, ...] tensors, checked as one sequence of batch 1
+        check_tensor("query", query, floating=True, shape=(None, cfg.num_heads, cfg.head_dim), what="[T, H, D] (packed)")
+        for name, t, nd in (("key", key, 3), ("x", x, 2), ("qr", qr, 2)):
+            if t is not None: check_tensor(name, t, ndim=nd, what="of a pack (no batch dim)")
+        if self.cp_group is not None:
+            raise NotImplementedError("packed sequences (cu_seqlens) under context parallelism are not implemented")
+        max_seqlen = check_cu_seqlens(cu_seqlens, query.shape[0], max_seqlen, device=query.device)
+        pack = _pack_rows(cu_seqlens, query.shape[0], max_seqlen, self.ratio)
+        query, key, x, qr = (None if t is None else t.unsqueeze(1) for t in (query, key, x, qr))
+    elif max_seqlen is not None:
+        raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack")
     check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
     sq, b = query.shape[:2]
     if b == 0: raise ValueError(f"`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
@@ -101,12 +113,13 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr):
         raise ValueError(f"`query` is on {query.device} but the layer's parameters are on {self.attn_sink.device}: move the "
                          f"layer with `layer.to('{query.device}')`, or the inputs with `.to('{self.attn_sink.device}')`")
     self.backend.check_inputs(query)
+    return query, key, x, qr, pack
 
 # %% ../nbs/06_attention.ipynb #933ada08
 @patch
 def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Tensor, x: torch.Tensor | None = None,
-            qr: torch.Tensor | None = None):
-    """The layer's attention of one batch of sequences (SBHD) → `(out, indexer_loss)`.
+            qr: torch.Tensor | None = None, *, cu_seqlens: torch.Tensor | None = None, max_seqlen: int | None = None):
+    """The layer's attention of a batch of sequences (SBHD), or of a pack of documents (THD) → `(out, indexer_loss)`.
 
     `query [sq, b, H, D]`: the attention queries, already roped by the caller with the layer's table —
     `rotary.apply_layer_rotary(query, positions, cfg, ratio)` at global token positions (one device:
@@ -116,12 +129,21 @@ def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Ten
     in the dtype of the compressor's parameters. `qr [sq, b, q_lora_rank]`: the low-rank query the indexer projects from
     (ratio 4 with the indexer; `None` otherwise). Under `cp_group`, every argument holds this rank's rows of the sequence
     (`sq` = the shard length; `context_parallel.cp_split`).
-    Returns `out [sq, b, H·D]` in `query`'s dtype (differentiable in `query`, `key`, `x`, the compressor and the sink) and
-    `indexer_loss`: a 0-d fp32 tensor in training with gradients enabled, `indexer_loss_coeff > 0` and an indexer with
-    compressed entries to select from (its gradient reaches the indexer only; add it to the training loss), else `None`.
-    Double backward is not supported (the fused kernels have no second derivative): it raises a `RuntimeError`."""
-    self._check_inputs(query, key, x, qr)
-    segments = self._segments(query)                       # [(local rows, QueryRows)]: one, or two (zigzag)
+    `cu_seqlens` (int32 `[N+1]`, on the inputs' device): a pack of `N` documents in one token stream — `query [T, H, D]`,
+    `key [T, 1, D]`, `x [T, hidden_size]`, `qr [T, q_lora_rank]`, document `d` being rows `cu[d] … cu[d+1]−1` (`cu[0] = 0`,
+    non-decreasing, empty documents allowed, `cu[N] <= T`; rows past `cu[N]` are padding: output 0, no gradient, no
+    loss); every document attends only to itself, as if run alone. Rope `query` and `key` at each row's position in its
+    document (`layout.thd_positions(cu_seqlens, T)`). `max_seqlen`: a Python int >= the longest document (required for
+    CUDA `cu_seqlens`, so that nothing reads the device; computed when they are on the CPU).
+    Returns `out [sq, b, H·D]` (a pack: `[T, H·D]`) in `query`'s dtype (differentiable in `query`, `key`, `x`, the
+    compressor and the sink) and `indexer_loss`: a 0-d fp32 tensor in training with gradients enabled,
+    `indexer_loss_coeff > 0` and an indexer with compressed entries to select from (its gradient reaches the indexer
+    only; add it to the training loss; a pack's mean divides by its `cu[N]` real rows), else `None`.
+    Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
+    query, key, x, qr, pack = self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
+    if pack is not None and not self.fused:                # the native reference of a pack: its documents, padded
+        return self._padded(query, key, x, qr, pack)
+    segments = self._segments(query, pack)                 # [(local rows, QueryRows)]: one, or two (zigzag)
     keys = self._keys(key, x, qr, segments)                # one KeySet per segment
     train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
     sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
@@ -129,7 +151,7 @@ def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Ten
            for (rows_of, rows), k in zip(segments, keys)]
     out = res[0][0] if len(res) == 1 else torch.cat([o for o, _ in res])
     losses = [l for _, l in res if l is not None]
-    return out, (sum(losses[1:], losses[0]) if losses else None)
+    return (out if pack is None else out[:, 0]), (sum(losses[1:], losses[0]) if losses else None)
 
 # %% ../nbs/06_attention.ipynb #79a34418
 @patch
@@ -138,10 +160,11 @@ def _wants_indexer_loss(self: CompressedSparseAttention) -> bool:
     return self.training and torch.is_grad_enabled() and self.cfg.indexer_loss_coeff > 0 and self.indexer is not None
 
 @patch
-def _segments(self: CompressedSparseAttention, query) -> list:
-    """The query rows of this call as `[(local slice, QueryRows)]`: one device — the whole sequence; a contiguous CP shard —
-    its rows at the shard start; a zigzag shard — its two chunks at their global offsets (checked across the group)."""
+def _segments(self: CompressedSparseAttention, query, pack=None) -> list:
+    """The query rows of this call as `[(local slice, QueryRows)]`: one device — the whole sequence (or a pack); a
+    contiguous CP shard — its rows at the shard start; a zigzag shard — its two chunks at their global offsets."""
     sq, b = query.shape[:2]
+    if pack is not None: return [(slice(None), QueryRows(0, sq, sq, pack=pack))]
     if self.cp_group is None: return [(slice(None), QueryRows(0, sq, sq))]
     shard = check_cp_group(self.cp_group, sq, b, self._cp_fingerprint(query), self._cp_checked)
     W = self.cfg.window_size
@@ -164,6 +187,7 @@ def _segments(self: CompressedSparseAttention, query) -> list:
 def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
     """One `KeySet` per segment: its raw keys behind their window halo, the compressed entries and indexer keys of the
     whole sequence (each rank's own, gathered across the CP group), and the segment's indexer queries and weights."""
+    if segments[0][1].pack is not None: return [self._packed_keys(key, x, qr, segments[0][1].pack)]
     kv, (W, r) = key.squeeze(2), (self.cfg.window_size, self.ratio)
     none = [None] * len(segments)
     kv_halos = self._halos(kv, W - 1, segments) if W > 1 else none
@@ -238,3 +262,30 @@ def _cp_fingerprint(self: CompressedSparseAttention, query) -> tuple:
     cfg = tuple((f, getattr(self.cfg, f)) for f in self.cfg.__dataclass_fields__)
     return cfg + (("ratio", self.ratio), ("cp_layout", self.cp_layout), ("fused", self.fused), ("dtype", str(query.dtype)),
                   ("training", self.training), ("grad_enabled", torch.is_grad_enabled()))
+
+# %% ../nbs/06_attention.ipynb #5e630d68
+@patch
+def _packed_keys(self: CompressedSparseAttention, key, x, qr, pack) -> KeySet:
+    "The `KeySet` of a pack (`b = 1`): `[T raw | capacity compressed]` and the indexer tensors of the pack's documents."
+    kv = key.squeeze(2)                                           # [T, 1, D]
+    if self.compressor is None or not pack.capacity: return KeySet(kv, 0, 0)
+    comp = self.compressor._compress_packed(x, pack)              # [capacity, 1, D]
+    ind = None if self.indexer is None else self.indexer._index_packed(x, qr, pack)
+    if ind is not None and not self._wants_indexer_loss(): ind = (ind[0], ind[1].detach(), ind[2])
+    return KeySet(torch.cat([kv, comp.to(kv.dtype)]), 0, comp.shape[0], ind)
+
+@patch
+def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
+    "The native reference of a pack `(out [T, H·D], loss)`: its documents as a padded batch on the SBHD path (see above)."
+    T, m, N = query.shape[0], pack.max_seqlen, pack.cu.shape[0] - 1
+    cu, p = pack.cu.long(), torch.arange(pack.max_seqlen, device=query.device)[:, None]
+    valid = p < (cu[1:] - cu[:-1])[None]                                  # [m, N]: slots holding a document's row
+    src = (cu[:-1][None] + p).clamp(max=max(T - 1, 0))
+    pad = lambda t: None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), t[:, 0][src], 0)
+    qb, kb, xb, qrb = (pad(t) for t in (query, key, x, qr))
+    rows = QueryRows(0, m, m, mask=valid.t(), count=pack.count)
+    keys = self._keys(kb, xb, qrb, [(slice(None), rows)])
+    train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
+    out, l = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)   # [m, N, H·D]
+    flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)                          # each row's slot
+    return out.reshape(m * N, -1)[flat] * pack.real.view(T, 1).to(out.dtype), l

@@ -12,10 +12,11 @@ from fastcore.basics import patch
 from torch.utils.checkpoint import checkpoint
 
 from .config import CSAConfig, use_fused_kernels
-from .fused_sparse_attention import (_PathB, _attn_rows, _no_indexer_rows, _path_b, _select,
+from .fused_sparse_attention import (_PathB, _attn_rows, _no_indexer_rows, _path_b, _select, _select_packed,
                                                  _sparse_attn)
 from .kernels import kernel_limits, padded_num_heads, sm_major
-from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _row_blocks, cached_index,
+from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _pack_entries,
+                                 _pack_window, _row_blocks, cached_index,
                                  compressed_topk_idxs, window_slots)
 from .reference import (blocked_indexer_topk, indexer_input_poison, indexer_scores, indexer_topk,
                                     unfused_csa_attention)
@@ -130,7 +131,8 @@ def _loss(self: NativeBackend, query, keys: KeySet, rows: QueryRows, window, top
     def rows_loss(sc, t0, t1):
         return csa_indexer_loss(sc, q[t0:t1], kv_shape, comp, s, win[:, t0:t1], r,
                                 topk_idxs=topk[:, t0:t1] if sparse else None, softmax_scale=cfg.scale, per_token=True,
-                                teacher_lse=teacher[:, t0:t1], q_offset=rows.start + t0)
+                                teacher_lse=teacher[:, t0:t1], q_offset=rows.start + t0,
+                                row_mask=None if rows.mask is None else rows.mask[:, t0:t1])
     if scores is not None:
         total = rows_loss(scores, 0, n)
     else:
@@ -140,7 +142,8 @@ def _loss(self: NativeBackend, query, keys: KeySet, rows: QueryRows, window, top
             return rows_loss(sc, t0, t1)
         total = sum(checkpoint(block_loss, q_i[t0:t1], k_i, w_i[t0:t1], t0, t1, use_reentrant=False)
                     for t0, t1 in _row_blocks(n, block))
-    return cfg.indexer_loss_coeff * (total if cfg.per_token_loss else total / (b * rows.seq_len))
+    if cfg.per_token_loss: return cfg.indexer_loss_coeff * total
+    return cfg.indexer_loss_coeff * total / (b * rows.seq_len if rows.count is None else rows.count)
 
 # %% ../nbs/05_backends.ipynb #062325f7
 _FUSED_BYTES_PER_ENTRY = {False: 8, True: 32}   # per score entry and query block: sparse / no loss, dense loss
@@ -181,6 +184,7 @@ class FusedBackend:
 def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
     """`(out [n, b, H·D], indexer loss or None)` of the query rows `rows` over `keys`: path A, B or C (see above);
     `sink [H]` fp32; `train`: training with gradients (path B); `loss`: compute the indexer loss."""
+    if rows.pack is not None: return self._attend_packed(query, keys, rows.pack, sink, train=train, loss=loss)
     cfg, r, (n, b), dev = self.cfg, self.ratio, query.shape[:2], query.device
     lim, heads = self.kernels(dev)
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
@@ -206,6 +210,35 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     sel, poison = _select(q_i, k_i, w_i, k, r, cfg.index_scale, block, rows.start)   # path C
     idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
     return attn(idx, tlen, poison), None
+
+# %% ../nbs/05_backends.ipynb #72cb949b
+@patch
+def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train: bool, loss: bool):
+    "`(out [T, 1, H·D], loss or None)` of a pack (see above): path A, B or C over `keys` (`b = 1`)."
+    cfg, r, T, dev = self.cfg, self.ratio, query.shape[0], query.device
+    lim, heads = self.kernels(dev)
+    query, kv_full = query.contiguous(), keys.kv_full.contiguous()
+    _check_int32_range(kv_full.shape[0], 1)
+    window, real = _pack_window(pack, cfg.window_size), pack.real.view(T, 1, 1)
+    attn = lambda idx, tlen=None, poison=None: _sparse_attn(query, kv_full, sink, idx, cfg.scale, tlen, poison, heads=heads,
+                                                            multiple=lim.topk_multiple)
+    if keys.indexer is None or not keys.n_comp:                                                   # path A
+        groups = [window] + ([_pack_entries(pack, T)] if keys.n_comp else [])
+        return attn(_flat_global(torch.cat(groups, -1), kv_full.shape[0])) * real.to(query.dtype), None
+    if loss and self.dense_loss:
+        raise NotImplementedError("the dense indexer loss of packed sequences has no fused path: set "
+                                  "indexer_use_sparse_loss=True, or use dsa_kernel_backend='none'")
+    q_i, k_i, w_i = keys.indexer
+    E = pack.max_seqlen // r
+    block, k = self.block_rows(E, 1, False), min(cfg.index_topk, E)
+    if train:                                                                                     # path B
+        settings = _PathB(k, r, cfg.scale, cfg.index_scale, cfg.indexer_loss_coeff if loss else 0.0, True,
+                          cfg.per_token_loss, block, 0, T, T, heads, lim, pack)
+        out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
+        return out * real.to(out.dtype), (l if loss else None)
+    sel, poison = _select_packed(q_i, k_i, w_i, k, r, cfg.index_scale, block, pack)                # path C
+    idx, tlen = _attn_rows(window, sel, T, kv_full.shape[0])
+    return attn(idx, tlen, poison) * real.to(query.dtype), None
 
 # %% ../nbs/05_backends.ipynb #eeafc2f5
 def make_backend(cfg: CSAConfig, ratio: int):

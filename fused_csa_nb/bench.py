@@ -25,7 +25,7 @@ from .config import CSAConfig
 __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity',
            'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
            'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
-           'cp_markdown']
+           'pack_lengths', 'packed_rows', 'packed_markdown', 'cp_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -414,6 +414,81 @@ def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int =
     tensors.update({"d_" + n: (similarity(g2[n], g1[n]), max_rel_err(g2[n], g1[n])) for n in g1})
     return dict(sq=sq, blocks=-(-sq // rows), topk_identical=bool(torch.equal(s1, s2)),
                 out_identical=bool(torch.equal(o1, o2)), tensors=tensors)
+
+# %% ../nbs/07_bench.ipynb #cd0d1455
+def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int = 0) -> list:
+    "Document lengths drawn log-uniformly from the powers of two in `[lo, hi]` until they fill `total` tokens (the last cut to fit)."
+    g, grid, lens = torch.Generator().manual_seed(seed), [lo << i for i in range(int(math.log2(hi // lo)) + 1)], []
+    while sum(lens) < total:
+        lens.append(min(grid[int(torch.randint(len(grid), (1,), generator=g))], total - sum(lens)))
+    return lens
+
+def _thd_inputs(layer, T, device="cuda", seed=1):
+    "Random bf16 THD inputs `(query [T,H,D], key [T,1,D], x, qr)` and an output gradient `[T, H·D]` for `layer`."
+    cfg, g = layer.cfg, torch.Generator(device=device).manual_seed(seed)
+    mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)
+    return (mk(T, cfg.num_heads, cfg.head_dim), mk(T, 1, cfg.head_dim), mk(T, cfg.hidden_size), mk(T, cfg.q_lora_rank),
+            mk(T, cfg.num_heads * cfg.head_dim))
+
+# %% ../nbs/07_bench.ipynb #1e0dbbb8
+def _pack_step(layer, ins, cu, max_seqlen):
+    q, k, x, qr, dout = ins
+    q, k = q.detach().requires_grad_(), k.detach().requires_grad_()
+    out, loss = layer(q, k, x, qr, cu_seqlens=cu, max_seqlen=max_seqlen)
+    torch.autograd.backward([out, loss], [dout, torch.ones_like(loss)])
+
+def _timed(fn, iters):
+    "`(median ms, peak MiB above what was allocated before)` of `fn` on the GPU."
+    ms = median_time_ms(fn, warmup=2, iters=iters)
+    torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()
+    fn(); torch.cuda.synchronize()
+    return ms, (torch.cuda.max_memory_allocated() - base) / 2**20
+
+def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=print) -> dict:
+    """The packed-sequence benchmark (see above) on the current GPU → `dict(lengths, pack_ms, pack_mib, padded_ms, padded_mib,
+    docs_ms, one_doc=dict(T, thd_ms, sbhd_ms))`."""
+    lens = pack_lengths(total, seed=seed)
+    layer = long_context_layer(4, 16, hidden=1024, q_lora=512)[0]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    ins, m = _thd_inputs(layer, total), max(lens)
+    row = dict(lengths=lens, tokens=total, max_len=m)
+    row["pack_ms"], row["pack_mib"] = _timed(lambda: _pack_step(layer, ins, cu, m), iters); log(row)
+    pad = [t.new_zeros(m, len(lens), *t.shape[1:]) for t in ins]                          # documents padded to the longest
+    row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3)); log(row)
+    del pad
+    docs = {}
+    for n in sorted(set(lens)):                                                            # each length once, then summed
+        one = [t[:n].unsqueeze(1) for t in ins]
+        docs[n] = median_time_ms(lambda: _step(layer, one, True), warmup=2, iters=iters)
+    row["docs_ms"] = sum(docs[n] for n in lens); log(row)
+    T1 = 16384
+    one_cu = torch.tensor([0, T1], dtype=torch.int32, device="cuda")
+    one = [t[:T1] for t in ins]
+    row["one_doc"] = dict(T=T1, thd_ms=median_time_ms(lambda: _pack_step(layer, one, one_cu, T1), warmup=2, iters=iters),
+                          sbhd_ms=median_time_ms(lambda: _step(layer, [t.unsqueeze(1) for t in one], True), warmup=2,
+                                                 iters=iters))
+    log(row)
+    return row
+
+# %% ../nbs/07_bench.ipynb #cd7f2b18
+_PACKED_HEADER = "## Packed sequences (THD)"
+
+def packed_markdown(row: dict, gpu: str | None = None) -> str:
+    "The packed-sequence section of `BENCHMARKS.md` from `packed_rows`."
+    gpu = gpu or (torch.cuda.get_device_name() if torch.cuda.is_available() else "GPU")
+    o = row["one_doc"]
+    L = [f"{_PACKED_HEADER}: a pack against padding (ratio-4 training step, fused, H = 64, top-512, bf16, {gpu})", "",
+         f"{len(row['lengths'])} documents, {row['tokens']:,} tokens, longest {row['max_len']:,} "
+         f"(lengths log-uniform on the powers of two 512 … 16,384: {row['lengths']}). Medians of CUDA-event timings "
+         "after warm-up, one process.", "",
+         "| layout | step ms | peak MiB | pack speed-up |", "|---|---|---|---|",
+         f"| one pack (THD) | {row['pack_ms']:.1f} | {row['pack_mib']:.0f} | 1.0× |",
+         f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {row['padded_ms']:.1f} | {row['padded_mib']:.0f} | "
+         f"{row['padded_ms'] / row['pack_ms']:.2f}× |",
+         f"| each document alone, summed | {row['docs_ms']:.1f} | – | {row['docs_ms'] / row['pack_ms']:.2f}× |", "",
+         f"One document of {o['T']:,} tokens: THD {o['thd_ms']:.2f} ms, SBHD {o['sbhd_ms']:.2f} ms "
+         f"({o['thd_ms'] / o['sbhd_ms'] - 1:+.1%})."]
+    return "\n".join(L) + "\n"
 
 # %% ../nbs/07_bench.ipynb #eddc8d74
 def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None = None, gpu: str = "H200") -> str:

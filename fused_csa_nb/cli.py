@@ -20,8 +20,8 @@ import torch
 
 import fused_csa_nb
 from .attention import CompressedSparseAttention
-from .bench import (benchmarks_markdown, blocked_parity, long_context_markdown, long_context_rows,
-                                plot_long_context, run_benchmarks)
+from .bench import (_PACKED_HEADER, benchmarks_markdown, blocked_parity, long_context_markdown,
+                                long_context_rows, packed_markdown, packed_rows, plot_long_context, run_benchmarks)
 from .config import ATTENTION_VARIANTS, COMPRESS_RATIOS, DSA_KERNEL_BACKENDS, CSAConfig, validate_config
 from .kernels import FusedUnavailableError, kernel_status
 
@@ -379,7 +379,11 @@ def cmd_bench(args) -> int:
         raise FusedUnavailableError(f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
                                     "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment")
     progress = Progress("fused-csa bench", quiet=args.quiet)
-    if args.long_context:
+    header = _LC_HEADER if args.long_context else _PACKED_HEADER if args.packed else None     # a section of --out, or all of it
+    if args.packed:
+        progress.stage(f"packed sequences: a pack of {args.pack_tokens:,} tokens against padding and single documents")
+        md = packed_markdown(packed_rows(total=args.pack_tokens, log=progress.log))
+    elif args.long_context:
         progress.stage("blocked-vs-one-block parity at 16,384 tokens")
         par = blocked_parity(16384); progress.log(par)
         progress.stage(f"long-context training steps at sq = {args.seqlens}")
@@ -393,10 +397,10 @@ def cmd_bench(args) -> int:
     progress.done()
     print(md)
     if args.out:
-        if args.long_context:
+        if header is not None:
             try: old = open(args.out, encoding="utf-8").read()
             except FileNotFoundError: old = ""
-            md = merge_section(old, md)
+            md = merge_section(old, md, header)
         with open(args.out, "w", encoding="utf-8") as f: f.write(md)
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -454,6 +458,10 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--seqlens", type=_int_in(256), nargs="+", default=[16384, 65536, 131072, 262144], metavar="N",
                     help="sequence lengths of --long-context, each >= 256 (default 16384 65536 131072 262144)")
     pb.add_argument("--plot", default=None, help="with --long-context: save the time/memory plot to this PNG")
+    pb.add_argument("--packed", action="store_true",
+                    help="the packed-sequence section instead: one THD pack of --pack-tokens against padding and single "
+                         "documents; with --out it replaces or appends that section")
+    pb.add_argument("--pack-tokens", type=_int_in(1024), default=65536, help="tokens of the --packed pack (default 65536)")
     pb.set_defaults(func=cmd_bench)
     return p
 

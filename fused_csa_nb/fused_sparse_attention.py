@@ -11,13 +11,14 @@ from typing import NamedTuple
 import torch
 
 from .checks import first_order_only, check_bool, check_float, check_int, check_scale, check_tensor
-from .layout import (_check_int32_range, _entry_slots, _flat_global, _row_blocks, cached_index,
-                                 compressed_topk_idxs, _pad_idx, visible_counts, window_slots)
+from .layout import (_check_int32_range, _entry_slots, _flat_global, _pack_entries, _pack_window, _row_blocks,
+                                 cached_index, compressed_topk_idxs, _pad_idx, visible_counts, window_slots)
 from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
-                                  _dense_indexer_score, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _need, _radix_topk,
+                                  _dense_indexer_score, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
+                                  _radix_topk,
                                   _sparse_bwd, _sparse_fwd, _sparse_score, kernel_limits, padded_num_heads, round_up,
                                   sm_major)
-from .reference import _indexer_input_poison
+from .reference import _indexer_input_poison, _packed_input_poison
 from . import teacher as _teacher
 
 # %% auto #0
@@ -126,6 +127,29 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, q
         poison[:, t0:t1] = _indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, q_offset + t0)
     return sel, poison
 
+def _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack):
+    """Rows `[t0, t1)` of a pack (THD indexer: each document against its own entries) → `(q_i [1,c,Hi,Di], w_i [1,c,Hi],
+    scores [1,c,E] in document-local columns, selected entry ids [1,c,k] of the pack (-1 padded), their columns [1,c,k])`."""
+    q, w = q_indexer[t0:t1, 0], weights[t0:t1, 0]
+    cu = pack.cu
+    scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, (cu.clamp(t0, t1) - t0).int(), pack.cc.int(),
+                              min(pack.max_seqlen, t1 - t0), pack.max_seqlen // ratio, (t0 - cu[:-1]).clamp(min=0).int())
+    cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
+    sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
+    return q[None], w[None], scores[None], sel[None], cols[None]
+
+def _select_packed(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, pack):
+    "Path C's selection on a pack: `(selected entry ids [1, T, index_topk] int32, poison [1, T] fp32)`."
+    T = q_indexer.shape[0]
+    k_flat = k_indexer[:, 0].contiguous()
+    sel = torch.empty(1, T, index_topk, dtype=torch.int32, device=q_indexer.device)
+    poison = torch.empty(1, T, dtype=torch.float32, device=q_indexer.device)
+    for t0, t1 in _row_blocks(T, block_rows):
+        sel[:, t0:t1] = _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack)[3]
+        poison[:, t0:t1] = _packed_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], pack.row_base[t0:t1],
+                                                pack.row_visible[t0:t1])
+    return sel, poison
+
 # %% ../nbs/04_fused.ipynb #a05e1ddb
 def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
     "The checks of the SBHD indexer tensors → `(Hi, Di, n_comp)`."
@@ -202,8 +226,9 @@ def _kl_rows(target, log_p, support):
     log_t = torch.log(target.clamp_min(_TINY))
     return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), torch.zeros_like(target)).sum(-1)
 
-def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, b):
-    "Sparse loss pieces of a query block (`q` its flat rows, `sel [b, c, k]`): `(target, predict, log_predict, support)`, all `[b, c, k]`."
+def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b):
+    """Sparse loss pieces of a query block (`q` its flat rows; `sel [b, c, k]` entry ids, `cols` their columns in `scores`):
+    `(target, predict, log_predict, support)`, all `[b, c, k]`."""
     c, k = sel.shape[1:]
     support = sel >= 0
     comp_flat = _flat_global(_entry_slots(sel, cfg.slot0), kv.shape[0] // b)        # [c·b, k] flat slots, -1 kept
@@ -214,7 +239,7 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, b):
     unsupported = ~support
     target = tgt[:, :k].reshape(c, b, k).transpose(0, 1)                       # → [b, c, k]
     target = target.nan_to_num(0.0).masked_fill(unsupported, 0.0)
-    logits = torch.gather(scores, 2, sel.clamp(min=0).long()).masked_fill(unsupported, float("-inf"))
+    logits = torch.gather(scores, 2, cols.clamp(min=0).long()).masked_fill(unsupported, float("-inf"))
     log_p = torch.log_softmax(logits, -1).masked_fill(unsupported, float("-inf"))
     return target.contiguous(), log_p.exp().contiguous(), log_p, support
 
@@ -247,15 +272,17 @@ class _PathB(NamedTuple):
     seq_len: int              # tokens of the sequence the rows belong to: the mean divides by b·seq_len
     heads: int                # query heads FlashMLA runs (padded)
     lim: KernelLimits         # the kernel limits of the device
+    pack: object = None       # the `layout.PackRows` of a packed call (b = 1, THD indexer; the mean divides by its real rows)
 
 def _block_coeff(cfg, c, b):
-    "The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)` (mean) or `coeff` (sum)."
-    return cfg.coeff * b * c if cfg.per_token else cfg.coeff * c / cfg.seq_len
+    """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`
+    (mean) or `coeff` (sum; and for a pack's mean, whose `1 / real rows` is the device-side `grad_loss`)."""
+    return cfg.coeff * b * c if cfg.per_token or cfg.pack is not None else cfg.coeff * c / cfg.seq_len
 
-def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, one, dk_out):
+def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, one, dk_out):
     "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
     b = k_i.shape[0]
-    target, predict, log_p, support = _sparse_teacher_and_predict(cfg, q, kv, lse, sink, scores, sel, b)
+    target, predict, log_p, support = _sparse_teacher_and_predict(cfg, q, kv, lse, sink, scores, sel, cols, b)
     grads = _indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b),
                          cfg.lim.indexer_bwd_topk_multiple, d_index_k=dk_out)
     return _kl_rows(target, log_p, support).sum(), grads
@@ -293,7 +320,8 @@ class _Block(NamedTuple):
     q_i: torch.Tensor         # [b, c, Hi, Di]
     w_i: torch.Tensor         # [b, c, Hi]
     scores: torch.Tensor      # [b, c, n_comp] fp32
-    sel: torch.Tensor         # [b, c, index_topk] int32, -1 padded
+    sel: torch.Tensor         # [b, c, index_topk] int32, -1 padded: entry ids (of k_i)
+    cols: torch.Tensor        # [b, c, index_topk] their columns in `scores` (= sel, but document-local in a pack)
     out: torch.Tensor         # [c·b, H, 512]
     lse: torch.Tensor         # [c·b, H] fp32, sink excluded
     idx: torch.Tensor         # [c·b, K] int32 compact rows
@@ -303,14 +331,21 @@ class _Block(NamedTuple):
 def _block_forward(cfg, ins, t0, t1) -> _Block:
     "Indexer top-k, compact attention rows and the FlashMLA forward (non-finite rule inside) of query rows `[t0, t1)`."
     b = ins.query.shape[1]
-    q_i, w_i, scores, sel = _select_block(ins.q_indexer, ins.k_i, ins.weights, t0, t1, cfg.index_topk, cfg.ratio,
-                                          cfg.isc, cfg.q_offset)
+    if cfg.pack is None:
+        q_i, w_i, scores, sel = _select_block(ins.q_indexer, ins.k_i, ins.weights, t0, t1, cfg.index_topk, cfg.ratio,
+                                              cfg.isc, cfg.q_offset)
+        cols = sel
+        poison = _indexer_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.ratio, cfg.q_offset + t0)
+    else:
+        q_i, w_i, scores, sel, cols = _select_block_packed(ins.q_indexer, ins.k_i[0], ins.weights, t0, t1, cfg.index_topk,
+                                                           cfg.ratio, cfg.isc, cfg.pack)
+        poison = _packed_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.pack.row_base[t0:t1],
+                                      cfg.pack.row_visible[t0:t1])
     packed, tlen = _attn_rows(ins.window_idxs[:, t0:t1], sel, cfg.slot0, ins.kv_full.shape[0], compressed_first=True)
     idx = _pad_idx(packed, max(cfg.lim.topk_multiple, round_up(packed.shape[1], cfg.lim.topk_multiple)))
-    poison = _indexer_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.ratio, cfg.q_offset + t0)
     out, lse = _sparse_fwd(ins.q[t0 * b:t1 * b], ins.kv, idx, cfg.scale, ins.attn_sink, tlen, poison.t().reshape(-1),
                            heads=cfg.heads, multiple=cfg.lim.topk_multiple)     # NaN rows written inside the op
-    return _Block(q_i, w_i, scores, sel, out, lse, idx, tlen, poison)
+    return _Block(q_i, w_i, scores, sel, cols, out, lse, idx, tlen, poison)
 
 # %% ../nbs/04_fused.ipynb #e7b942a5
 class _LossSum:
@@ -321,6 +356,7 @@ class _LossSum:
         self.total = torch.zeros((), device=dev, dtype=torch.float32)
         self.bad = torch.zeros((), device=dev, dtype=torch.float32)                    # NaN if any row is
         self.one = torch.ones(1, device=dev, dtype=torch.float32)
+        if cfg.pack is not None and not cfg.per_token: self.one = (1.0 / cfg.pack.count).view(1)   # the pack's mean
         self.rows = [_RowBuffer(sq, one_block) for _ in range(2)]                      # d_q_i, d_w_i: SBHD rows
         self.dk = self.dk_out = None                                                   # fp32 d_k summed over blocks
         if not one_block: self.dk, self.dk_out = torch.zeros(ins.k_i.shape, device=dev), torch.empty(ins.k_i.shape, device=dev)
@@ -335,7 +371,7 @@ class _LossSum:
         with torch.no_grad():
             if cfg.sparse_loss:
                 kl, g = _sparse_block_loss(cfg, ins.q[t0 * b:t1 * b], ins.kv, ins.attn_sink, blk.lse, blk.q_i, blk.w_i, ins.k_i,
-                                           blk.scores, blk.sel, self.one, self.dk_out)
+                                           blk.scores, blk.sel, blk.cols, self.one, self.dk_out)
             else:
                 kl, g = _dense_block_loss(cfg, ins.query, self.ckv, self.lse_full, blk.q_i, blk.w_i, ins.k_i, t0, t1, self.one,
                                           self.dk_out)
@@ -347,7 +383,9 @@ class _LossSum:
     def finish(self, cfg, ins, lse):
         "`(loss, (d_q_i, d_w_i, d_k_i) SBHD)`; as the native teacher: a NaN row, attention LSE or sink is a NaN loss."
         b = ins.query.shape[1]
-        loss = cfg.coeff * (self.total if cfg.per_token else self.total / (b * cfg.seq_len))
+        if cfg.per_token: loss = cfg.coeff * self.total
+        elif cfg.pack is not None: loss = cfg.coeff * self.total * self.one[0]        # Σ KL / the pack's real rows
+        else: loss = cfg.coeff * self.total / (b * cfg.seq_len)
         loss = (loss + self.bad).masked_fill(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"))
         return loss, (self.rows[0].t, self.rows[1].t, self.dk.to(ins.k_indexer.dtype).transpose(0, 1))
 

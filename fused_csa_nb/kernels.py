@@ -18,8 +18,8 @@ from .layout import _pad_heads, _pad_idx, cached_index
 __all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'FusedUnavailableError', 'kernel_status', 'kernels_available',
            'sm_major', 'detected_capability', 'detected_kernels', 'KernelLimits', 'kernel_limits', 'round_up',
            'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd',
-           'indexer_fwd', 'radix_topk', 'compactify', 'sparse_attn_score_recompute', 'dense_attn_score_recompute',
-           'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
+           'indexer_fwd', 'indexer_fwd_thd', 'radix_topk', 'compactify', 'sparse_attn_score_recompute',
+           'dense_attn_score_recompute', 'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
 
 # %% ../nbs/03_kernels.ipynb #ae650b13
 class FusedUnavailableError(RuntimeError):
@@ -542,6 +542,46 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
     if h not in kernel_limits(major).index_heads:
         raise ValueError(f"`q` has {h} index heads; the cuDNN indexer on SM{major}0 runs {kernel_limits(major).index_heads}")
     return _indexer_fwd(q, k, w, ratio, sm_scale, qco if qco is not None else 0)
+
+# %% ../nbs/03_kernels.ipynb #f1233ca3
+@_op("indexer_fwd_thd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor cu_q, Tensor cu_k, int max_q, "
+                        "int max_k, Tensor q_causal_offsets) -> Tensor")
+def _indexer_fwd_thd_op(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
+    return _lib("dsa").indexer_forward_wrapper(q, k.unsqueeze(1), w, ratio=ratio, sm_scale=sm_scale, cu_seqlens_q=cu_q,
+                                               cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
+                                               q_causal_offsets=q_causal_offsets)["scores"]
+
+@_indexer_fwd_thd_op.register_fake
+def _(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
+    return q.new_empty((q.shape[0], max_k), dtype=torch.float32)
+
+def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
+    "THD indexer scores `[T, max_k]` (document-local columns) on checked tensors (see above)."
+    return _run("indexer_fwd_thd", q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets)
+
+def indexer_fwd_thd(q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
+                    q_causal_offsets=None):
+    """THD indexer scores, checked: `q [T, H, 128]` bf16, `k [T_k, 128]` bf16, `w [T, H]` bf16/fp32; `cu_seqlens_q`,
+    `cu_seqlens_k` int32 `[N+1]` (each document's query rows and keys); `max_seqlen_q`, `max_seqlen_k`: bounds of a
+    document's query rows and keys (Python ints); `q_causal_offsets` int32 `[N]`: the position of each document's first
+    query row (default 0). → `[T, max_seqlen_k]` fp32 in document-local columns, `-inf` where not visible."""
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, 128), what="[T, H, 128]", contiguous=True)
+    T, h, _ = q.shape
+    if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
+    check_tensor("k", k, dtype=torch.bfloat16, shape=(None, 128), what="[T_k, 128]", contiguous=True)
+    check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(T, h), what="[T, H]", contiguous=True)
+    check_tensor("cu_seqlens_q", cu_seqlens_q, dtype=torch.int32, ndim=1, contiguous=True)
+    n = cu_seqlens_q.shape[0] - 1
+    check_tensor("cu_seqlens_k", cu_seqlens_k, dtype=torch.int32, shape=(n + 1,), what="[N+1]", contiguous=True)
+    check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
+    max_q, max_k = check_int("max_seqlen_q", max_seqlen_q, 1), check_int("max_seqlen_k", max_seqlen_k, 1)
+    qco = (torch.zeros(n, dtype=torch.int32, device=q.device) if q_causal_offsets is None else
+           check_tensor("q_causal_offsets", q_causal_offsets, dtype=torch.int32, shape=(n,), what="[N]", contiguous=True))
+    _need(_dsa)
+    major = sm_major(_check_devices(q=q, k=k, w=w, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, q_causal_offsets=qco))
+    if h not in kernel_limits(major).index_heads:
+        raise ValueError(f"`q` has {h} index heads; the cuDNN indexer on SM{major}0 runs {kernel_limits(major).index_heads}")
+    return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco)
 
 # %% ../nbs/03_kernels.ipynb #4a28336c
 def _radix_topk(values, lengths, top_k):

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_bool, check_device, check_index_values, check_int, check_tensor
+from .checks import _INDEX_CHECKS, check_bool, check_device, check_index_values, check_int, check_tensor
 
 # %% auto #0
 __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compressed_topk_idxs', 'local_to_global_flat',
            'compact_topk_idxs', 'build_flat_topk_idxs', 'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows',
-           'query_blocks', 'cached_index', 'QueryRows', 'window_slots']
+           'query_blocks', 'cached_index', 'QueryRows', 'window_slots', 'PackRows', 'check_cu_seqlens', 'thd_positions',
+           'pack_rows']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -210,6 +211,9 @@ class QueryRows(NamedTuple):
     start: int        # global position of row 0 (0 on one device)
     n: int            # rows
     seq_len: int      # tokens of the whole sequence (the indexer loss's mean divides by b · seq_len)
+    mask: torch.Tensor | None = None    # [b, n] bool: the rows that count in the loss (a pack's padded batch), or all
+    count: torch.Tensor | None = None   # 0-d: the loss mean's divisor when `mask` is given (the pack's real rows)
+    pack: object | None = None          # the `PackRows` of a packed (THD) call, or None
 
 def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int = 0, device=None) -> torch.Tensor:
     """Window slots `[b, n, window]` int64 of the query rows at global positions `start …`, in a `kv_full` whose raw keys
@@ -222,3 +226,93 @@ def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int
                          f"need halo >= min(window - 1, start) = {min(window - 1, start)}")
     return _window_slots(n, batch_size, window, start, halo, check_device("device", device))
 
+
+# %% ../nbs/00_layout.ipynb #b34c6f58
+class PackRows(NamedTuple):
+    "The documents of a packed (THD) call and the compressed entries of a ratio-`ratio` layer over them (see above)."
+    cu: torch.Tensor          # int32 [N+1]: cu_seqlens
+    max_seqlen: int           # a bound of every document's length (Python int)
+    doc: torch.Tensor         # int64 [T]: each row's document; N for padding rows
+    pos: torch.Tensor         # int64 [T]: each row's position in its document (padding rows: t − cu[N])
+    real: torch.Tensor        # bool [T]: rows of a document (not padding)
+    count: torch.Tensor       # 0-d float32: cu[N], the real rows (the mean's divisor)
+    ratio: int                # the layer's ratio (0: no compressed entries)
+    cc: torch.Tensor          # int64 [N+1]: first compressed entry of each document (cumsum of ⌊n_d / ratio⌋)
+    capacity: int             # compressed-entry slots: min(T // ratio, N · (max_seqlen // ratio)); rows past cc[N] unused
+    entry_doc: torch.Tensor   # int64 [capacity]: each entry's document (N: unused slot)
+    entry_j: torch.Tensor     # int64 [capacity]: its index j in the document
+    row_base: torch.Tensor    # int64 [T]: cc of each row's document (its entry 0)
+    row_visible: torch.Tensor # int64 [T]: entries each row sees, min((p+1) // ratio, m_d) (0 for padding rows)
+
+def _doc_of(cu, rows):
+    "Document of each of `rows` (int64) under `cu [N+1]`: the last `d` with `cu[d] <= row` (N past `cu[N]`; empty documents skipped)."
+    return torch.searchsorted(cu[1:].long().contiguous(), rows, right=True)
+
+# %% ../nbs/00_layout.ipynb #7ec44ec6
+def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
+    "`pack_rows` of checked arguments."
+    cu64, n_docs = cu.long(), cu.shape[0] - 1
+    rows = torch.arange(T, device=cu.device)
+    doc = _doc_of(cu, rows)
+    pos = rows - cu64[doc]
+    real = rows < cu64[-1]
+    m = (cu64[1:] - cu64[:-1]) // ratio if ratio else torch.zeros(n_docs, dtype=torch.int64, device=cu.device)
+    cc = torch.nn.functional.pad(m.cumsum(0), (1, 0))
+    capacity = min(T // ratio, n_docs * (max_seqlen // ratio)) if ratio else 0
+    e = torch.arange(capacity, device=cu.device)
+    entry_doc = torch.searchsorted(cc[1:].contiguous(), e, right=True)
+    visible = torch.minimum((pos + 1) // ratio, torch.nn.functional.pad(m, (0, 1))[doc]) if ratio else torch.zeros_like(pos)
+    return PackRows(cu, max_seqlen, doc, pos, real, cu64[-1].float(), ratio, cc, capacity, entry_doc, e - cc[entry_doc],
+                    cc[doc], torch.where(real, visible, 0))
+
+def _pack_window(pack: PackRows, window: int) -> torch.Tensor:
+    "Window rows `[1, T, window]` of a pack (global rows, b = 1): `t − window + 1 + c` inside the row's document, else `-1`."
+    T = pack.doc.shape[0]
+    g = torch.arange(T, device=pack.doc.device)[:, None] - window + 1 + torch.arange(window, device=pack.doc.device)[None]
+    return torch.where(g >= pack.cu.long()[pack.doc][:, None], g, -1)[None]
+
+def _pack_entries(pack: PackRows, slot0: int) -> torch.Tensor:
+    "All visible compressed entries of each row of a pack as `kv_full` slots `[1, T, max_seqlen // ratio]`: `slot0 + e`, `-1` beyond."
+    j = torch.arange(pack.max_seqlen // pack.ratio, device=pack.doc.device)[None]
+    return torch.where(j < pack.row_visible[:, None], slot0 + pack.row_base[:, None] + j, -1)[None]
+
+# %% ../nbs/00_layout.ipynb #09baeb03
+def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
+    """Check a pack's `cu_seqlens` for `T` rows (int32 `[N+1]`, `N >= 1`, on `device` when given) and return `max_seqlen`.
+
+    Values (`cu[0] = 0`, non-decreasing, `cu[N] <= T`, every document `<= max_seqlen`) are read on the CPU always and on
+    CUDA only under `checks.index_checks()` (a device sync); never while `torch.compile` traces. `max_seqlen`: a Python int `>= 1` bounding every document's
+    length; `None` computes it from a CPU `cu_seqlens`, and is refused for a CUDA one (reading it would synchronise)."""
+    T = check_int("T", T)
+    check_tensor("cu_seqlens", cu_seqlens, ndim=1, dtype=torch.int32, what="[N+1] (document starts, then the end)")
+    if cu_seqlens.shape[0] < 2:
+        raise ValueError(f"`cu_seqlens` must hold N + 1 >= 2 entries (at least one document), got {cu_seqlens.shape[0]}")
+    if device is not None and cu_seqlens.device != torch.device(device):
+        raise ValueError(f"`cu_seqlens` must be on the inputs' device {device}, got {cu_seqlens.device}")
+    if max_seqlen is None:
+        if cu_seqlens.device.type != "cpu" or torch.compiler.is_compiling():
+            raise ValueError("`max_seqlen` (a Python int >= the longest document) is required with CUDA `cu_seqlens`: "
+                             "reading it from the device would synchronise")
+        max_seqlen = max(1, int((cu_seqlens[1:] - cu_seqlens[:-1]).max()))
+    max_seqlen = check_int("max_seqlen", max_seqlen, 1)
+    if (cu_seqlens.device.type == "cpu" or _INDEX_CHECKS[-1]) and not torch.compiler.is_compiling():
+        c = cu_seqlens.long()
+        lengths = c[1:] - c[:-1]
+        if int(c[0]) != 0: raise ValueError(f"`cu_seqlens` must start at 0, got {int(c[0])}")
+        if bool((lengths < 0).any()):
+            raise ValueError(f"`cu_seqlens` must be non-decreasing, got {c.tolist() if c.numel() <= 16 else 'a decrease'}")
+        if int(c[-1]) > T: raise ValueError(f"`cu_seqlens` ends at {int(c[-1])}, past the {T} rows of the pack")
+        if int(lengths.max()) > max_seqlen:
+            raise ValueError(f"`max_seqlen`={max_seqlen} is shorter than the longest document ({int(lengths.max())} tokens)")
+    return max_seqlen
+
+def thd_positions(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
+    "Each row's position in its document, int64 `[T]`: `t − cu[d]` (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync."
+    check_cu_seqlens(cu_seqlens, T, max_seqlen=1 << 62)
+    rows = torch.arange(T, device=cu_seqlens.device)
+    return rows - cu_seqlens.long()[_doc_of(cu_seqlens, rows)]
+
+def pack_rows(cu_seqlens: torch.Tensor, T: int, max_seqlen: int | None = None, ratio: int = 0) -> PackRows:
+    "The `PackRows` of a pack of `T` rows under `cu_seqlens`, for a ratio-`ratio` layer (0, or a block size >= 1)."
+    max_seqlen = check_cu_seqlens(cu_seqlens, T, max_seqlen)
+    return _pack_rows(cu_seqlens, T, max_seqlen, check_int("ratio", ratio))

@@ -175,9 +175,11 @@ def _module_inv_freq(rotary, rotary_dim, rope_theta):
     check_tensor("rotary.inv_freq", rotary.inv_freq, shape=(rotary.rotary_dim // 2,), floating=True)
     return rotary.inv_freq.detach().to("cpu", torch.float64).clone()
 
-def _prev_block(t, fill):
-    "`t [n, r, b, d]` shifted one block later along dim 0: block `i` holds block `i − 1`, block 0 is `fill` (one pad op, one in the backward)."
-    return torch.nn.functional.pad(t, (0, 0, 0, 0, 0, 0, 1, -1), value=fill)
+def _prev_block(t, fill, first=None):
+    """`t [n, r, b, d]` shifted one block later along dim 0: block `i` holds block `i − 1`, block 0 is `fill` (one pad op,
+    one in the backward); so are the blocks `i` where `first [n]` (bool) is set."""
+    shifted = torch.nn.functional.pad(t, (0, 0, 0, 0, 0, 0, 1, -1), value=fill)
+    return shifted if first is None else shifted.masked_fill(first.view(-1, 1, 1, 1), fill)
 
 def _check_start_pos(start_pos, ratio):
     check_int("start_pos", start_pos, 0)
@@ -185,21 +187,23 @@ def _check_start_pos(start_pos, ratio):
         raise ValueError(f"`start_pos`={start_pos} must be a multiple of `ratio`={ratio} (entries pool whole global blocks)")
 
 # %% ../nbs/01_reference.ipynb #d69f9d27
-def _gated_pool_torch(a, g, ape, overlap: bool):
-    "The pooling in PyTorch ops: `a`, `g [n, r, b, W]` (values, gate logits without `ape`), `ape [r, W]` → `[n, b, d]` in acc."
+def _gated_pool_torch(a, g, ape, overlap: bool, first=None):
+    """The pooling in PyTorch ops: `a`, `g [n, r, b, W]` (values, gate logits without `ape`), `ape [r, W]` → `[n, b, d]` in acc.
+    `first [n]` bool (overlap only): entries whose previous block belongs to another document (packed sequences); their
+    previous-block slots are filled as entry 0's (value 0, logit `-inf`). `None`: only entry 0."""
     n, r, b, _ = a.shape
     acc = _acc_dtype(a.dtype)
     g = g + ape.to(acc).view(1, r, 1, -1)                               # one kernel → acc (exact widening)
     if overlap:                                                        # [n, 2r, b, d]: previous block, own block
         d = a.shape[-1] // 2
-        a, g = (torch.cat([_prev_block(t1, fill), t2], 1) for t1, t2, fill in ((*a.split(d, -1), 0.0),
-                                                                               (*g.split(d, -1), float("-inf"))))
+        a, g = (torch.cat([_prev_block(t1, fill, first), t2], 1) for t1, t2, fill in ((*a.split(d, -1), 0.0),
+                                                                                      (*g.split(d, -1), float("-inf"))))
     return (torch.softmax(g, dim=1) * a).sum(1)                        # the product widens `a`
 
-def _gated_pool(a, g, ape, overlap: bool):
+def _gated_pool(a, g, ape, overlap: bool, first=None):
     "Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way where `checks._triton_runs_on(a)`."
-    if _triton_runs_on(a): return _GatedPool.apply(a, g, ape, overlap)
-    return _gated_pool_torch(a, g, ape, overlap)
+    if _triton_runs_on(a): return _GatedPool.apply(a, g, ape, overlap, first)
+    return _gated_pool_torch(a, g, ape, overlap, first)
 
 # %% ../nbs/01_reference.ipynb #88684217
 if triton is not None:
@@ -214,12 +218,15 @@ if triton is not None:
         return a, g, off, m
 
     @triton.jit
-    def _pool_softmax(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP: tl.constexpr):
+    def _pool_softmax(a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP: tl.constexpr,
+                      HAS_FIRST: tl.constexpr):
         """Entry `i`'s slots: the previous block's first half (only under OVERLAP; else all masked) and its own block at
         channels `C0 + ch` → `(a1, e1, off1, m1, a2, e2, off2, m2, s, num)`: values, softmax numerators, offsets and masks
-        of both, the numerators' sum `s` and `num = Σ e·a`."""
+        of both, the numerators' sum `s` and `num = Σ e·a`. With HAS_FIRST, an entry flagged in `first` has no previous block."""
         if OVERLAP:
             prev = i - 1
+            if HAS_FIRST:
+                prev = tl.where(tl.load(first_ptr + i) != 0, -1, prev)
         else:
             prev = i * 0 - 1
         a1, g1, off1, m1 = _pool_tile(a_ptr, g_ptr, ape_ptr, prev, bb, B, W, R, 0, D, k, ch)
@@ -229,11 +236,12 @@ if triton is not None:
         return a1, e1, off1, m1, a2, e2, off2, m2, tl.sum(e1, 0) + tl.sum(e2, 0), tl.sum(e1 * a1, 0) + tl.sum(e2 * a2, 0)
 
     @triton.jit
-    def _pool_fwd_kernel(a_ptr, g_ptr, ape_ptr, c_ptr, B, W, R, D, C0, RP: tl.constexpr, BLOCK_D: tl.constexpr,
-                         OVERLAP: tl.constexpr):
+    def _pool_fwd_kernel(a_ptr, g_ptr, ape_ptr, first_ptr, c_ptr, B, W, R, D, C0, RP: tl.constexpr, BLOCK_D: tl.constexpr,
+                         OVERLAP: tl.constexpr, HAS_FIRST: tl.constexpr):
         i, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
-        _, _, _, _, _, _, _, _, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP)
+        _, _, _, _, _, _, _, _, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch,
+                                                       OVERLAP, HAS_FIRST)
         tl.store(c_ptr + (i * B + bb).to(tl.int64) * D + ch, num / s, mask=ch < D)
 
 # %% ../nbs/01_reference.ipynb #42bec1f9
@@ -246,18 +254,21 @@ if triton is not None:
         tl.store(dg_ptr + off, (p * (a - c) * dc).to(dg_ptr.dtype.element_ty), mask=m)
 
     @triton.jit
-    def _pool_bwd_kernel(a_ptr, g_ptr, ape_ptr, dc_ptr, da_ptr, dg_ptr, N, B, W, R, D, C0, RP: tl.constexpr,
-                         BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr):
+    def _pool_bwd_kernel(a_ptr, g_ptr, ape_ptr, first_ptr, dc_ptr, da_ptr, dg_ptr, N, B, W, R, D, C0, RP: tl.constexpr,
+                         BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr, HAS_FIRST: tl.constexpr):
         i, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
         dc = tl.load(dc_ptr + (i * B + bb).to(tl.int64) * D + ch, mask=ch < D, other=0.0).to(tl.float32)[None, :]
-        a1, e1, off1, m1, a2, e2, off2, m2, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, D, C0, k, ch,
-                                                                   OVERLAP)
+        a1, e1, off1, m1, a2, e2, off2, m2, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0,
+                                                                   k, ch, OVERLAP, HAS_FIRST)
         c = (num / s)[None, :]
         _pool_grads(da_ptr, dg_ptr, off1, m1, a1, e1, s, c, dc)          # all masked without overlap
         _pool_grads(da_ptr, dg_ptr, off2, m2, a2, e2, s, c, dc)
-        if OVERLAP:                                                    # no entry reads the last block's first half
-            last = ((k < R) & (k * 0 + i == N - 1))[:, None] & (ch < D)[None, :]
+        if OVERLAP:              # no entry reads the first half of the last block (of the tensor, or of its document)
+            unread = (k * 0 + i) == N - 1
+            if HAS_FIRST:
+                unread = unread | ((k * 0 + tl.load(first_ptr + tl.minimum(i + 1, N - 1))) != 0)
+            last = ((k < R) & unread)[:, None] & (ch < D)[None, :]
             zero = tl.zeros((RP, BLOCK_D), tl.float32).to(da_ptr.dtype.element_ty)
             tl.store(da_ptr + off2 - C0, zero, mask=last)
             tl.store(dg_ptr + off2 - C0, zero, mask=last)
@@ -267,36 +278,37 @@ def _pool_tile_size(rp: int) -> int:
     "Slots × channels per program: of 1024, 2048 and 4096 the fastest on an H200 (4096 for ≤ 8 slots, 2048 for 128)."
     return 4096 if rp <= 8 else 2048
 
-def _pool_launch(kernel, a, g, ape, overlap, *outs):
-    "Launch a pooling kernel over `(entry, batch row, channel block)` of `a`, `g [n, r, b, W]`."
+def _pool_launch(kernel, a, g, ape, overlap, first, *outs):
+    "Launch a pooling kernel over `(entry, batch row, channel block)` of `a`, `g [n, r, b, W]` (`first [n]` int8 or None)."
     n, r, b, w = a.shape
     d = w // 2 if overlap else w
     rp = triton.next_power_of_2(r)
     bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
     args = (n,) if kernel is _pool_bwd_kernel else ()
-    kernel[(n, b, triton.cdiv(d, bd))](a, g, ape, *outs, *args, b, w, r, d, d if overlap else 0, RP=rp, BLOCK_D=bd,
-                                       OVERLAP=overlap)
+    kernel[(n, b, triton.cdiv(d, bd))](a, g, ape, ape if first is None else first, *outs, *args, b, w, r, d,
+                                       d if overlap else 0, RP=rp, BLOCK_D=bd, OVERLAP=overlap, HAS_FIRST=first is not None)
 
 class _GatedPool(torch.autograd.Function):
     "`_gated_pool_torch` in one Triton pass each way; the backward recomputes the softmax from the saved projections."
     @staticmethod
-    def forward(ctx, a, g, ape, overlap):
+    def forward(ctx, a, g, ape, overlap, first=None):
         a, g, ape = a.contiguous(), g.contiguous(), ape.contiguous()
-        ctx.save_for_backward(a, g, ape); ctx.overlap = overlap
+        first = None if first is None or not overlap else first.to(torch.int8).contiguous()
+        ctx.save_for_backward(a, g, ape, first); ctx.overlap = overlap
         n, _, b, w = a.shape
         c = torch.empty(n, b, w // 2 if overlap else w, device=a.device, dtype=torch.float32)
-        _pool_launch(_pool_fwd_kernel, a, g, ape, overlap, c)
+        _pool_launch(_pool_fwd_kernel, a, g, ape, overlap, first, c)
         return c
 
     @staticmethod
     @first_order_only("the compressor's Triton pooling")
     @torch.autograd.function.once_differentiable
     def backward(ctx, dc):
-        a, g, ape = ctx.saved_tensors
+        a, g, ape, first = ctx.saved_tensors
         da, dg = torch.empty_like(a), torch.empty_like(g)
-        _pool_launch(_pool_bwd_kernel, a, g, ape, ctx.overlap, dc.contiguous(), da, dg)
+        _pool_launch(_pool_bwd_kernel, a, g, ape, ctx.overlap, first, dc.contiguous(), da, dg)
         dape = dg.sum((0, 2), dtype=torch.float32).to(ape.dtype) if ctx.needs_input_grad[2] else None
-        return da, dg, dape, None
+        return da, dg, dape, None, None
 
 # %% ../nbs/01_reference.ipynb #8a2f192c
 class Compressor(nn.Module):
@@ -350,6 +362,20 @@ class Compressor(nn.Module):
         pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
         return _rotate(c, pos, self.rotary_dim, self.inv_freq).to(x.dtype)
 
+    def _compress_packed(self, x, pack):
+        """Entries `[pack.capacity, 1, head_dim]` of the documents of a pack (`layout.PackRows` of this ratio): entry
+        `e = cc[d] + j` pools rows `cu[d] + r·j …` of `x [T, 1, hidden]`, never reaching into another document, and is
+        roped at `r·j`; slots past `cc[N]` hold unused values."""
+        r, d, T = self.ratio, self.head_dim, x.shape[0]
+        start = (pack.cu.long()[pack.entry_doc] + r * pack.entry_j).clamp(max=max(T - r, 0))
+        rows = (start[:, None] + torch.arange(r, device=x.device)).clamp(max=T - 1)      # [C, r]
+        xb = x[:, 0][rows]                                                                 # [C, r, hidden]
+        n = xb.shape[0]
+        a, g = self.wkv(xb).view(n, r, 1, -1), self.wgate(xb).view(n, r, 1, -1)
+        c = _gated_pool(a, g, self.ape, self.overlap, pack.entry_j == 0 if self.overlap else None)
+        c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
+        return _rotate(c, (r * pack.entry_j).view(n, 1), self.rotary_dim, self.inv_freq).to(x.dtype)
+
 
 # %% ../nbs/01_reference.ipynb #c5dab750
 def _keep_float64_table(self, fn, recurse=True):
@@ -401,6 +427,14 @@ class CSAIndexer(nn.Module):
         q = _rotate(q, pos, self.rotary_dim, self.compressor.inv_freq)
         weights = self.weights_proj(x) * self.n_heads ** -0.5
         return q, self.compressor._compress(x, start_pos), weights
+
+    def _index_packed(self, x, qr, pack):
+        "`(q_idx [T,1,Hi,Di], k_idx [capacity,1,Di], weights [T,1,Hi])` of a pack: queries roped at their document positions."
+        x, qr = x.detach(), qr.detach()
+        T = x.shape[0]
+        q = _rotate(self.wq(qr).view(T, 1, self.n_heads, self.head_dim), pack.pos.view(T, 1, 1), self.rotary_dim,
+                    self.compressor.inv_freq)
+        return q, self.compressor._compress_packed(x, pack), self.weights_proj(x) * self.n_heads ** -0.5
 
 
 # %% ../nbs/01_reference.ipynb #8c6b1e01
@@ -499,6 +533,18 @@ def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
         n_vis = _visible(q_offset, q_offset + sq, ratio, n, device=q_idx.device)     # [sq] in 0 … n
         poison = poison + seen.index_select(0, n_vis)
     return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [b, sq]
+
+@torch.no_grad()
+def _packed_input_poison(q_idx, k_idx, weights, row_base, row_visible):
+    """`indexer_input_poison` of rows of a pack (`[1, c]`): `q_idx [c, 1, Hi, Di]`, `weights [c, 1, Hi]`, the pack's
+    entries `k_idx [C, 1, Di]`; row `t` sees entries `row_base[t] … row_base[t] + row_visible[t] − 1` (its document's)."""
+    poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)                  # [c, 1]
+    if k_idx is not None and k_idx.shape[0]:
+        bad = torch.isnan(_poison_rows(k_idx, -1)[:, 0]).to(torch.int32)                    # [C]
+        seen = nn.functional.pad(bad.cumsum(0), (1, 0))                                     # bad entries before e
+        n_bad = seen[row_base + row_visible] - seen[row_base]
+        poison = poison + torch.where(n_bad > 0, float("nan"), 0.0).view(-1, 1).to(poison.dtype)
+    return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [1, c]
 
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,

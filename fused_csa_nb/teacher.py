@@ -180,10 +180,12 @@ def _predict_log_probs(scores, support):
 # %% ../nbs/02_teacher.ipynb #fb50c448
 def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs=None,
                      softmax_scale=None, coeff=1.0, per_token=False, *, teacher_lse=None, max_chunk_bytes=1 << 30,
-                     q_offset=None):
+                     q_offset=None, row_mask=None):
     """Indexer KL loss (scalar) towards the full-denominator CSA teacher; dense (`topk_idxs=None`) or sparse.
     `q_offset`: the rows of `index_scores`, `query`, `window_idxs`, `topk_idxs` are rows `q_offset…` of the sequence in `kv`
-    (a query block; the mean still divides by the block's `b·sq`, so blocks are combined with `per_token=True`)."""
+    (a query block; the mean still divides by the block's `b·sq`, so blocks are combined with `per_token=True`).
+    `row_mask [b, sq]` bool: only these rows count (padded rows of a packed batch add nothing, NaN included); the mean
+    still divides by `b·sq`: callers that mask rows sum (`per_token=True`) and divide by their own count."""
     check_tensor("index_scores", index_scores, ndim=3, floating=True)
     _check_ratio(ratio, True)
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
@@ -194,6 +196,7 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
     if index_scores.device != query.device:
         raise ValueError(f"`index_scores` is on {index_scores.device}, `query` on {query.device}")
     coeff = check_float("coeff", coeff); check_bool("per_token", per_token)
+    if row_mask is not None: check_tensor("row_mask", row_mask, dtype=torch.bool, shape=(b, sq), what="[b, sq]")
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale = _scale(softmax_scale, D)
     if teacher_lse is not None:
@@ -226,9 +229,11 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
     target = target.to(work)
     log_t = torch.log(target.clamp_min(_TINY))
     row = torch.where(support, target * (log_t - log_p), torch.zeros_like(log_p)).sum(-1)   # [b, sq]
+    if row_mask is not None: row = torch.where(row_mask, row, torch.zeros((), dtype=row.dtype, device=dev))
     # non-finite inputs are never hidden (reference chapter): a NaN/Inf visible score poisons the loss even where
     # no support uses it (`0 · Σ visible scores` is 0 otherwise, with zero gradient); no device sync
     visible = _causal_visible(0, sq, n_comp, ratio, dev)
+    if row_mask is not None: visible = visible & row_mask[:, :, None]
     total = row.sum() + 0.0 * torch.where(visible, index_scores.to(work), torch.zeros((), dtype=work, device=dev)).sum()
     return coeff * (total if per_token else total / max(1, b * sq))
 

@@ -125,6 +125,17 @@ def _indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets):
     s = _index_logits(q, k, w, sm_scale)
     return s.masked_fill(~_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
 
+def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
+    out = torch.full((q.shape[0], max_k), float("-inf"))
+    for d in range(cu_q.shape[0] - 1):                           # document d: its query rows against its own keys
+        q0, q1, k0, k1 = (int(v) for v in (cu_q[d], cu_q[d + 1], cu_k[d], cu_k[d + 1]))
+        if q1 <= q0 or k1 <= k0: continue
+        assert q1 - q0 <= max_q and k1 - k0 <= max_k, "stand-in THD indexer: a segment past max_seqlen_q/k"
+        s = _index_logits(q[None, q0:q1], k[None, k0:k1], w[None, q0:q1], sm_scale)[0]
+        t = torch.arange(q1 - q0)[:, None] + int(q_causal_offsets[d])
+        out[q0:q1, :k1 - k0] = s.masked_fill(torch.arange(k1 - k0)[None] >= (t + 1) // ratio, float("-inf"))
+    return out
+
 def _radix_topk(values, lengths, top_k):
     assert 0 < top_k <= 2048 and top_k <= values.shape[1]
     cols = torch.arange(values.shape[1], device=values.device)[None]
@@ -169,7 +180,7 @@ def _dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse
 
 # %% ../nbs/03_testing.ipynb #005683ed
 STAND_INS = {f.__name__[1:]: f for f in (
-    _flash_mla_sparse_fwd, _sparse_attn_bwd, _indexer_fwd, _radix_topk, _compactify, _sparse_score_recompute,
+    _flash_mla_sparse_fwd, _sparse_attn_bwd, _indexer_fwd, _indexer_fwd_thd, _radix_topk, _compactify, _sparse_score_recompute,
     _dense_attn_score_recompute, _dense_indexer_score_recompute, _indexer_bwd, _dense_indexer_bwd)}
 
 def _register_stand_ins():

@@ -36,7 +36,7 @@ script refreshes them, in one of three modes:
 * neither: the named notebooks run with every cell and every output is written.
 
 With `--benchmarks`, the `res` a notebook computed (the bench chapter's) is also rendered to that
-Markdown file. A notebook stops at its first failing cell (exit code 1), still writing what ran
+Markdown file (the sections other runs wrote there — long context, packed sequences, CP — are kept). A notebook stops at its first failing cell (exit code 1), still writing what ran
 (the cells after it keep their outputs); the next notebook is executed all the same. Several
 notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
 written notebook (it keeps outputs: `clear_all = False` in settings.ini).
@@ -129,7 +129,12 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None):
     _clean(dst)
     if benchmarks and isinstance(shell.user_ns.get("res"), dict) and "gpu" in shell.user_ns["res"]:   # the bench chapter's
         from fused_csa_nb.bench import benchmarks_markdown
-        Path(benchmarks).write_text(benchmarks_markdown(shell.user_ns["res"]), encoding="utf-8")
+        new = benchmarks_markdown(shell.user_ns["res"])
+        old = Path(benchmarks).read_text(encoding="utf-8") if Path(benchmarks).exists() else ""
+        kept = [sec for sec in re.split(r"(?m)^(?=## )", old)            # sections other runs wrote (long context, CP, ...)
+                if sec.startswith("## ") and sec.splitlines()[0] not in new]
+        Path(benchmarks).write_text(new.rstrip("\n") + "\n" + "".join("\n" + sec.rstrip("\n") + "\n" for sec in kept),
+                                    encoding="utf-8")
         print(f"wrote {benchmarks}")
     print(f"executed {nb_path.name}: {ran} code cells" + ("" if failed is None else f", stopped at cell {failed}"))
     return failed
