@@ -18,7 +18,7 @@ from .kernels import kernel_limits, padded_num_heads, sm_major
 from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _pack_entries,
                                  _pack_window, _row_blocks, cached_index,
                                  compressed_topk_idxs, window_slots)
-from .reference import (blocked_indexer_topk, indexer_input_poison, indexer_scores, indexer_topk,
+from .reference import (blocked_indexer_topk, indexer_input_poison, indexer_scores, indexer_topk, selection_scores,
                                     unfused_csa_attention)
 from .teacher import csa_indexer_loss
 
@@ -92,14 +92,16 @@ class NativeBackend:
 def _select(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
     """`(scores or None, top-k ids [b, n, k_eff], poison [b, n])` (`k_eff = min(index_topk, n_comp)`): whole scores when one block holds them (they serve
     the loss too), else per block (never whole); `poison` is NaN on rows whose indexer inputs are not finite."""
-    cfg, r = self.cfg, self.ratio
+    cfg, r, prec = self.cfg, self.ratio, self.cfg.indexer_precision
     k = min(cfg.index_topk, k_i.shape[0])        # k_eff: no row can select more (memory ∝ k_eff, not index_topk)
     if block >= q_i.shape[0]:
         scores = indexer_scores(q_i, k_i, w_i, r, softmax_scale=cfg.index_scale, q_offset=rows.start)
         poison = indexer_input_poison(q_i, k_i, w_i, r, rows.start)
-        return scores, indexer_topk(scores.detach(), k)[0], poison
+        chosen = scores.detach() if prec == "bf16" else selection_scores(q_i, k_i, w_i, r, cfg.index_scale,
+                                                                          q_offset=rows.start, precision=prec)
+        return scores, indexer_topk(chosen, k)[0], poison
     idx, _, poison = blocked_indexer_topk(q_i, k_i, w_i, r, k, block, softmax_scale=cfg.index_scale,
-                                          return_poison=True, q_offset=rows.start)
+                                          return_poison=True, q_offset=rows.start, precision=prec)
     return None, idx, poison
 
 @patch
@@ -204,10 +206,10 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     if train:                                                                                     # path B
         settings = _PathB(k, r, cfg.scale, cfg.index_scale, cfg.indexer_loss_coeff if loss else 0.0,
                           cfg.indexer_use_sparse_loss, cfg.per_token_loss, block, rows.start, keys.slot0, rows.seq_len,
-                          heads, lim)
+                          heads, lim, fp8=cfg.indexer_precision == "fp8")
         out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return out, (l if loss else None)
-    sel, poison = _select(q_i, k_i, w_i, k, r, cfg.index_scale, block, rows.start)   # path C
+    sel, poison = _select(q_i, k_i, w_i, k, r, cfg.index_scale, block, rows.start, cfg.indexer_precision == "fp8")   # path C
     idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
     return attn(idx, tlen, poison), None
 
@@ -233,10 +235,10 @@ def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train
     block, k = self.block_rows(E, 1, False), min(cfg.index_topk, E)
     if train:                                                                                     # path B
         settings = _PathB(k, r, cfg.scale, cfg.index_scale, cfg.indexer_loss_coeff if loss else 0.0, True,
-                          cfg.per_token_loss, block, 0, T, T, heads, lim, pack)
+                          cfg.per_token_loss, block, 0, T, T, heads, lim, pack, cfg.indexer_precision == "fp8")
         out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return out * real.to(out.dtype), (l if loss else None)
-    sel, poison = _select_packed(q_i, k_i, w_i, k, r, cfg.index_scale, block, pack)                # path C
+    sel, poison = _select_packed(q_i, k_i, w_i, k, r, cfg.index_scale, block, pack, cfg.indexer_precision == "fp8")   # path C
     idx, tlen = _attn_rows(window, sel, T, kv_full.shape[0])
     return attn(idx, tlen, poison) * real.to(query.dtype), None
 

@@ -17,7 +17,9 @@ import torch
 from .attention import CompressedSparseAttention
 from .graphs import capture_step
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
-from .testing import max_rel_err, similarity
+from .kernels import _indexer_fwd
+from .reference import fp8_quantize, hadamard_rotate
+from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
 from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
 from .config import CSAConfig
 
@@ -25,7 +27,8 @@ from .config import CSAConfig
 __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity',
            'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
            'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
-           'pack_lengths', 'packed_rows', 'packed_markdown', 'cp_markdown']
+           'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown',
+           'cp_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -86,11 +89,11 @@ def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, bat
 # %% ../nbs/07_bench.ipynb #da61c645
 def layer_pair(ratio: int, sq: int, heads: int = 64, batch: int = 1, *, hidden: int = 1024, q_lora: int = 512,
                topk: int = 512, loss_coeff: float = 1.0, sparse_loss: bool = True, per_token: bool = False,
-               device="cuda", dtype=torch.bfloat16, seed: int = 0):
-    "Native and fused layers with identical weights, random inputs `(query, key, x, qr)` and an output gradient."
+               device="cuda", dtype=torch.bfloat16, seed: int = 0, precision: str = "bf16"):
+    "Native and fused layers (`indexer_precision=precision`) with identical weights, random inputs `(query, key, x, qr)` and an output gradient."
     base = dict(num_heads=heads, hidden_size=hidden, q_lora_rank=q_lora, index_topk=topk,
                 compress_ratios=(ratio,), indexer_loss_coeff=loss_coeff,
-                indexer_use_sparse_loss=sparse_loss, per_token_loss=per_token)
+                indexer_use_sparse_loss=sparse_loss, per_token_loss=per_token, indexer_precision=precision)
     torch.manual_seed(seed)
     native = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="none", **base), ratio)
     fused = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", **base), ratio)
@@ -283,11 +286,12 @@ def benchmarks_markdown(res: dict) -> str:
 
 # %% ../nbs/07_bench.ipynb #2c550687
 def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 1024, q_lora: int = 512, topk: int = 512,
-                       block_bytes: int = 1 << 30, device="cuda", seed: int = 0):
-    "A fused bf16 training layer (sparse indexer loss at ratio 4) and GPU inputs `(query, key, x, qr, d_out)` for `sq` tokens, b = 1."
+                       block_bytes: int = 1 << 30, device="cuda", seed: int = 0, precision: str = "bf16"):
+    """A fused bf16 training layer (sparse indexer loss at ratio 4; `precision`: its `indexer_precision`) and GPU inputs
+    `(query, key, x, qr, d_out)` for `sq` tokens, b = 1."""
     cfg = CSAConfig.v4_flash(dsa_kernel_backend="cudnn", num_heads=heads, hidden_size=hidden, q_lora_rank=q_lora,
                              index_topk=topk, compress_ratios=(ratio,), indexer_loss_coeff=1.0,
-                             indexer_use_sparse_loss=True, indexer_block_bytes=block_bytes)
+                             indexer_use_sparse_loss=True, indexer_block_bytes=block_bytes, indexer_precision=precision)
     torch.manual_seed(seed)
     layer = CompressedSparseAttention(cfg, ratio)
     with torch.no_grad(): layer.attn_sink.uniform_(-1, 1)
@@ -297,47 +301,71 @@ def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 10
     return layer.train(), (mk(sq, 1, heads, 512), mk(sq, 1, 1, 512), mk(sq, 1, hidden), mk(sq, 1, q_lora),
                            mk(sq, 1, heads * 512))
 
+def _series(r):
+    "The series a long-context row belongs to: (ratio, indexer precision, mode)."
+    return r["ratio"], r.get("precision"), r.get("mode", "train")
+
 def _growth(rows, key):
-    "Per row: the factor `key` grows by per doubling of `sq` since the previous row of the same ratio (None for the first)."
+    "Per row: the factor `key` grows by per doubling of `sq` since the previous row of its series (None for the first)."
     prev = {}
     for r in rows:
-        p = prev.get(r["ratio"])
+        p = prev.get(_series(r))
         ok = p is not None and r.get(key) and p.get(key)
         r[key + "_x2"] = (r[key] / p[key]) ** (1 / math.log2(r["sq"] / p["sq"])) if ok else None
-        prev[r["ratio"]] = r
+        prev[_series(r)] = r
+    return rows
+
+def _vs_bf16(rows):
+    "Per FP8 row: its step time and peak over those of the bf16 row of the same ratio, mode and length (`vs_bf16`, `peak_vs_bf16`)."
+    ref = {(r["ratio"], r.get("mode", "train"), r["sq"]): r for r in rows if r.get("precision") == "bf16" and "ms" in r}
+    for r in rows:
+        b = ref.get((r["ratio"], r.get("mode", "train"), r["sq"]))
+        ok = r.get("precision") == "fp8" and b is not None and "ms" in r
+        r["vs_bf16"], r["peak_vs_bf16"] = (r["ms"] / b["ms"], r["peak_gib"] / b["peak_gib"]) if ok else (None, None)
     return rows
 
 # %% ../nbs/07_bench.ipynb #db98232d
 def long_context_rows(seqlens=(16384, 65536, 131072, 262144), ratios=(4, 128), heads: int = 64, topk: int = 512,
-                      block_bytes: int = 1 << 30, warmup: int = 1, iters: int = 3, log=print) -> list[dict]:
-    """One fused training step per (ratio, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
+                      block_bytes: int = 1 << 30, warmup: int = 1, iters: int = 3, log=print, precisions=("bf16",),
+                      modes=("train",)) -> list[dict]:
+    """One fused step per (ratio, precision, mode, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
 
     `seqlens`: tokens per sequence (b = 1); `ratios`: layer kinds (4: indexer + sparse loss, 128: HCA); `heads`: query
     heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`: timed
-    steps. Returns one dict per (ratio, sq): `ms`, `peak_gib`, `step_gib` (above what was allocated before the step),
-    `blocks` (indexer query blocks), `ms_x2`/`peak_gib_x2` (growth per doubling), or `error` (out of memory)."""
+    steps; `precisions`: the ratio-4 rows' `indexer_precision`s (`'bf16'`, `'fp8'`; ratio 128 has no indexer: one row,
+    precision `None`); `modes`: `'train'` (forward + backward) and/or `'eval'` (inference, path C). Returns one dict per
+    row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks` (indexer query blocks),
+    `ms_x2`/`peak_gib_x2` (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
     if not torch.cuda.is_available(): raise RuntimeError("long_context_rows needs a CUDA GPU")
     rows = []
     for ratio in ratios:
-        for sq in seqlens:
-            row = dict(ratio=ratio, sq=sq, heads=heads, topk=topk, block_bytes=block_bytes,
-                       blocks=-(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0)
-            layer = inputs = None
-            torch.cuda.empty_cache()
-            try:
-                layer, inputs = long_context_layer(ratio, sq, heads, topk=topk, block_bytes=block_bytes)
-                torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-                _step(layer, inputs); torch.cuda.synchronize()
-                row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
-                row["step_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
-                row["ms"] = median_time_ms(lambda: _step(layer, inputs), warmup=warmup, iters=iters)
-            except torch.cuda.OutOfMemoryError as e:
-                row["error"] = "out of memory: " + str(e).splitlines()[0][:120]
-            del layer, inputs
-            torch.cuda.empty_cache()
-            rows.append(row); log(row)
-    return _growth(_growth(rows, "ms"), "peak_gib")
+        for prec in (precisions if ratio == 4 else (None,)):
+            for mode in modes:
+                for sq in seqlens:
+                    rows.append(_long_context_row(ratio, sq, heads, topk, block_bytes, prec, mode, warmup, iters))
+                    log(rows[-1])
+    return _vs_bf16(_growth(_growth(rows, "ms"), "peak_gib"))
+
+def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
+    "One measured row of `long_context_rows` (an out-of-memory step is a row with `error`)."
+    row = dict(ratio=ratio, sq=sq, heads=heads, topk=topk, block_bytes=block_bytes, precision=precision, mode=mode,
+               blocks=-(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0)
+    layer = inputs = None
+    torch.cuda.empty_cache()
+    try:
+        layer, inputs = long_context_layer(ratio, sq, heads, topk=topk, block_bytes=block_bytes, precision=precision or "bf16")
+        step = lambda: _step(layer, inputs, train=mode == "train")
+        torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step(); torch.cuda.synchronize()
+        row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        row["step_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+        row["ms"] = median_time_ms(step, warmup=warmup, iters=iters)
+    except torch.cuda.OutOfMemoryError as e:
+        row["error"] = "out of memory: " + str(e).splitlines()[0][:120]
+    del layer, inputs
+    torch.cuda.empty_cache()
+    return row
 
 # %% ../nbs/07_bench.ipynb #3c905bac
 def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str | None = None) -> str:
@@ -346,18 +374,20 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
         p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
     h, k = (rows[0].get("heads", 64), rows[0].get("topk", 512)) if rows else (64, 512)
-    L = [f"## Long context on one GPU (fused training step, b = 1, H = {h}, D = 512, top-{k}, bf16)", "",
+    L = [f"## Long context on one GPU (fused step, b = 1, H = {h}, D = 512, top-{k}, bf16 tensors)", "",
          f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one "
-         "forward + backward (sparse indexer loss at ratio 4), median of CUDA events after warm-up; peak = "
+         "forward + backward (`train`: sparse indexer loss at ratio 4) or one forward (`eval`: inference), median of "
+         "CUDA events after warm-up; `indexer precision`: the selection scores' (`fp8`: DeepSeek-V3.2's e4m3 recipe; "
+         "`vs bf16`: step time over the bf16 row's, same run); peak = "
          "`torch.cuda.max_memory_allocated` with the step's inputs (query, key, x, qr, d_out) included. "
          "Growth = factor per doubling of s_q (2 = linear, 4 = quadratic). Regenerate: "
          "`fused-csa bench --long-context --out BENCHMARKS.md`.", "",
-         "| ratio | s_q | indexer blocks | step ms | time ×/doubling | peak GiB | memory ×/doubling |",
-         "|---|---|---|---|---|---|---|"]
+         "| ratio | step | indexer precision | s_q | indexer blocks | step ms | vs bf16 | time ×/doubling | peak GiB "
+         "| memory ×/doubling |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        if "error" in r:
-            L.append(f"| {r['ratio']} | {r['sq']} | {r['blocks'] or '–'} | {r['error']} | | | |"); continue
-        L.append(f"| {r['ratio']} | {r['sq']} | {r['blocks'] or '–'} | {r['ms']:.1f} | {f(r.get('ms_x2'), '.2f')} | "
+        head = f"| {r['ratio']} | {r.get('mode', 'train')} | {r.get('precision') or '–'} | {r['sq']} | {r['blocks'] or '–'} |"
+        if "error" in r: L.append(f"{head} {r['error']} | | | | |"); continue
+        L.append(f"{head} {r['ms']:.1f} | {f(r.get('vs_bf16'), '.2f')} | {f(r.get('ms_x2'), '.2f')} | "
                  f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} |")
     if parity:
         L += ["", f"Blocked ({parity['blocks']} indexer blocks) vs one block, ratio 4, s_q = {parity['sq']}: top-k sets "
@@ -371,11 +401,11 @@ def plot_long_context(rows: list[dict], path: str | None = None):
     "Log–log plot of step time and peak memory against `sq` per ratio; saved as a small PNG when `path` is given."
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(1, 2, figsize=(8, 3), dpi=80)
-    for ratio in sorted({r["ratio"] for r in rows}):
-        rr = [r for r in rows if r["ratio"] == ratio and "error" not in r]
-        xs = [r["sq"] for r in rr]
-        ax[0].plot(xs, [r["ms"] for r in rr], "o-", label=f"ratio {ratio}")
-        ax[1].plot(xs, [r["peak_gib"] for r in rr], "o-", label=f"ratio {ratio}")
+    for s in dict.fromkeys(_series(r) for r in rows):
+        rr = [r for r in rows if _series(r) == s and "error" not in r]
+        xs, lab = [r["sq"] for r in rr], f"ratio {s[0]}" + (f" {s[1]}" if s[1] else "") + (f" {s[2]}" if s[2] != "train" else "")
+        ax[0].plot(xs, [r["ms"] for r in rr], "o-", label=lab)
+        ax[1].plot(xs, [r["peak_gib"] for r in rr], "o-", label=lab)
     if rows:
         x0 = min(r["sq"] for r in rows); x1 = max(r["sq"] for r in rows)
         ref = [r for r in rows if "error" not in r and r["sq"] == x0]
@@ -388,7 +418,7 @@ def plot_long_context(rows: list[dict], path: str | None = None):
         a.yaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter()); a.grid(True, which="both", alpha=0.3)
         a.legend(fontsize=7)
     h = rows[0].get("heads", 64) if rows else 64
-    fig.suptitle(f"fused CSA training step, one GPU (b = 1, H = {h})", fontsize=9); fig.tight_layout()
+    fig.suptitle(f"fused CSA step, one GPU (b = 1, H = {h})", fontsize=9); fig.tight_layout()
     if path: fig.savefig(path, dpi=80)
     return fig
 
@@ -414,6 +444,61 @@ def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int =
     tensors.update({"d_" + n: (similarity(g2[n], g1[n]), max_rel_err(g2[n], g1[n])) for n in g1})
     return dict(sq=sq, blocks=-(-sq // rows), topk_identical=bool(torch.equal(s1, s2)),
                 out_identical=bool(torch.equal(o1, o2)), tensors=tensors)
+
+# %% ../nbs/07_bench.ipynb #884d4aa5
+def _fp8_block(q_i, k_i, w_i, off, topk, iters):
+    "One block's FP8-vs-bf16 figures (SBHD indexer tensors of `rows` query rows at positions `off …`)."
+    q, k, w = (t.transpose(0, 1).contiguous() for t in (q_i, k_i, w_i))
+    isc = q.shape[-1] ** -0.5
+    with torch.no_grad():
+        k8, ks = fp8_quantize(hadamard_rotate(k))
+        quant = lambda: fp8_quantize(hadamard_rotate(q))
+        q8, qs = quant()
+        bf = lambda: _indexer_fwd(q, k, w, 4, isc, off)
+        f8 = lambda: _indexer_fwd(q8, k8, w, 4, isc, off, qs, ks)
+        s_bf, s_f8 = bf(), f8()
+        sel = lambda s: torch.topk(s, topk, -1).indices.masked_fill(torch.isneginf(torch.topk(s, topk, -1).values), -1)
+        qual = selection_quality(s_bf, sel(s_f8), sel(s_bf))
+        qual["rows_compared"] = qual.pop("rows")
+        fin = torch.isfinite(s_bf)
+        return dict(rows=q.shape[1], entries=k.shape[1], sim_loss=1 - similarity(s_f8[fin], s_bf[fin]),
+                    mask_equal=bool(torch.equal(torch.isneginf(s_f8), torch.isneginf(s_bf))), **qual,
+                    bf16_ms=median_time_ms(bf, iters=iters), fp8_ms=median_time_ms(f8, iters=iters),
+                    quantise_ms=median_time_ms(quant, iters=iters))
+
+def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, layer_sq: int = 16384, iters: int = 30,
+                       seed: int = 0, log=print) -> list[dict]:
+    """FP8 against bf16 selection scores on the GPU, one query block each: `blocks` of `(rows, entries)` — the last `rows`
+    query rows of a ratio-4 sequence with `entries` compressed entries, low-rank inputs — and the last 2048 rows of an
+    untrained V4-Flash layer's own indexer activations at `layer_sq` tokens (`0`: none). One dict per block: `source`,
+    `rows`, `entries`, `sim_loss` (1 − similarity), `mask_equal`, the `selection_quality` keys, `bf16_ms`, `fp8_ms`, `quantise_ms`."""
+    if not torch.cuda.is_available(): raise RuntimeError("fp8_selection_rows needs a CUDA GPU")
+    out = []
+    for rows, n in blocks:
+        g = torch.Generator().manual_seed(seed)
+        q, _, w = low_rank_indexer_inputs(rows, 1, generator=g, device="cuda")       # the block's queries …
+        _, k, _ = low_rank_indexer_inputs(1, n, generator=torch.Generator().manual_seed(seed), device="cuda")  # … and all
+        # the entries: one seed, so one low-rank basis (drawn first), without the [4n, 64, 128] queries of the whole sequence
+        out.append(dict(source="low-rank + noise", **_fp8_block(q, k, w, 4 * n - rows, topk, iters))); log(out[-1])
+    if layer_sq:
+        layer, ins = long_context_layer(4, layer_sq, seed=seed)
+        with torch.no_grad(): q, k, w = layer.indexer(ins[2], ins[3])
+        out.append(dict(source="layer activations", **_fp8_block(q[-2048:], k, w[-2048:], layer_sq - 2048, topk, iters)))
+        log(out[-1])
+    return out
+
+def fp8_selection_markdown(rows: list[dict]) -> str:
+    "The FP8-selection table of the long-context section from `fp8_selection_rows`."
+    L = ["", "FP8 against bf16 selection scores, one query block (cuDNN indexer, 64 heads, top-512 on rows that see "
+         "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
+         "the bf16 selection):", "",
+         "| inputs | rows × entries | 1 − sim | −inf mask equal | recall mean / p01 | mass recall mean / min | bf16 ms "
+         "| fp8 ms | speed-up | quantise ms |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        L.append(f"| {r['source']} | {r['rows']} × {r['entries']} | {r['sim_loss']:.1e} | {'yes' if r['mask_equal'] else 'NO'} | "
+                 f"{r['recall']:.3f} / {r['recall_p01']:.3f} | {r['mass_recall']:.4f} / {r['mass_recall_min']:.4f} | "
+                 f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} |")
+    return "\n".join(L) + "\n"
 
 # %% ../nbs/07_bench.ipynb #cd0d1455
 def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int = 0) -> list:

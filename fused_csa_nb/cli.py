@@ -20,14 +20,17 @@ import torch
 
 import fused_csa_nb
 from .attention import CompressedSparseAttention
-from .bench import (_PACKED_HEADER, benchmarks_markdown, blocked_parity, long_context_markdown,
+from .bench import (_PACKED_HEADER, benchmarks_markdown, blocked_parity, fp8_selection_markdown,
+                                fp8_selection_rows, long_context_markdown,
                                 long_context_rows, packed_markdown, packed_rows, plot_long_context, run_benchmarks)
 from .config import ATTENTION_VARIANTS, COMPRESS_RATIOS, DSA_KERNEL_BACKENDS, CSAConfig, validate_config
 from .kernels import FusedUnavailableError, kernel_status
+from .reference import INDEXER_PRECISIONS
 
 # %% auto #0
-__all__ = ['add_csa_arguments', 'config_from_args', 'cli_message', 'default_backend_report', 'environment_info', 'cmd_info',
-           'resolve_device', 'Progress', 'cmd_demo', 'merge_section', 'cmd_bench', 'build_parser', 'main']
+__all__ = ['add_csa_arguments', 'config_from_args', 'cli_message', 'default_backend_report', 'fp8_selection_report',
+           'environment_info', 'cmd_info', 'resolve_device', 'Progress', 'cmd_demo', 'merge_section', 'cmd_bench',
+           'build_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #f6cd5aa2
 _ARG_FIELDS = (  # (flag, field, type, help)
@@ -67,6 +70,8 @@ def add_csa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                    help="kernel backend; omitted = cudnn for dsv4_hybrid, none for dsa")
     g.add_argument("--compress-ratios", type=int, nargs="+", choices=COMPRESS_RATIOS, default=None,
                    metavar="R", help="compression ratio per layer, each 0, 4 or 128")
+    g.add_argument("--indexer-precision", choices=INDEXER_PRECISIONS, default=None,
+                   help="precision of the indexer's selection scores: bf16 (default) or fp8 (e4m3, selection only)")
     for flag, _, typ, hlp in _ARG_FIELDS:
         g.add_argument(flag, type=typ, default=None, help=hlp)
     for flag, _, hlp in _BOOL_FIELDS:
@@ -80,7 +85,7 @@ def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) ->
     if base is not None and not isinstance(base, CSAConfig):
         raise TypeError(f"`base` must be a CSAConfig or None, got {type(base).__name__}")
     base = CSAConfig() if base is None else base
-    names = ["attention_variant", "dsa_kernel_backend", "compress_ratios"]
+    names = ["attention_variant", "dsa_kernel_backend", "compress_ratios", "indexer_precision"]
     names += [f for _, f, _, _ in _ARG_FIELDS] + [f for _, f, _ in _BOOL_FIELDS]
     given = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
     cfg = dataclasses.replace(base, **given)
@@ -88,7 +93,8 @@ def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) ->
 
 # %% ../nbs/09_cli.ipynb #3d25aa4d
 _FLAG_OF = {"attention_variant": "--attention-variant", "dsa_kernel_backend": "--dsa-kernel-backend",
-            "compress_ratios": "--compress-ratios", **{f: flag for flag, f, _, _ in _ARG_FIELDS},
+            "compress_ratios": "--compress-ratios", "indexer_precision": "--indexer-precision",
+            **{f: flag for flag, f, _, _ in _ARG_FIELDS},
             **{f: flag for flag, f, _ in _BOOL_FIELDS}}
 
 def cli_message(msg: str) -> str:
@@ -133,6 +139,16 @@ def default_backend_report(cfg: CSAConfig | None = None) -> str:
     return f"{backend} ({how}) — " + ("fused kernels available here" if backend == "cudnn" else "native PyTorch")
 
 # %% ../nbs/09_cli.ipynb #911898fa
+def fp8_selection_report() -> str:
+    "One line: where `indexer_precision='fp8'` runs here (natively anywhere; fused on SM90 with the kernels)."
+    cfg = CSAConfig.v4_flash(indexer_precision="fp8", dsa_kernel_backend="cudnn", compress_ratios=(4,))
+    if _no_gpu_reason() is not None: return "native (emulated in float32); fused: no CUDA GPU here"
+    try:
+        validate_config(cfg)
+    except (ValueError, FusedUnavailableError) as e:
+        return f"native (emulated in float32); fused refused here: {cli_message(e)}"
+    return "native (emulated in float32) and fused (cuDNN SM90 FP8 indexer)"
+
 def environment_info() -> dict:
     "Package, torch, CUDA/GPU, kernel-package availability and the default backend, as an ordered dict of strings."
     info = {"fused_csa_nb": fused_csa_nb.__version__, "python": platform.python_version(),
@@ -147,6 +163,7 @@ def environment_info() -> dict:
     info["cudnn.DSA (nvidia-cudnn-frontend)"] = status["cudnn.DSA"]
     info["triton"] = _probe_import("triton")
     info["default backend"] = default_backend_report()
+    info["fp8 indexer selection"] = fp8_selection_report()
     return info
 
 def cmd_info(args) -> int:
@@ -387,8 +404,12 @@ def cmd_bench(args) -> int:
         progress.stage("blocked-vs-one-block parity at 16,384 tokens")
         par = blocked_parity(16384); progress.log(par)
         progress.stage(f"long-context training steps at sq = {args.seqlens}")
-        rows = long_context_rows(seqlens=tuple(args.seqlens), log=progress.log)
+        rows = long_context_rows(seqlens=tuple(args.seqlens), log=progress.log, precisions=tuple(args.precisions),
+                                 modes=tuple(args.modes))
         md = long_context_markdown(rows, par)
+        if "fp8" in args.precisions:
+            progress.stage("FP8 against bf16 selection scores, one query block each")
+            md += fp8_selection_markdown(fp8_selection_rows(log=progress.log))
         if args.plot: plot_long_context(rows, args.plot); progress.log(f"wrote {args.plot}")
     else:
         progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
@@ -457,6 +478,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "blocked-vs-one-block parity at 16K; with --out it replaces or appends that section")
     pb.add_argument("--seqlens", type=_int_in(256), nargs="+", default=[16384, 65536, 131072, 262144], metavar="N",
                     help="sequence lengths of --long-context, each >= 256 (default 16384 65536 131072 262144)")
+    pb.add_argument("--precisions", nargs="+", choices=INDEXER_PRECISIONS, default=list(INDEXER_PRECISIONS),
+                    help="with --long-context: the ratio-4 rows' indexer precisions (default bf16 fp8; fp8 adds the "
+                         "selection-quality table)")
+    pb.add_argument("--modes", nargs="+", choices=("train", "eval"), default=["train", "eval"],
+                    help="with --long-context: training steps (forward + backward) and/or inference steps (default both)")
     pb.add_argument("--plot", default=None, help="with --long-context: save the time/memory plot to this PNG")
     pb.add_argument("--packed", action="store_true",
                     help="the packed-sequence section instead: one THD pack of --pack-tokens against padding and single "

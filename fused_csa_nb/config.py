@@ -13,6 +13,7 @@ import torch
 from fastcore.basics import patch
 
 from .checks import check_bool, check_choice, check_float, check_int, check_scale
+from .reference import INDEXER_PRECISIONS
 from .kernels import FusedUnavailableError, detected_capability, detected_kernels, kernel_limits, padded_num_heads
 
 # %% auto #0
@@ -38,7 +39,9 @@ class CSAConfig:
     layers attend to all causal compressed entries instead of the indexer's top-k.
     Lightning indexer (ratio 4): `index_topk` compressed entries selected per query (512 / 1024); `index_n_heads` and
     `index_head_dim`, its heads (64 × 128); `indexer_block_bytes`, the memory budget of one indexer query block in
-    bytes (scores, top-k and loss are computed block by block; default 1 GiB).
+    bytes (scores, top-k and loss are computed block by block; default 1 GiB); `indexer_precision`, the precision of the
+    selection scores: `"bf16"` (the indexer's own dtype, default) or `"fp8"` (DeepSeek-V3.2's recipe: Hadamard-rotated
+    e4m3 queries and keys with power-of-two scales; it changes which entries are selected, never the loss or a gradient).
     Indexer loss: `indexer_loss_coeff` (0: no loss); `indexer_use_sparse_loss`: the KL over the selected top-k
     (`False`: over all causal entries, the dense loss); `per_token_loss`: the loss is the sum over query rows × coeff
     instead of the mean.
@@ -67,6 +70,7 @@ class CSAConfig:
     dense_mode: bool = False
     per_token_loss: bool = False
     indexer_block_bytes: int = 1 << 30
+    indexer_precision: str = "bf16"
     softmax_scale: float | None = None
     rotary_dim: int = 64
     rope_theta: float = 10000.0
@@ -155,6 +159,7 @@ CONFIG_FIELD_CHECKS = {   # one row per CSAConfig field: check(name, value) -> n
     "beta_slow": lambda name, v: check_scale(name, v, required=True),
     "rms_norm_eps": lambda name, v: check_scale(name, v, required=True),
     "indexer_block_bytes": _at_least(1),                            # bytes of one indexer query block
+    "indexer_precision": _one_of(INDEXER_PRECISIONS),               # selection scores: bf16 or fp8
 }
 
 def _checked_fields(cfg) -> dict:
@@ -218,6 +223,9 @@ def _check_common(cfg, ratios):
     if _has_indexer_layer(cfg, ratios) and cfg.rotary_dim > cfg.index_head_dim:
         raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `index_head_dim`={cfg.index_head_dim} "
                          "(the indexer's heads are roped too)")
+    d = cfg.index_head_dim
+    if _has_indexer_layer(cfg, ratios) and cfg.indexer_precision == "fp8" and d & (d - 1):
+        raise ValueError(f"indexer_precision='fp8' needs `index_head_dim` a power of two (its Hadamard rotation), got {d}")
 
 def _has_indexer_layer(cfg, ratios):
     "Whether a layer of `ratios` has the lightning indexer (ratio 4, not dense mode)."
@@ -293,6 +301,10 @@ def _check_kernel_limits(cfg, major, ratios):
     if cfg.index_n_heads not in lim.index_heads:
         raise ValueError(f"dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in {lim.index_heads} (cuDNN "
                          f"indexer kernels), got {cfg.index_n_heads}" + fix)
+    if cfg.indexer_precision == "fp8" and cfg.index_n_heads not in lim.fp8_index_heads:
+        raise ValueError(f"indexer_precision='fp8' with dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in "
+                         f"{lim.fp8_index_heads or 'none (no FP8 indexer on this GPU generation)'} (cuDNN FP8 indexer), got "
+                         f"{cfg.index_n_heads}; use indexer_precision='bf16'" + fix)
     if cfg.indexer_loss_coeff > 0 and cfg.index_n_heads not in lim.index_bwd_heads:
         raise ValueError(f"dsa_kernel_backend='cudnn' on SM{major}0 trains the indexer (indexer_loss_coeff > 0) with "
                          f"index_n_heads in {lim.index_bwd_heads} (cuDNN sparse indexer backward), got "

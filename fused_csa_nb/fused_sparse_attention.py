@@ -10,15 +10,15 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import first_order_only, check_bool, check_float, check_int, check_scale, check_tensor
+from .checks import first_order_only, check_bool, check_choice, check_float, check_int, check_scale, check_tensor
 from .layout import (_check_int32_range, _entry_slots, _flat_global, _pack_entries, _pack_window, _row_blocks,
                                  cached_index, compressed_topk_idxs, _pad_idx, visible_counts, window_slots)
 from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
                                   _dense_indexer_score, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
-                                  _radix_topk,
+                                  _radix_topk, _sparse_indexer_predict,
                                   _sparse_bwd, _sparse_fwd, _sparse_score, kernel_limits, padded_num_heads, round_up,
                                   sm_major)
-from .reference import _indexer_input_poison, _packed_input_poison
+from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_quantize, hadamard_rotate
 from . import teacher as _teacher
 
 # %% auto #0
@@ -107,45 +107,62 @@ def _block_bshd(t, t0, t1):
     "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."
     return t[t0:t1].transpose(0, 1).contiguous()
 
-def _select_block(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, off=0):
-    "Query rows `[t0, t1)` (global positions `off + t`) → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,n_comp] fp32, selected ids [b,c,index_topk] int32, -1 padded)`."
+def _fp8_keys(k_i):
+    "The FP8 recipe's keys of a call, once: `(k8, k_scale)` of `k_i [..., Di]` (rotated, e4m3, one scale per entry)."
+    with torch.no_grad(): return fp8_quantize(hadamard_rotate(k_i))
+
+def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
+    "A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)` (the queries quantised here)."
+    if k_fp8 is None: return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
+    with torch.no_grad(): q8, qs = fp8_quantize(hadamard_rotate(q_i))
+    return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
+
+def _select_block(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, off=0, k_fp8=None):
+    """Query rows `[t0, t1)` (global positions `off + t`) → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,n_comp] fp32, selected ids
+    [b,c,index_topk] int32, -1 padded)`; `k_fp8`: `_fp8_keys(k_i)` for FP8 selection scores (else bf16)."""
     b, n_comp = k_i.shape[:2]
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
-    scores = _indexer_fwd(q_i, k_i, w_i, ratio, isc, off + t0)
+    scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
     lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
     sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk)
     return q_i, w_i, scores, sel.view(b, t1 - t0, index_topk)
 
-def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, q_offset=0):
-    "Path C's selection on checked SBHD indexer tensors → `(selected [b, sq, index_topk] int32, poison [b, sq] fp32)`."
+def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, q_offset=0, fp8=False):
+    "Path C's selection on checked SBHD indexer tensors → `(selected [b, sq, index_topk] int32, poison [b, sq] fp32)`; `fp8`: FP8 scores."
     sq, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()                                  # [b, n_comp, Di]: small
+    k_fp8 = _fp8_keys(k_i) if fp8 else None
     sel = torch.empty(b, sq, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(b, sq, dtype=torch.float32, device=q_indexer.device)
     for t0, t1 in _row_blocks(sq, block_rows):
-        sel[:, t0:t1] = _select_block(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, q_offset)[3]
+        sel[:, t0:t1] = _select_block(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, q_offset, k_fp8)[3]
         poison[:, t0:t1] = _indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, q_offset + t0)
     return sel, poison
 
-def _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack):
+def _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None):
     """Rows `[t0, t1)` of a pack (THD indexer: each document against its own entries) → `(q_i [1,c,Hi,Di], w_i [1,c,Hi],
     scores [1,c,E] in document-local columns, selected entry ids [1,c,k] of the pack (-1 padded), their columns [1,c,k])`."""
     q, w = q_indexer[t0:t1, 0], weights[t0:t1, 0]
     cu = pack.cu
-    scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, (cu.clamp(t0, t1) - t0).int(), pack.cc.int(),
-                              min(pack.max_seqlen, t1 - t0), pack.max_seqlen // ratio, (t0 - cu[:-1]).clamp(min=0).int())
+    thd = ((cu.clamp(t0, t1) - t0).int(), pack.cc.int(), min(pack.max_seqlen, t1 - t0), pack.max_seqlen // ratio,
+           (t0 - cu[:-1]).clamp(min=0).int())
+    if k_fp8 is None: scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, *thd)
+    else:
+        with torch.no_grad(): q8, qs = fp8_quantize(hadamard_rotate(q))
+        scores = _indexer_fwd_thd(q8, k_fp8[0], w, ratio, isc, *thd, qs, k_fp8[1])
     cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
     return q[None], w[None], scores[None], sel[None], cols[None]
 
-def _select_packed(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, pack):
-    "Path C's selection on a pack: `(selected entry ids [1, T, index_topk] int32, poison [1, T] fp32)`."
+def _select_packed(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, pack, fp8=False):
+    "Path C's selection on a pack: `(selected entry ids [1, T, index_topk] int32, poison [1, T] fp32)`; `fp8`: FP8 scores."
     T = q_indexer.shape[0]
     k_flat = k_indexer[:, 0].contiguous()
+    k_fp8 = _fp8_keys(k_flat) if fp8 else None
     sel = torch.empty(1, T, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(1, T, dtype=torch.float32, device=q_indexer.device)
     for t0, t1 in _row_blocks(T, block_rows):
-        sel[:, t0:t1] = _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack)[3]
+        sel[:, t0:t1] = _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8)[3]
         poison[:, t0:t1] = _packed_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], pack.row_base[t0:t1],
                                                 pack.row_visible[t0:t1])
     return sel, poison
@@ -169,6 +186,14 @@ def _check_block_rows(block_rows, sq):
     "Query rows per indexer block: `None` = all rows (one block)."
     return max(sq, 1) if block_rows is None else check_int("block_rows", block_rows, 1)
 
+def _check_precision(precision, hi, lim, major) -> bool:
+    "`indexer_precision` checked (`'bf16'` or `'fp8'`; FP8 needs `hi` in the device's `fp8_index_heads`) → whether FP8."
+    if check_choice("indexer_precision", precision, INDEXER_PRECISIONS) == "bf16": return False
+    if hi not in lim.fp8_index_heads:
+        raise ValueError(f"indexer_precision='fp8' on SM{major}0 runs {lim.fp8_index_heads or 'no'} indexer heads "
+                         f"(cuDNN FP8 indexer), got {hi}")
+    return True
+
 def _check_indexer_call(q_indexer, k_indexer, weights, index_topk, ratio, indexer_softmax_scale):
     "The checks of an indexer call (shapes, dtypes, devices, the device's limits) → `(sq, b, n_comp, isc, lim)`."
     if not isinstance(q_indexer, torch.Tensor) or q_indexer.dim() != 4:
@@ -184,17 +209,19 @@ def _check_indexer_call(q_indexer, k_indexer, weights, index_topk, ratio, indexe
 
 # %% ../nbs/04_fused.ipynb #2a74186c
 def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None,
-                 *, block_rows: int | None = None, return_poison: bool = False):
+                 *, block_rows: int | None = None, return_poison: bool = False, indexer_precision: str = "bf16"):
     """Fused indexer top-k of a whole sequence → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded.
 
     `q_indexer [sq, b, Hi, Di]`, `weights [sq, b, Hi]`, `k_indexer [n_comp, b, Di]` bf16 (SBHD, one CUDA device):
     the indexer's queries, head weights and keys; `index_topk`: ids per row (`<= max_topk`); `ratio`: the compression
     ratio (causal rule `j < (t + 1) // ratio`); `indexer_softmax_scale`: default `Di**-0.5`.
     `block_rows`: query rows scored at a time (the `[b, block_rows, n_comp]` scores are the transient); `None` = all.
-    `return_poison`: also return `[b, sq]` float32, NaN on rows whose indexer inputs are not finite (the non-finite rule)."""
+    `return_poison`: also return `[b, sq]` float32, NaN on rows whose indexer inputs are not finite (the non-finite rule).
+    `indexer_precision`: `'bf16'`, or `'fp8'` (SM90: the scores of the rotated e4m3 inputs, `reference.fp8_indexer_scores`)."""
     sq, b, n_comp, isc, lim = _check_indexer_call(q_indexer, k_indexer, weights, index_topk, ratio, indexer_softmax_scale)
     check_bool("return_poison", return_poison)
-    sel, poison = _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, _check_block_rows(block_rows, sq))
+    fp8 = _check_precision(indexer_precision, q_indexer.shape[2], lim, sm_major(q_indexer.device))
+    sel, poison = _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, _check_block_rows(block_rows, sq), fp8=fp8)
     return (sel, poison) if return_poison else sel
 
 # %% ../nbs/04_fused.ipynb #0dfcc7b5
@@ -226,9 +253,10 @@ def _kl_rows(target, log_p, support):
     log_t = torch.log(target.clamp_min(_TINY))
     return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), torch.zeros_like(target)).sum(-1)
 
-def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b):
+def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b, q_i=None, w_i=None, k_i=None):
     """Sparse loss pieces of a query block (`q` its flat rows; `sel [b, c, k]` entry ids, `cols` their columns in `scores`):
-    `(target, predict, log_predict, support)`, all `[b, c, k]`."""
+    `(target, predict, log_predict, support)`, all `[b, c, k]`. With FP8 selection (`cfg.fp8`) the prediction is the
+    bf16 one over the selected entries, recomputed from `q_i [b,c,Hi,Di]`, `w_i [b,c,Hi]`, `k_i [b,n,Di]` (the loss is bf16)."""
     c, k = sel.shape[1:]
     support = sel >= 0
     comp_flat = _flat_global(_entry_slots(sel, cfg.slot0), kv.shape[0] // b)        # [c·b, k] flat slots, -1 kept
@@ -239,8 +267,11 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b
     unsupported = ~support
     target = tgt[:, :k].reshape(c, b, k).transpose(0, 1)                       # → [b, c, k]
     target = target.nan_to_num(0.0).masked_fill(unsupported, 0.0)
-    logits = torch.gather(scores, 2, cols.clamp(min=0).long()).masked_fill(unsupported, float("-inf"))
-    log_p = torch.log_softmax(logits, -1).masked_fill(unsupported, float("-inf"))
+    if cfg.fp8:
+        log_p = torch.log(_sparse_indexer_predict(q_i, k_i, w_i, sel, cfg.isc)).masked_fill(unsupported, float("-inf"))
+    else:
+        logits = torch.gather(scores, 2, cols.clamp(min=0).long()).masked_fill(unsupported, float("-inf"))
+        log_p = torch.log_softmax(logits, -1).masked_fill(unsupported, float("-inf"))
     return target.contiguous(), log_p.exp().contiguous(), log_p, support
 
 class _RowBuffer:
@@ -273,6 +304,7 @@ class _PathB(NamedTuple):
     heads: int                # query heads FlashMLA runs (padded)
     lim: KernelLimits         # the kernel limits of the device
     pack: object = None       # the `layout.PackRows` of a packed call (b = 1, THD indexer; the mean divides by its real rows)
+    fp8: bool = False         # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
 
 def _block_coeff(cfg, c, b):
     """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`
@@ -282,7 +314,7 @@ def _block_coeff(cfg, c, b):
 def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, one, dk_out):
     "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
     b = k_i.shape[0]
-    target, predict, log_p, support = _sparse_teacher_and_predict(cfg, q, kv, lse, sink, scores, sel, cols, b)
+    target, predict, log_p, support = _sparse_teacher_and_predict(cfg, q, kv, lse, sink, scores, sel, cols, b, q_i, w_i, k_i)
     grads = _indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b),
                          cfg.lim.indexer_bwd_topk_multiple, d_index_k=dk_out)
     return _kl_rows(target, log_p, support).sum(), grads
@@ -314,6 +346,7 @@ class _PathBInputs(NamedTuple):
     q: torch.Tensor           # query as [sq·b, H, D]
     kv: torch.Tensor          # kv_full as [slots·b, D]
     k_i: torch.Tensor         # k_indexer as BSHD [b, n_comp, Di] (small)
+    k_fp8: tuple | None       # `(k8, k_scale)` of k_i for FP8 selection, else None
 
 class _Block(NamedTuple):
     "Query block `[t0, t1)` after its indexer selection and its FlashMLA forward."
@@ -333,12 +366,13 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
     b = ins.query.shape[1]
     if cfg.pack is None:
         q_i, w_i, scores, sel = _select_block(ins.q_indexer, ins.k_i, ins.weights, t0, t1, cfg.index_topk, cfg.ratio,
-                                              cfg.isc, cfg.q_offset)
+                                              cfg.isc, cfg.q_offset, ins.k_fp8)
         cols = sel
         poison = _indexer_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.ratio, cfg.q_offset + t0)
     else:
         q_i, w_i, scores, sel, cols = _select_block_packed(ins.q_indexer, ins.k_i[0], ins.weights, t0, t1, cfg.index_topk,
-                                                           cfg.ratio, cfg.isc, cfg.pack)
+                                                           cfg.ratio, cfg.isc, cfg.pack, None if ins.k_fp8 is None else
+                                                           tuple(t[0] for t in ins.k_fp8))
         poison = _packed_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.pack.row_base[t0:t1],
                                       cfg.pack.row_visible[t0:t1])
     packed, tlen = _attn_rows(ins.window_idxs[:, t0:t1], sel, cfg.slot0, ins.kv_full.shape[0], compressed_first=True)
@@ -394,8 +428,9 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, cfg):
         sq, b, h, d = query.shape
+        k_i = k_indexer.transpose(0, 1).contiguous()
         ins = _PathBInputs(query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, query.view(sq * b, h, d),
-                           kv_full.view(-1, d), k_indexer.transpose(0, 1).contiguous())
+                           kv_full.view(-1, d), k_i, _fp8_keys(k_i) if cfg.fp8 else None)
         blocks = _row_blocks(sq, cfg.block_rows)
         rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]               # out, lse, idx, tlen
         acc = _LossSum(cfg, ins, len(blocks) == 1) if cfg.coeff != 0.0 else None
@@ -438,7 +473,7 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
                                   index_topk: int, ratio: int, softmax_scale=None, indexer_softmax_scale=None,
                                   loss_coeff: float = 0.0, sparse_loss: bool = False,
                                   calculate_per_token_loss: bool = False, *, return_lse: bool = False,
-                                  block_rows: int | None = None):
+                                  block_rows: int | None = None, indexer_precision: str = "bf16"):
     """Path B of a whole sequence: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward.
 
     `query [sq, b, H, D]`, `kv_full [sq + n_comp, b, D]` bf16 and `attn_sink [H]` fp32 as in `csa_sparse_attn`;
@@ -448,7 +483,8 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
     default `D**-0.5`, `Di**-0.5`; `loss_coeff` (>= 0; 0: no loss, no teacher work); `sparse_loss`: the KL over the
     selected entries (else dense, all causal entries: SM100 only); `calculate_per_token_loss`: the sum over rows instead
     of the mean; `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients; `None`:
-    one block). Returns `(out [sq, b, H·512] bf16, loss 0-d fp32)` (and the LSE `[b, sq, H]` with `return_lse`)."""
+    one block); `indexer_precision`: the selection scores' (`'bf16'`, or `'fp8'`: SM90; the loss stays bf16, over the
+    selected entries). Returns `(out [sq, b, H·512] bf16, loss 0-d fp32)` (and the LSE `[b, sq, H]` with `return_lse`)."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
     hi, di, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     if kv_full.shape[0] != sq + n_comp:
@@ -464,6 +500,7 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
                                     k_indexer=k_indexer, weights=weights, window_idxs=window_idxs))
     lim = kernel_limits(major)
     check_int("index_topk", index_topk, 1, lim.max_topk)
+    fp8 = _check_precision(indexer_precision, hi, lim, major)
     _check_int32_range(kv_full.shape[0], b)
     if loss_coeff != 0.0 and not sparse_loss and major < 10:
         raise ValueError("the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
@@ -471,6 +508,7 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
                          "indexer loss (sparse_loss=True) or dsa_kernel_backend='none'")
     cfg = _PathB(index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5),
                  check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5), loss_coeff, sparse_loss,
-                 calculate_per_token_loss, _check_block_rows(block_rows, sq), 0, sq, sq, padded_num_heads(h, major), lim)
+                 calculate_per_token_loss, _check_block_rows(block_rows, sq), 0, sq, sq, padded_num_heads(h, major), lim,
+                 fp8=fp8)
     out, loss, lse = _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, cfg)
     return (out, loss, lse.view(sq, b, h).transpose(0, 1)) if return_lse else (out, loss)

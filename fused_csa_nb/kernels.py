@@ -19,7 +19,8 @@ __all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'FusedUnavailableErr
            'sm_major', 'detected_capability', 'detected_kernels', 'KernelLimits', 'kernel_limits', 'round_up',
            'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd',
            'indexer_fwd', 'indexer_fwd_thd', 'radix_topk', 'compactify', 'sparse_attn_score_recompute',
-           'dense_attn_score_recompute', 'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
+           'sparse_indexer_predict', 'dense_attn_score_recompute', 'dense_indexer_score_recompute', 'indexer_bwd',
+           'dense_indexer_bwd']
 
 # %% ../nbs/03_kernels.ipynb #ae650b13
 class FusedUnavailableError(RuntimeError):
@@ -134,13 +135,14 @@ class KernelLimits:
     topk_multiple: int = 128
     max_topk: int = 2048
     index_heads: tuple = (16, 32, 64)
+    fp8_index_heads: tuple = (32, 64)
     index_bwd_heads: tuple = (64,)
     index_head_dim: int = 128
     indexer_bwd_topk_multiple: int = 128
     min_bwd_heads: int = 2
     score_head_multiple: int = 8
 
-KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, index_bwd_heads=(32, 64))}
+KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, fp8_index_heads=(), index_bwd_heads=(32, 64))}
 
 def kernel_limits(sm_major: int) -> KernelLimits:
     "The `KernelLimits` of compute-capability major `sm_major` (the newest entry at or below it); `ValueError` below SM90."
@@ -347,13 +349,19 @@ _flash_mla_fwd_op.register_autograd(lambda ctx, dout, _dlse: _sparse_attn_backwa
 def _qco(q_causal_offsets):
     return {} if q_causal_offsets is None else dict(q_causal_offsets=q_causal_offsets)
 
-@_op("indexer_fwd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets) -> Tensor")
-def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets):
+def _fp8(q_scale, k_scale):
+    "The FP8 keywords of `indexer_forward_wrapper` (per-row fp32 descales; `k_scale` gains its KV-head dim), or none (bf16)."
+    if q_scale is None: return {}
+    return dict(precision="fp8", q_scale=q_scale, k_scale=k_scale.unsqueeze(-1))
+
+@_op("indexer_fwd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets, "
+                    "Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor")
+def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
     return _lib("dsa").indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale,
-                                          **_qco(q_causal_offsets))["scores"]
+                                               **_qco(q_causal_offsets), **_fp8(q_scale, k_scale))["scores"]
 
 @_indexer_fwd_op.register_fake
-def _(q, k, w, ratio, sm_scale, q_causal_offsets):
+def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
     return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
 
 @_op("radix_topk", "(Tensor values, Tensor lengths, int top_k) -> Tensor")
@@ -520,56 +528,83 @@ def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: f
     return _sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 # %% ../nbs/03_kernels.ipynb #2594c128
-def _indexer_fwd(q, k, w, ratio, sm_scale, q_offset=0):
-    "Indexer scores `[B, S_q, S_k]` fp32 on checked BSHD tensors; `q_offset`: an int or a `(B,)` int32 tensor."
-    return _run("indexer_fwd", q, k, w, ratio, sm_scale, _offsets(q_offset, q.shape[0], q.device))
+def _indexer_fwd(q, k, w, ratio, sm_scale, q_offset=0, q_scale=None, k_scale=None):
+    """Indexer scores `[B, S_q, S_k]` fp32 on checked BSHD tensors; `q_offset`: an int or a `(B,)` int32 tensor; with
+    `q_scale [B,S_q,H]`, `k_scale [B,S_k]` the FP8 kernel on e4m3 `q`, `k`."""
+    return _run("indexer_fwd", q, k, w, ratio, sm_scale, _offsets(q_offset, q.shape[0], q.device), q_scale, k_scale)
+
+def _check_fp8_scales(q, k, q_scale, k_scale, q_rows, k_rows):
+    "With scales: `q`, `k` e4m3 and fp32 per-row descales of shapes `q_rows`, `k_rows`; without: bf16 `q`, `k`. → FP8 or not."
+    if (q_scale is None) != (k_scale is None):
+        raise ValueError("`q_scale` and `k_scale` go together (FP8 scores), got only one of them")
+    fp8 = q_scale is not None
+    dt, what = (torch.float8_e4m3fn, "float8_e4m3fn (with q_scale, k_scale)") if fp8 else (torch.bfloat16, "bfloat16")
+    for name, t in (("q", q), ("k", k)):
+        if t.dtype != dt: raise TypeError(f"`{name}` must be {what}, got {t.dtype}")
+    if fp8:
+        check_tensor("q_scale", q_scale, dtype=torch.float32, shape=q_rows, what=str(list(q_rows)), contiguous=True)
+        check_tensor("k_scale", k_scale, dtype=torch.float32, shape=k_rows, what=str(list(k_rows)), contiguous=True)
+    return fp8
+
+def _check_index_heads(h, major, fp8):
+    "`h` index heads on SM`major`0: the bf16 or the FP8 indexer's head counts (the kernel-limit table)."
+    lim, field = kernel_limits(major), "fp8_index_heads" if fp8 else "index_heads"
+    if h not in getattr(lim, field):
+        kind = "FP8 indexer" if fp8 else "indexer"
+        raise ValueError(f"`q` has {h} index heads; the cuDNN {kind} on SM{major}0 runs {getattr(lim, field) or 'none'}")
 
 def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, sm_scale: float,
-                q_offset: int | torch.Tensor | None = None) -> torch.Tensor:
+                q_offset: int | torch.Tensor | None = None, *, q_scale: torch.Tensor | None = None,
+                k_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Indexer scores, checked: BSHD `q [B,S_q,H,128]` bf16, `k [B,S_k,128]` bf16 (`S_k >= 1`), `w [B,S_q,H]` bf16 or fp32,
     `ratio >= 1`, `sm_scale` > 0; `q_offset` (int >= 0, or a `(B,)` int32 tensor): global token index of `q[:, 0]` for the
-    causal rule. → `[B, S_q, S_k]` fp32, `-inf` where `j >= (q_offset + t + 1) // ratio`."""
-    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S_q, H, 128]", contiguous=True)
+    causal rule. → `[B, S_q, S_k]` fp32, `-inf` where `j >= (q_offset + t + 1) // ratio`.
+    FP8 (SM90): `q`, `k` float8_e4m3fn with their fp32 descales `q_scale [B,S_q,H]` (per token and head) and `k_scale [B,S_k]`
+    (per entry), `w` bf16: the scores of the dequantised `q·q_scale`, `k·k_scale` (`reference.fp8_indexer_inputs` makes them)."""
+    check_tensor("q", q, shape=(None, None, None, 128), what="[B, S_q, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
     if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
-    check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
+    check_tensor("k", k, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     if k.shape[1] < 1: raise ValueError("`k` must hold at least one compressed entry (S_k >= 1)")
-    check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]", contiguous=True)
+    fp8 = _check_fp8_scales(q, k, q_scale, k_scale, (b, s, h), (b, k.shape[1]))
+    check_tensor("w", w, dtype=torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]",
+                 contiguous=True)
     check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
     qco = _q_causal_offsets(q_offset, b, q.device)
     _need(_dsa)
-    major = sm_major(_check_devices(q=q, k=k, w=w, q_offset=qco))
-    if h not in kernel_limits(major).index_heads:
-        raise ValueError(f"`q` has {h} index heads; the cuDNN indexer on SM{major}0 runs {kernel_limits(major).index_heads}")
-    return _indexer_fwd(q, k, w, ratio, sm_scale, qco if qco is not None else 0)
+    _check_index_heads(h, sm_major(_check_devices(q=q, k=k, w=w, q_offset=qco, q_scale=q_scale, k_scale=k_scale)), fp8)
+    return _indexer_fwd(q, k, w, ratio, sm_scale, qco if qco is not None else 0, q_scale, k_scale)
 
 # %% ../nbs/03_kernels.ipynb #f1233ca3
 @_op("indexer_fwd_thd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor cu_q, Tensor cu_k, int max_q, "
-                        "int max_k, Tensor q_causal_offsets) -> Tensor")
-def _indexer_fwd_thd_op(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
+                        "int max_k, Tensor q_causal_offsets, Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor")
+def _indexer_fwd_thd_op(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
     return _lib("dsa").indexer_forward_wrapper(q, k.unsqueeze(1), w, ratio=ratio, sm_scale=sm_scale, cu_seqlens_q=cu_q,
                                                cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
-                                               q_causal_offsets=q_causal_offsets)["scores"]
+                                               q_causal_offsets=q_causal_offsets, **_fp8(q_scale, k_scale))["scores"]
 
 @_indexer_fwd_thd_op.register_fake
-def _(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
+def _(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
     return q.new_empty((q.shape[0], max_k), dtype=torch.float32)
 
-def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
-    "THD indexer scores `[T, max_k]` (document-local columns) on checked tensors (see above)."
-    return _run("indexer_fwd_thd", q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets)
+def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
+    "THD indexer scores `[T, max_k]` (document-local columns) on checked tensors (see above); FP8 with `q_scale [T,H]`, `k_scale [T_k]`."
+    return _run("indexer_fwd_thd", q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale, k_scale)
 
 def indexer_fwd_thd(q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
-                    q_causal_offsets=None):
+                    q_causal_offsets=None, *, q_scale=None, k_scale=None):
     """THD indexer scores, checked: `q [T, H, 128]` bf16, `k [T_k, 128]` bf16, `w [T, H]` bf16/fp32; `cu_seqlens_q`,
     `cu_seqlens_k` int32 `[N+1]` (each document's query rows and keys); `max_seqlen_q`, `max_seqlen_k`: bounds of a
     document's query rows and keys (Python ints); `q_causal_offsets` int32 `[N]`: the position of each document's first
-    query row (default 0). → `[T, max_seqlen_k]` fp32 in document-local columns, `-inf` where not visible."""
-    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, 128), what="[T, H, 128]", contiguous=True)
+    query row (default 0). → `[T, max_seqlen_k]` fp32 in document-local columns, `-inf` where not visible.
+    FP8 (SM90) as in `indexer_fwd`: e4m3 `q`, `k` with `q_scale [T, H]`, `k_scale [T_k]` fp32, `w` bf16."""
+    check_tensor("q", q, shape=(None, None, 128), what="[T, H, 128]", contiguous=True)
     T, h, _ = q.shape
     if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
-    check_tensor("k", k, dtype=torch.bfloat16, shape=(None, 128), what="[T_k, 128]", contiguous=True)
-    check_tensor("w", w, dtype=(torch.bfloat16, torch.float32), shape=(T, h), what="[T, H]", contiguous=True)
+    check_tensor("k", k, shape=(None, 128), what="[T_k, 128]", contiguous=True)
+    fp8 = _check_fp8_scales(q, k, q_scale, k_scale, (T, h), (k.shape[0],))
+    check_tensor("w", w, dtype=torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32), shape=(T, h), what="[T, H]",
+                 contiguous=True)
     check_tensor("cu_seqlens_q", cu_seqlens_q, dtype=torch.int32, ndim=1, contiguous=True)
     n = cu_seqlens_q.shape[0] - 1
     check_tensor("cu_seqlens_k", cu_seqlens_k, dtype=torch.int32, shape=(n + 1,), what="[N+1]", contiguous=True)
@@ -578,10 +613,9 @@ def indexer_fwd_thd(q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqle
     qco = (torch.zeros(n, dtype=torch.int32, device=q.device) if q_causal_offsets is None else
            check_tensor("q_causal_offsets", q_causal_offsets, dtype=torch.int32, shape=(n,), what="[N]", contiguous=True))
     _need(_dsa)
-    major = sm_major(_check_devices(q=q, k=k, w=w, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, q_causal_offsets=qco))
-    if h not in kernel_limits(major).index_heads:
-        raise ValueError(f"`q` has {h} index heads; the cuDNN indexer on SM{major}0 runs {kernel_limits(major).index_heads}")
-    return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco)
+    _check_index_heads(h, sm_major(_check_devices(q=q, k=k, w=w, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                                  q_causal_offsets=qco, q_scale=q_scale, k_scale=k_scale)), fp8)
+    return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco, q_scale, k_scale)
 
 # %% ../nbs/03_kernels.ipynb #4a28336c
 def _radix_topk(values, lengths, top_k):
@@ -635,6 +669,45 @@ def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
     _need(_dsa)
     lim = kernel_limits(sm_major(_check_devices(q=q, kv=kv, lse=lse, indices=indices)))
     return _sparse_score(q, kv, lse, indices, sm_scale, lim.score_head_multiple)
+
+# %% ../nbs/03_kernels.ipynb #d971e4ad
+_SCORE_IFACES: dict = {}
+
+def _score_iface(major: int):
+    "cuDNN's per-architecture score-recompute module (SM90, or SM100 for newer), imported once."
+    m = _SCORE_IFACES.get(major)
+    if m is None:
+        _lib("dsa")                                                  # the package is there (or a clear error)
+        m = _SCORE_IFACES[major] = importlib.import_module(
+            f"cudnn.deepseek_sparse_attention.score_recompute._interface_sm{90 if major == 9 else 100}")
+    return m
+
+@_op("sparse_indexer_predict", "(Tensor q, Tensor k, Tensor w, Tensor indices, float sm_scale) -> Tensor")
+def _sparse_indexer_predict_op(q, k, w, indices, sm_scale):
+    out = torch.empty(indices.shape, dtype=torch.float32, device=q.device)
+    return _score_iface(_cuda_major(q.device.index)).sparse_indexer_score_recompute(q, k, w, indices, out=out, sm_scale=sm_scale, topk_indices_global=False)
+
+@_sparse_indexer_predict_op.register_fake
+def _(q, k, w, indices, sm_scale):
+    return torch.empty_like(indices, dtype=torch.float32)
+
+def _sparse_indexer_predict(q, k, w, indices, sm_scale):
+    "The indexer's softmax over the selected entries `[B,S,K]` fp32 on checked tensors (see above)."
+    return _run("sparse_indexer_predict", q, k, w, indices, sm_scale)
+
+def sparse_indexer_predict(q, k, w, indices, sm_scale: float):
+    """The indexer's prediction over selected entries, checked: `q [B,S,H,128]` bf16, `k [B,S_k,128]` bf16, `w [B,S,H]` bf16,
+    local `indices [B,S,K]` int32 (`-1` padded), `sm_scale` > 0. → `softmax(σ Σ_h w·ReLU(q·k))` over each row's entries,
+    `[B,S,K]` fp32, 0 on `-1` slots."""
+    check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S, H, 128]", contiguous=True)
+    b, s, h, _ = q.shape
+    check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
+    check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
+    check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
+    sm_scale = _check_scale("sm_scale", sm_scale)
+    _need(_dsa)
+    _check_devices(q=q, k=k, w=w, indices=indices)
+    return _sparse_indexer_predict(q, k, w, indices, sm_scale)
 
 # %% ../nbs/03_kernels.ipynb #e231701c
 def _dense_attn_score(q, kv, lse, sm_scale, ratio, q_offset=0):

@@ -15,8 +15,10 @@ from .layout import _visible, query_blocks, visible_counts
 from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
-__all__ = ['attention_chunk_rows', 'unfused_csa_attention', 'Compressor', 'CSAIndexer', 'indexer_scores', 'indexer_topk',
-           'nonfinite_row_poison', 'indexer_input_poison', 'blocked_indexer_topk', 'apply_rotary_interleaved']
+__all__ = ['E4M3_MAX', 'FP8_MIN_AMAX', 'INDEXER_PRECISIONS', 'attention_chunk_rows', 'unfused_csa_attention', 'Compressor',
+           'CSAIndexer', 'indexer_scores', 'indexer_topk', 'nonfinite_row_poison', 'indexer_input_poison', 'hadamard',
+           'hadamard_rotate', 'fp8_quantize', 'fp8_indexer_inputs', 'fp8_indexer_scores', 'selection_scores',
+           'blocked_indexer_topk', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
 _all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
@@ -546,15 +548,89 @@ def _packed_input_poison(q_idx, k_idx, weights, row_base, row_visible):
         poison = poison + torch.where(n_bad > 0, float("nan"), 0.0).view(-1, 1).to(poison.dtype)
     return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [1, c]
 
+# %% ../nbs/01_reference.ipynb #b04ce7dc
+E4M3_MAX = 448.0        # the largest finite float8_e4m3fn value
+FP8_MIN_AMAX = 1e-4     # rows below it share the scale of 1e-4 (all-zero rows quantise to 0)
+
+_HADAMARD: dict = {}
+
+def hadamard(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    "The `[n, n]` Sylvester Hadamard matrix of ±1 (`n` a power of two): `H / √n` is orthonormal and symmetric (cached)."
+    check_int("n", n, 1)
+    if n & (n - 1): raise ValueError(f"`n` must be a power of two (the Hadamard rotation), got {n}")
+    key = (n, dtype, torch.device(device) if device is not None else torch.device("cpu"))
+    h = _HADAMARD.get(key)
+    if h is None:
+        h = torch.ones(1, 1, dtype=torch.float64)
+        while h.shape[0] < n: h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+        h = _HADAMARD[key] = h.to(dtype=dtype, device=key[2])
+    return h
+
+def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
+    "`x [..., n]` times the orthonormal `H_n / √n` along its last dim: the ±1 product in `x`'s dtype, `1/√n` in float32 (→ float32; float64 stays)."
+    n = x.shape[-1]
+    y = torch.matmul(x, hadamard(n, x.dtype, x.device))
+    return y.to(_acc_dtype(x.dtype)) * n ** -0.5
+
+# %% ../nbs/01_reference.ipynb #79919661
+def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
+    "The smallest power of two `>= t` (positive finite float32 `t`), exactly: `frexp` gives `t = m·2^e`, `m ∈ [0.5, 1)`."
+    m, e = torch.frexp(t)
+    return torch.ldexp(torch.ones_like(t), e - (m == 0.5).to(e.dtype))
+
+def fp8_quantize(x: torch.Tensor):
+    """`x [..., n]` (float) → `(x8 [..., n] float8_e4m3fn, scale [...] float32)`, one power-of-two scale per row of `n`
+    values: `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`, `x8 = e4m3(clamp(x / scale, ±448))`; `x ≈ x8 · scale`.
+    Non-finite rows give a non-finite scale (the indexer's non-finite rule poisons those rows anyway)."""
+    xf = x.float()
+    scale = _pow2_ceil(xf.abs().amax(-1).clamp_min(FP8_MIN_AMAX) / E4M3_MAX)
+    return (xf / scale.unsqueeze(-1)).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
+
+def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
+    """The FP8 recipe's inputs (rotate, then quantise per row): `q_idx [..., Hi, Di]` → `(q8, q_scale [..., Hi])`, and
+    `k_idx [..., Di]` → `(k8, k_scale [...])`; `Di` a power of two."""
+    with torch.no_grad():
+        return (*fp8_quantize(hadamard_rotate(q_idx)), *fp8_quantize(hadamard_rotate(k_idx)))
+
+# %% ../nbs/01_reference.ipynb #9fe51d68
+INDEXER_PRECISIONS = ("bf16", "fp8")   # the selection scores' precisions (`CSAConfig.indexer_precision`)
+
+def _dequantized(x8, scale, acc):
+    return x8.to(acc) * scale.to(acc).unsqueeze(-1)
+
+def fp8_indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
+                       softmax_scale: float | None = None, *, q_offset: int = 0) -> torch.Tensor:
+    """The FP8 selection scores `[b, sq, n_comp]` (no gradient): `indexer_scores` of the rotated, e4m3-quantised indexer
+    queries and keys (see above), in the accumulation dtype; `-inf` where `j >= (q_offset + t + 1) // ratio`.
+    Arguments as for `indexer_scores`; `Di` (the indexer head dim) a power of two."""
+    check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
+    if k_idx is None: return indexer_scores(q_idx, None, weights, ratio, softmax_scale, q_offset=q_offset)
+    check_tensor("k_idx", k_idx, ndim=3, dtype=_FLOAT_DTYPES)
+    d = q_idx.shape[-1]
+    with torch.no_grad():
+        q8, qs, k8, ks = fp8_indexer_inputs(q_idx, k_idx)
+        acc = _acc_dtype(q_idx.dtype)
+        return indexer_scores(_dequantized(q8, qs, acc), _dequantized(k8, ks, acc), weights,
+                              ratio, d ** -0.5 if softmax_scale is None else softmax_scale, q_offset=q_offset)
+
+def selection_scores(q_idx, k_idx, weights, ratio: int, softmax_scale=None, *, q_offset: int = 0,
+                     precision: str = "bf16") -> torch.Tensor:
+    "The scores the top-k selects by: `indexer_scores` (`precision='bf16'`: the inputs' own dtype) or `fp8_indexer_scores` (`'fp8'`), no gradient."
+    if precision not in INDEXER_PRECISIONS:
+        raise ValueError(f"`precision` must be one of {INDEXER_PRECISIONS}, got {precision!r}")
+    fn = fp8_indexer_scores if precision == "fp8" else indexer_scores
+    with torch.no_grad(): return fn(q_idx, k_idx, weights, ratio, softmax_scale, q_offset=q_offset)
+
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,
                          block_rows: int, softmax_scale: float | None = None, *, return_poison: bool = False,
-                         q_offset: int = 0):
+                         q_offset: int = 0, precision: str = "bf16"):
     """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
 
     `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]` (float), `k_idx [n_comp, b, Di]` or `None`; `ratio` the compression
     ratio; `topk` ids per row; `block_rows >= 1`; `softmax_scale` as in `indexer_scores`; `q_offset`: global position
-    of query row 0 (a shard of a longer sequence: the causal rule `j < (q_offset + t + 1) // ratio`).
+    of query row 0 (a shard of a longer sequence: the causal rule `j < (q_offset + t + 1) // ratio`); `precision`: the
+    selection scores' (`'bf16'`: `indexer_scores` in the inputs' dtype; `'fp8'`: `fp8_indexer_scores`, see below).
     Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`, and with `return_poison=True` also
     `indexer_input_poison` of the rows, `[b, sq]` (NaN on rows whose indexer inputs are not finite)."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES); check_int("topk", topk); check_int("block_rows", block_rows, 1)
@@ -564,7 +640,8 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     poison = torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device) if check_bool("return_poison", return_poison) else None
     with torch.no_grad():
         for t0, t1 in query_blocks(sq, block_rows):
-            s = indexer_scores(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=q_offset + t0)
+            s = selection_scores(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=q_offset + t0,
+                                 precision=precision)
             idx[:, t0:t1], n_valid[:, t0:t1] = indexer_topk(s, topk)
             if poison is not None:
                 poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, q_offset + t0)

@@ -25,7 +25,8 @@ from .checks import _describe, check_float, check_int
 from .layout import _compact
 
 # %% auto #0
-__all__ = ['STAND_INS', 'stand_in_kernels', 'similarity', 'max_rel_err', 'run_ranks']
+__all__ = ['STAND_INS', 'stand_in_kernels', 'similarity', 'max_rel_err', 'run_ranks', 'low_rank_indexer_inputs',
+           'selection_quality']
 
 # %% ../nbs/03_testing.ipynb #0847be0b
 def _gather_keys(kv, idx, topk_length):
@@ -121,11 +122,18 @@ def _sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_l
     dq, dkv, dsink = _sparse_attn_grads(q, kv, dout, sm_scale, parts)
     return dq.to(q.dtype), dkv.to(kv.dtype), dsink
 
-def _indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets):
+def _dequant(q, k, q_scale, k_scale):
+    "The FP8 ops' inputs as float32 values `q·q_scale`, `k·k_scale` (bf16 inputs as they are)."
+    if q_scale is None: return q, k
+    return q.float() * q_scale.unsqueeze(-1), k.float() * k_scale.unsqueeze(-1)
+
+def _indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
+    q, k = _dequant(q, k, q_scale, k_scale)
     s = _index_logits(q, k, w, sm_scale)
     return s.masked_fill(~_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
 
-def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets):
+def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
+    q, k = _dequant(q, k, q_scale, k_scale)
     out = torch.full((q.shape[0], max_k), float("-inf"))
     for d in range(cu_q.shape[0] - 1):                           # document d: its query rows against its own keys
         q0, q1, k0, k1 = (int(v) for v in (cu_q[d], cu_q[d + 1], cu_k[d], cu_k[d + 1]))
@@ -141,6 +149,12 @@ def _radix_topk(values, lengths, top_k):
     cols = torch.arange(values.shape[1], device=values.device)[None]
     val, idx = torch.topk(values.masked_fill(cols >= lengths[:, None].long(), float("-inf")), top_k, dim=-1)
     return torch.where(torch.isneginf(val), -1, idx).to(torch.int32)
+
+def _sparse_indexer_predict(q, k, w, indices, sm_scale):
+    idx = indices.long()
+    keys = torch.stack([k[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])          # [B,S,K,D]
+    logits = torch.einsum("bsh,bshk->bsk", w.float(), torch.relu(torch.einsum("bshd,bskd->bshk", q.float(), keys))) * sm_scale
+    return torch.softmax(logits.masked_fill(idx < 0, float("-inf")), -1).nan_to_num(0.0)
 
 def _compactify(indices):
     packed, n = _compact(indices)
@@ -181,6 +195,7 @@ def _dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse
 # %% ../nbs/03_testing.ipynb #005683ed
 STAND_INS = {f.__name__[1:]: f for f in (
     _flash_mla_sparse_fwd, _sparse_attn_bwd, _indexer_fwd, _indexer_fwd_thd, _radix_topk, _compactify, _sparse_score_recompute,
+    _sparse_indexer_predict,
     _dense_attn_score_recompute, _dense_indexer_score_recompute, _indexer_bwd, _dense_indexer_bwd)}
 
 def _register_stand_ins():
@@ -295,3 +310,34 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
                                "\n".join(f"--- rank {r}\n{t}" for r, t in errs.items()))
         if failed is not None: raise failed
         return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
+
+# %% ../nbs/03_testing.ipynb #f41118b9
+def low_rank_indexer_inputs(sq: int, n_comp: int, b: int = 1, heads: int = 64, dim: int = 128, *, rank: int = 8,
+                            noise: float = 0.5, generator: torch.Generator | None = None, dtype=torch.bfloat16,
+                            device=None):
+    """Indexer tensors with a shared rank-`rank` signal plus `noise`: `(q_idx [sq, b, heads, dim], k_idx [n_comp, b, dim],
+    weights [sq, b, heads])` in `dtype` (weights positive, `~ heads^-1/2`), drawn on the CPU from `generator`."""
+    g = generator if generator is not None else torch.Generator().manual_seed(0)
+    basis = torch.linalg.qr(torch.randn(dim, rank, generator=g))[0].T * dim ** 0.5          # [rank, dim], rows of norm √dim
+    q = torch.randn(sq, b, heads, rank, generator=g) @ basis + noise * torch.randn(sq, b, heads, dim, generator=g)
+    k = torch.randn(n_comp, b, rank, generator=g) @ basis + noise * torch.randn(n_comp, b, dim, generator=g)
+    w = (0.5 + torch.rand(sq, b, heads, generator=g)) * heads ** -0.5
+    return tuple(t.to(dtype=dtype, device=device) for t in (q, k, w))
+
+def selection_quality(ref_scores: torch.Tensor, sel: torch.Tensor, ref_sel: torch.Tensor) -> dict:
+    """`{'recall', 'recall_p01', 'mass_recall', 'mass_recall_min', 'rows'}` of the selection `sel [b, sq, k]` (`-1` padded) against
+    `ref_sel` over the rows whose visible entries (finite `ref_scores [b, sq, n]`) outnumber `k`; `mass_recall`: the
+    `softmax(ref_scores)` mass of `sel` over that of `ref_sel`. Means over those rows (NaN if there are none)."""
+    k = sel.shape[-1]
+    rows = torch.isfinite(ref_scores).sum(-1) > k                                   # [b, sq]
+    def member(s):
+        m = torch.zeros(ref_scores.shape, dtype=torch.bool, device=ref_scores.device)
+        return m.scatter_(-1, s.clamp(min=0).long(), s >= 0)
+    got, ref = member(sel)[rows], member(ref_sel)[rows]                             # [rows, n]
+    p = torch.softmax(ref_scores[rows].double(), -1)
+    recall = (got & ref).sum(-1).double() / k
+    mass = (p * got).sum(-1) / (p * ref).sum(-1)
+    if not recall.numel(): return dict(recall=float("nan"), recall_p01=float("nan"), mass_recall=float("nan"),
+                                       mass_recall_min=float("nan"), rows=0)
+    return dict(recall=recall.mean().item(), recall_p01=torch.quantile(recall, 0.01).item(),
+                mass_recall=mass.mean().item(), mass_recall_min=mass.min().item(), rows=int(recall.numel()))
