@@ -11,6 +11,7 @@ from fastcore.basics import patch
 from torch import nn
 
 from .backends import KeySet, make_backend
+from .cache import CSACache, _advance, _decode_index, _fill_prefill, _write_token, make_cache
 from .checks import check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig, validate_config
 from .context_parallel import (CP_BLOCK, CP_LAYOUTS, CPShard, check_cp_group, gather_seq, halo_from_prev)
@@ -118,7 +119,8 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens
 # %% ../nbs/06_attention.ipynb #933ada08
 @patch
 def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Tensor, x: torch.Tensor | None = None,
-            qr: torch.Tensor | None = None, *, cu_seqlens: torch.Tensor | None = None, max_seqlen: int | None = None):
+            qr: torch.Tensor | None = None, *, cu_seqlens: torch.Tensor | None = None, max_seqlen: int | None = None,
+            cache: CSACache | None = None):
     """The layer's attention of a batch of sequences (SBHD), or of a pack of documents (THD) → `(out, indexer_loss)`.
 
     `query [sq, b, H, D]`: the attention queries, already roped by the caller with the layer's table —
@@ -139,7 +141,11 @@ def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Ten
     compressor and the sink) and `indexer_loss`: a 0-d fp32 tensor in training with gradients enabled,
     `indexer_loss_coeff > 0` and an indexer with compressed entries to select from (its gradient reaches the indexer
     only; add it to the training loss; a pack's mean divides by its `cu[N]` real rows), else `None`.
+    `cache`: a `CSACache` of this layer (`new_cache`): the `s_new` tokens of `query` … continue the cache's sequences (roped at
+    `cache.next_positions(s_new)`), are written into it and attend over it (inference: eval mode, no loss; see *Decoding
+    with a cache* below).
     Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
+    if cache is not None: return self._cached(query, key, x, qr, cache, cu_seqlens)
     query, key, x, qr, pack = self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
     if pack is not None and not self.fused:                # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
@@ -289,3 +295,79 @@ def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
     out, l = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)   # [m, N, H·D]
     flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)                          # each row's slot
     return out.reshape(m * N, -1)[flat] * pack.real.view(T, 1).to(out.dtype), l
+
+# %% ../nbs/06_attention.ipynb #c2dfc74a
+@patch
+def new_cache(self: CompressedSparseAttention, batch_size: int, max_seq_len: int, *, device=None, dtype=None) -> CSACache:
+    """An empty decode cache of this layer for `batch_size` sequences of up to `max_seq_len` tokens (see above).
+    `dtype`: of `query` / `key` (default: the layer's parameters' dtype; a ratio-0 layer has none: float64 for a float64
+    layer, bf16 on the fused backend, else the default dtype);
+    `device`: default the layer's. Its memory: `cache.nbytes`."""
+    p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
+    module_dtype = p.dtype if p is not None else None
+    if dtype is None:                                      # a ratio-0 layer has no module parameters: its sink or the backend decides
+        dtype = module_dtype or (torch.float64 if self.attn_sink.dtype == torch.float64 else
+                                 torch.bfloat16 if self.fused else torch.get_default_dtype())
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"`dtype` must be a floating torch.dtype, got {dtype!r}")
+    return make_cache(self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype)
+
+@patch
+def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens):
+    "The cache of a forward with `cache=`: this layer's, in eval mode, one device, its batch, dtype and device; room left."
+    if not isinstance(cache, CSACache):
+        raise TypeError(f"`cache` must be a CSACache (layer.new_cache(...)), got {type(cache).__name__}")
+    if cache.owner is None or cache.owner() is not self:
+        raise ValueError(f"`cache` belongs to another layer (ratio {cache.ratio}): each layer decodes with its own new_cache()")
+    if self.training:
+        raise ValueError("a cache serves inference: call layer.eval() first (training runs whole sequences, without a cache)")
+    if cu_seqlens is not None or self.cp_group is not None:
+        raise NotImplementedError("decoding with a cache takes SBHD inputs on one device: prefill sequences of different "
+                                  "lengths one by one through cache.sequence(i), without cu_seqlens or cp_group")
+    if query.dim() != 4 or query.shape[1] != cache.batch_size:
+        raise ValueError(f"`query` must hold the cache's {cache.batch_size} sequences in dim 1 ([s_new, b, H, D]), "
+                         f"got shape {tuple(query.shape)}")
+    if query.dtype != cache.kv.dtype or query.device != cache.kv.device:
+        raise ValueError(f"`query` is {query.dtype} on {query.device} but the cache holds {cache.kv.dtype} on "
+                         f"{cache.kv.device}: build the cache with new_cache(..., dtype=query.dtype, device=query.device)")
+    room = cache.max_seq_len - max(cache.lengths)
+    if query.shape[0] > room:
+        raise ValueError(f"{query.shape[0]} new tokens overflow the cache: a sequence holds {max(cache.lengths)} of its "
+                         f"max_seq_len={cache.max_seq_len} tokens ({room} left)")
+
+# %% ../nbs/06_attention.ipynb #ffe7d5ff
+@patch
+def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlens=None):
+    "`forward(..., cache=cache)` (see above) → `(out [s_new, b, H·D], None)`: a prefill of an empty cache, or decode steps."
+    self._check_cache(cache, query, cu_seqlens)
+    query, key, x, qr, _ = self._check_inputs(query, key, x, qr)
+    sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
+    with torch.no_grad():
+        if query.shape[0] > 1 and not any(cache.lengths): return self._prefill(query, key, x, qr, cache, sink), None
+        at = lambda t, i: None if t is None else t[i]
+        outs = [self._decode_step(query[i:i + 1], key[i, :, 0], at(x, i), at(qr, i), cache, sink) for i in range(query.shape[0])]
+    return (outs[0] if len(outs) == 1 else torch.cat(outs)), None
+
+@patch
+def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
+    "The ordinary forward over a prompt (inference), its keys then stored in the empty `cache`."
+    segments = self._segments(query)
+    keys = self._keys(key, x, qr, segments)[0]
+    out, _ = self.backend.attend(query, keys, segments[0][1], sink, train=False, loss=False)
+    comp = keys.kv_full[keys.slot0:] if keys.n_comp else None
+    _fill_prefill(cache, self, key.squeeze(2), comp, None if keys.indexer is None else keys.indexer[1], x)
+    return out
+
+@patch
+def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
+    "One new token per sequence (`query [1, b, H, D]`, `key [b, D]`, `x [b, hidden]`, `qr [b, q_lora_rank]`) → `out [1, b, H·D]`."
+    ind = _write_token(cache, self, key, x, qr)
+    selected = poison = None
+    if ind is not None:
+        q_i, w_i = ind
+        selected = self.backend.decode_select(q_i, w_i, cache)
+        bad = ~(torch.isfinite(q_i).flatten(1).all(-1) & torch.isfinite(w_i).all(-1)) | cache.index_bad
+        poison = torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).unsqueeze(1)
+    out = self.backend.decode_attend(query, cache.kv, sink, _decode_index(cache, selected), poison)
+    _advance(cache)
+    return out

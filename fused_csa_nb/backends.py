@@ -14,11 +14,11 @@ from torch.utils.checkpoint import checkpoint
 from .config import CSAConfig, use_fused_kernels
 from .fused_sparse_attention import (_PathB, _attn_rows, _no_indexer_rows, _path_b, _select, _select_packed,
                                                  _sparse_attn)
-from .kernels import kernel_limits, padded_num_heads, sm_major
+from .kernels import _indexer_fwd, _radix_topk, kernel_limits, padded_num_heads, sm_major
 from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _pack_entries,
                                  _pack_window, _row_blocks, cached_index,
                                  compressed_topk_idxs, window_slots)
-from .reference import (blocked_indexer_topk, indexer_input_poison, indexer_scores, indexer_topk, selection_scores,
+from .reference import (blocked_indexer_topk, decode_indexer_scores, fp8_quantize, hadamard_rotate, indexer_input_poison, indexer_scores, indexer_topk, selection_scores,
                                     unfused_csa_attention)
 from .teacher import csa_indexer_loss
 
@@ -241,6 +241,51 @@ def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train
     sel, poison = _select_packed(q_i, k_i, w_i, k, r, cfg.index_scale, block, pack, cfg.indexer_precision == "fp8")   # path C
     idx, tlen = _attn_rows(window, sel, T, kv_full.shape[0])
     return attn(idx, tlen, poison) * real.to(query.dtype), None
+
+# %% ../nbs/05_backends.ipynb #522baf00
+def _fp8_query(q_i):
+    "The FP8 recipe's query (rotated, e4m3, one scale per head row) → `(q8, scale)`."
+    return fp8_quantize(hadamard_rotate(q_i))
+
+@patch
+def decode_select(self: NativeBackend, q_i, w_i, cache):
+    "Top-k entries `[b, k]` (`-1` padded; `k = min(index_topk, E)`) of one token per sequence at `cache.pos`: `q_i [b, Hi, Di]`, `w_i [b, Hi]`."
+    cfg, E = self.cfg, cache.entries
+    visible = (cache.pos + 1) // self.ratio
+    if cfg.indexer_precision == "fp8":
+        acc = torch.float64 if q_i.dtype == torch.float64 else torch.float32
+        q8, qs = _fp8_query(q_i)
+        k8, ks = cache.index_keys8
+        q_i, keys = q8.to(acc) * qs.to(acc).unsqueeze(-1), k8.to(acc) * ks.to(acc).unsqueeze(-1)
+    else: keys = cache.index_keys
+    scores = decode_indexer_scores(q_i, keys, w_i, visible, cfg.index_scale)
+    return indexer_topk(scores.unsqueeze(1), min(cfg.index_topk, E))[0][:, 0]
+
+@patch
+def decode_attend(self: NativeBackend, query, kv, sink, idx, poison=None):
+    "`out [1, b, H·D]` of `query [1, b, H, D]` over the cache's `kv [W + E, b, D]` at local slots `idx [b, 1, K]`; `poison [b, 1]` NaN rows."
+    return _poisoned(unfused_csa_attention(query, kv, sink, idx, softmax_scale=self.cfg.scale), poison)
+
+@patch
+def decode_select(self: FusedBackend, q_i, w_i, cache):
+    "`NativeBackend.decode_select` on the kernels: cuDNN's indexer (positions as causal offsets; FP8 on the cache's keys), radix top-k."
+    cfg, b, E = self.cfg, q_i.shape[0], cache.entries
+    q, w, pos = q_i.unsqueeze(1).contiguous(), w_i.unsqueeze(1).contiguous(), cache.pos.to(torch.int32)
+    if cfg.indexer_precision == "fp8":
+        q8, qs = _fp8_query(q)
+        scores = _indexer_fwd(q8, cache.index_keys8[0], w, self.ratio, cfg.index_scale, pos, qs, cache.index_keys8[1])
+    else: scores = _indexer_fwd(q, cache.index_keys, w, self.ratio, cfg.index_scale, pos)
+    visible = ((cache.pos + 1) // self.ratio).clamp(max=E).to(torch.int32)
+    return _radix_topk(scores.view(b, E), visible, min(cfg.index_topk, E))
+
+@patch
+def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
+    "`NativeBackend.decode_attend` on FlashMLA's sparse kernel (flat slots of the cache's `kv`)."
+    lim, heads = self.kernels(query.device)
+    kv = kv.contiguous()                                   # a one-sequence view of a batch cache: its own copy
+    _check_int32_range(kv.shape[0], kv.shape[1])
+    return _sparse_attn(query.contiguous(), kv, sink, _flat_global(idx, kv.shape[0]), self.cfg.scale, None, poison,
+                        heads=heads, multiple=lim.topk_multiple)
 
 # %% ../nbs/05_backends.ipynb #eeafc2f5
 def make_backend(cfg: CSAConfig, ratio: int):

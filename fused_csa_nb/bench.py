@@ -15,7 +15,7 @@ import time
 import torch
 
 from .attention import CompressedSparseAttention
-from .graphs import capture_step
+from .graphs import _cache_tensors, capture_decode, capture_step
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
 from .kernels import _indexer_fwd
 from .reference import fp8_quantize, hadamard_rotate
@@ -28,7 +28,7 @@ __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention',
            'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
            'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
            'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown',
-           'cp_markdown']
+           'cp_markdown', 'decode_rows', 'prefill_rows', 'decode_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -611,4 +611,83 @@ def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None =
         steps = " / ".join(f"{r['step_ms']:.1f}" for r in rs)
         peaks = " / ".join(f"{r['peak_total_gib']:.1f}" for r in rs)
         L.append(f"| {S} | {P} | {steps} | {sp} | {peaks} | {mr} | {nccl} | {comm} |")
+    return "\n".join(L) + "\n"
+
+# %% ../nbs/07_bench.ipynb #507447a8
+@torch.no_grad()
+def _filled_cache(layer, b: int, context: int, seed: int = 0):
+    "A cache of `b` sequences holding `context` tokens each, with random state (room for 256 more)."
+    cache = layer.new_cache(b, context + 256)
+    g = torch.Generator(device=cache.kv.device).manual_seed(seed)
+    for t in _cache_tensors(cache):
+        if t.dtype.is_floating_point:
+            t.copy_(torch.randn(t.shape, generator=g, device=t.device, dtype=torch.float32).to(t.dtype))
+    if cache.index_keys8 is not None: cache.index_keys8[1].fill_(2.0 ** -4)
+    if cache.index_bad is not None: cache.index_bad.zero_()
+    cache.pos.fill_(context); cache.host_lengths[:] = [context] * b
+    return cache
+
+def _rewind(cache, context):
+    cache.pos.fill_(context); cache.host_lengths[:] = [context] * cache.batch_size
+
+def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)), precisions=("bf16", "fp8"),
+                iters: int = 50, warmup: int = 5, seed: int = 0, log=print) -> list[dict]:
+    """One fused decode step per `(ratio, batch, context)` of `cases` (and per indexer precision at ratio 4): `eager_us`,
+    `graph_us` (median µs per step), `cache_mib` (the cache of that batch and context), `bytes_per_token`."""
+    if not torch.cuda.is_available(): raise RuntimeError("decode_rows needs a CUDA GPU")
+    rows = []
+    for ratio, b, ctx in cases:
+        for prec in (precisions if ratio == 4 else ("bf16",)):
+            torch.manual_seed(seed)
+            layer = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", indexer_precision=prec), ratio)
+            layer = layer.cuda().bfloat16().eval()
+            cfg, cache = layer.cfg, _filled_cache(layer, b, ctx, seed)
+            g = torch.Generator(device="cuda").manual_seed(seed + 1)
+            mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)
+            static = (mk(1, b, cfg.num_heads, cfg.head_dim), mk(1, b, 1, cfg.head_dim), mk(1, b, cfg.hidden_size),
+                      mk(1, b, cfg.q_lora_rank))
+            with torch.no_grad():
+                eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
+                _rewind(cache, ctx)
+                dg = capture_decode(layer, cache, *static)
+                graphed = median_time_ms(dg.replay, warmup=warmup, iters=iters)
+            row = dict(ratio=ratio, precision=prec if ratio == 4 else None, batch=b, context=ctx, eager_us=1e3 * eager,
+                       graph_us=1e3 * graphed, cache_mib=cache.nbytes / 2**20, bytes_per_token=cache.nbytes / (b * cache.max_seq_len))
+            rows.append(row); log(row)
+            del layer, cache, dg
+            torch.cuda.empty_cache()
+    return rows
+
+def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=print) -> list[dict]:
+    "A ratio-4 prompt through the cache against the plain inference forward (fused, V4-Flash shapes, b = 1): ms each."
+    rows = []
+    for sq in seqlens:
+        layer, ins = long_context_layer(4, sq, seed=seed)
+        layer.eval()
+        cache = layer.new_cache(1, sq)
+        with torch.no_grad():
+            plain = median_time_ms(lambda: layer(*ins[:4]), warmup=1, iters=iters)
+            cached = median_time_ms(lambda: layer(*ins[:4], cache=cache.reset()), warmup=1, iters=iters)
+        rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain)); log(rows[-1])
+        del layer, ins, cache
+        torch.cuda.empty_cache()
+    return rows
+
+def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: str | None = None) -> str:
+    "The decoding section of `BENCHMARKS.md` from `decode_rows` (and `prefill_rows`)."
+    if gpu is None and torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
+    L = ["## Decoding (fused, one layer)", "",
+         f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one decode "
+         "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the context, one "
+         "new token per sequence; median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
+         "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.", "",
+         "| ratio | indexer precision | sequences | context | eager µs | graphed µs | cache MiB | cache bytes / token |",
+         "|---|---|---|---|---|---|---|---|"]
+    L += [f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r['eager_us']:.1f} | {r['graph_us']:.1f} | "
+          f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |" for r in rows]
+    if prefill:
+        L += ["", "A prompt through the cache (inference forward + storing its keys) against the plain inference forward "
+              "(ratio 4, b = 1):", "", "| s_q | inference ms | through the cache ms | ratio |", "|---|---|---|---|"]
+        L += [f"| {r['sq']} | {r['plain_ms']:.2f} | {r['cached_ms']:.2f} | {r['ratio_to_plain']:.3f} |" for r in prefill]
     return "\n".join(L) + "\n"

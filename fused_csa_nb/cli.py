@@ -20,7 +20,8 @@ import torch
 
 import fused_csa_nb
 from .attention import CompressedSparseAttention
-from .bench import (_PACKED_HEADER, benchmarks_markdown, blocked_parity, fp8_selection_markdown,
+from .bench import (_PACKED_HEADER, benchmarks_markdown, blocked_parity, decode_markdown, decode_rows,
+                                prefill_rows, fp8_selection_markdown,
                                 fp8_selection_rows, long_context_markdown,
                                 long_context_rows, packed_markdown, packed_rows, plot_long_context, run_benchmarks)
 from .config import ATTENTION_VARIANTS, COMPRESS_RATIOS, DSA_KERNEL_BACKENDS, CSAConfig, validate_config
@@ -368,6 +369,7 @@ def cmd_demo(args) -> int:
 
 # %% ../nbs/09_cli.ipynb #4b7ba11d
 _LC_HEADER = "## Long context on one GPU"
+_DECODE_HEADER = "## Decoding (fused, one layer)"
 
 def merge_section(text: str, section: str, header: str = _LC_HEADER) -> str:
     "`text` with its `header…` section (up to the next `## ` heading) replaced by `section`, or `section` appended."
@@ -396,8 +398,12 @@ def cmd_bench(args) -> int:
         raise FusedUnavailableError(f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
                                     "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment")
     progress = Progress("fused-csa bench", quiet=args.quiet)
-    header = _LC_HEADER if args.long_context else _PACKED_HEADER if args.packed else None     # a section of --out, or all of it
-    if args.packed:
+    header = (_LC_HEADER if args.long_context else _PACKED_HEADER if args.packed else _DECODE_HEADER if args.decode
+              else None)                                                                   # a section of --out, or all of it
+    if args.decode:
+        progress.stage("decode steps (ratios 0, 4, 128; eager and graphed) and prefill through the cache")
+        md = decode_markdown(decode_rows(log=progress.log), prefill_rows(log=progress.log))
+    elif args.packed:
         progress.stage(f"packed sequences: a pack of {args.pack_tokens:,} tokens against padding and single documents")
         md = packed_markdown(packed_rows(total=args.pack_tokens, log=progress.log))
     elif args.long_context:
@@ -484,6 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--modes", nargs="+", choices=("train", "eval"), default=["train", "eval"],
                     help="with --long-context: training steps (forward + backward) and/or inference steps (default both)")
     pb.add_argument("--plot", default=None, help="with --long-context: save the time/memory plot to this PNG")
+    pb.add_argument("--decode", action="store_true",
+                    help="the decoding section instead: decode steps of one layer per ratio (eager and CUDA-graphed) "
+                         "and a prompt through the cache against the inference forward; with --out it replaces that section")
     pb.add_argument("--packed", action="store_true",
                     help="the packed-sequence section instead: one THD pack of --pack-tokens against padding and single "
                          "documents; with --out it replaces or appends that section")

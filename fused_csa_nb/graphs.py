@@ -10,7 +10,7 @@ import torch
 from .checks import check_int
 
 # %% auto #0
-__all__ = ['capture_step']
+__all__ = ['capture_step', 'DecodeGraph', 'capture_decode']
 
 # %% ../nbs/08_graphs.ipynb #62368a9c
 _LEGACY_STREAM = "legacy stream"      # what CUDA's error says when a captured stream must wait on the default one
@@ -59,3 +59,32 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
         if explained is None: raise
         raise explained from e
     return graph, out
+
+# %% ../nbs/08_graphs.ipynb #3692d361
+def _cache_tensors(cache) -> list:
+    "Every tensor of a `CSACache` (what a capture's warm-up steps may write)."
+    ts = [cache.kv, cache.pos, cache.index_keys, cache.index_bad, *(cache.comp_ring or ()), *(cache.index_ring or ()),
+          *(cache.index_keys8 or ())]
+    return [t for t in ts if t is not None]
+
+class DecodeGraph:
+    "One captured decode step (`capture_decode`): `replay()` runs it on the static inputs' current values → the static output."
+    def __init__(self, graph, out, cache): self.graph, self.out, self.cache = graph, out, cache
+    def replay(self) -> torch.Tensor:
+        c = self.cache
+        if max(c.lengths) >= c.max_seq_len:
+            raise ValueError(f"the cache is full: a sequence holds max_seq_len={c.max_seq_len} tokens")
+        self.graph.replay()
+        for i in c.rows: c.host_lengths[i] += 1
+        return self.out
+
+def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2) -> DecodeGraph:
+    """Capture one decode step of `layer` on `cache` in a CUDA graph (see above). `query [1, b, H, D]`, `key [1, b, 1, D]`,
+    `x`, `qr`: the step's static inputs (kept alive by the caller); `warmup`: eager steps before the capture (undone)."""
+    saved, lengths = [t.clone() for t in _cache_tensors(cache)], list(cache.host_lengths)
+    try:
+        graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
+    finally:
+        for t, s in zip(_cache_tensors(cache), saved): t.copy_(s)
+        cache.host_lengths[:] = lengths
+    return DecodeGraph(graph, out, cache)

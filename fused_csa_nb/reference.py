@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from fastcore.basics import patch
 from torch.utils.checkpoint import checkpoint
 
 from .checks import (first_order_only, _triton_runs_on, check_bool, check_index_values, check_int, check_like_module, check_scale,
@@ -18,7 +19,7 @@ from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_fre
 __all__ = ['E4M3_MAX', 'FP8_MIN_AMAX', 'INDEXER_PRECISIONS', 'attention_chunk_rows', 'unfused_csa_attention', 'Compressor',
            'CSAIndexer', 'indexer_scores', 'indexer_topk', 'nonfinite_row_poison', 'indexer_input_poison', 'hadamard',
            'hadamard_rotate', 'fp8_quantize', 'fp8_indexer_inputs', 'fp8_indexer_scores', 'selection_scores',
-           'blocked_indexer_topk', 'apply_rotary_interleaved']
+           'blocked_indexer_topk', 'decode_indexer_scores', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
 _all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
@@ -646,3 +647,50 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
             if poison is not None:
                 poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, q_offset + t0)
     return (idx, n_valid, poison) if poison is not None else (idx, n_valid)
+
+# %% ../nbs/01_reference.ipynb #b38657bc
+def _ring_take(ring, slots, bi):
+    "`ring [S, b, W]` at `slots [b, r]` per sequence → `[r, b, W]`."
+    return ring[slots.t(), bi]
+
+@patch
+def _step(self: Compressor, x, pos, ring_a, ring_g):
+    """The streaming compressor (see above): token `x [b, hidden]` at global positions `pos [b]` (int64) enters the rings
+    `ring_a`, `ring_g [S, b, width]` (`S = 2·ratio` with the overlap, else `ratio`) → the entry of block `pos // ratio`
+    `[b, head_dim]` in `x`'s dtype, roped at the block start; equal to `_compress`'s once the block is complete."""
+    r, d, b = self.ratio, self.head_dim, x.shape[0]
+    bi, k = torch.arange(b, device=x.device), torch.arange(r, device=x.device)
+    slot = pos % ring_a.shape[0]
+    ring_a[slot, bi] = self.wkv(x).to(ring_a.dtype)
+    ring_g[slot, bi] = self.wgate(x).to(ring_g.dtype)
+    j = pos // r
+    acc = _acc_dtype(x.dtype)
+    ape = self.ape.to(acc).unsqueeze(1)                                   # [r, 1, width]
+    cur = (j % 2 * r if self.overlap else torch.zeros_like(j)).unsqueeze(1) + k
+    a, g = _ring_take(ring_a, cur, bi), _ring_take(ring_g, cur, bi).to(acc) + ape
+    if self.overlap:                                                      # previous block's first half, own block's second
+        prev, first, half = ((j + 1) % 2 * r).unsqueeze(1) + k, (j == 0).view(1, b, 1), a.shape[-1] // 2
+        pa, pg = _ring_take(ring_a, prev, bi), _ring_take(ring_g, prev, bi).to(acc) + ape
+        a = torch.cat([pa[..., :half].masked_fill(first, 0.0), a[..., half:]], 0)
+        g = torch.cat([pg[..., :half].masked_fill(first, float("-inf")), g[..., half:]], 0)
+    c = (torch.softmax(g, 0) * a).sum(0)                                  # [b, d] in acc
+    c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
+    return _rotate(c, j * r, self.rotary_dim, self.inv_freq).to(x.dtype)
+
+@patch
+def _step(self: CSAIndexer, x, qr, pos, ring_a, ring_g):
+    """One token per sequence: `x [b, hidden]`, `qr [b, q_lora_rank]` at `pos [b]` → `(q_i [b, Hi, Di] roped at pos,
+    w_i [b, Hi], the entry of pos's block [b, Di])` (its compressor's `_step` on the rings)."""
+    b = x.shape[0]
+    q = _rotate(self.wq(qr).view(b, self.n_heads, self.head_dim), pos.view(b, 1), self.rotary_dim, self.compressor.inv_freq)
+    return q, self.weights_proj(x) * self.n_heads ** -0.5, self.compressor._step(x, pos, ring_a, ring_g)
+
+# %% ../nbs/01_reference.ipynb #db4f9e3e
+def decode_indexer_scores(q_i: torch.Tensor, k_idx: torch.Tensor, w_i: torch.Tensor, visible: torch.Tensor,
+                          softmax_scale: float) -> torch.Tensor:
+    """`[b, E]` scores (accumulation dtype) of `q_i [b, Hi, Di]`, `w_i [b, Hi]` against `k_idx [b, E, Di]`: `Σ_h w·σ·ReLU(q·k)`,
+    `-inf` at entries `e >= visible[b]`."""
+    acc = _acc_dtype(q_i.dtype)
+    s = torch.einsum("bh,bhe->be", w_i.to(acc) * softmax_scale,
+                     torch.relu(torch.einsum("bhd,bed->bhe", q_i.to(acc), k_idx.to(acc))))
+    return s.masked_fill(torch.arange(k_idx.shape[1], device=s.device) >= visible.unsqueeze(1), float("-inf"))
