@@ -31,7 +31,7 @@ class CSACache:
     comp_ring: tuple | None = None      # (a, g) [S, b, width]: the compressor's projections of the last tokens (token p at p % S)
     index_ring: tuple | None = None     # (a, g) [S, b, width_i]: the indexer compressor's
     index_keys: torch.Tensor | None = None   # [b, E, Di]: the indexer's compressed keys
-    index_keys8: tuple | None = None    # (k8 [b, E, Di] float8_e4m3fn, scale [b, E] fp32): their FP8 form, or None
+    index_keys8: tuple | None = None    # (k8 [b, E, Di], scale [b, E] fp32): their FP8 form (the e4m3 values, held exactly in bf16), or None
     index_bad: torch.Tensor | None = None    # [b] bool: a complete indexer key of the sequence is not finite
     owner: object = None                # a weak reference to the layer the cache belongs to
     host_lengths: list = dataclasses.field(default_factory=list)   # the host mirror of `pos` (shared by views)
@@ -105,7 +105,7 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
         cache.index_keys = torch.zeros(b, E, cfg.index_head_dim, dtype=module_dtype, **kw)
         cache.index_bad = torch.zeros(b, dtype=torch.bool, **kw)
         if cfg.indexer_precision == "fp8":
-            cache.index_keys8 = (torch.zeros(b, E, cfg.index_head_dim, dtype=torch.float8_e4m3fn, **kw),
+            cache.index_keys8 = (torch.zeros(b, E, cfg.index_head_dim, dtype=torch.bfloat16, **kw),   # e4m3 values, exact in bf16
                                  torch.ones(b, E, dtype=torch.float32, **kw))
     return cache
 
@@ -130,7 +130,7 @@ def _store_index_keys(cache, keys, at, bi=None):
     cache.index_keys[sl] = keys.to(cache.index_keys.dtype)
     if cache.index_keys8 is not None:
         k8, ks = fp8_quantize(hadamard_rotate(keys))
-        cache.index_keys8[0][sl], cache.index_keys8[1][sl] = k8, ks
+        cache.index_keys8[0][sl], cache.index_keys8[1][sl] = k8.to(cache.index_keys8[0].dtype), ks
 
 @torch.no_grad()
 def _fill_prefill(cache: CSACache, layer, kv, comp, k_idx, x):

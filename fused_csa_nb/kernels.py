@@ -349,15 +349,19 @@ _flash_mla_fwd_op.register_autograd(lambda ctx, dout, _dlse: _sparse_attn_backwa
 def _qco(q_causal_offsets):
     return {} if q_causal_offsets is None else dict(q_causal_offsets=q_causal_offsets)
 
+def _aligned(t):
+    "`t`, or a copy of it when its data does not start on a 16-byte boundary (the kernels' TMA loads need it; an offset view may not)."
+    return t if t is None or t.data_ptr() % 16 == 0 else t.clone()
+
 def _fp8(q_scale, k_scale):
-    "The FP8 keywords of `indexer_forward_wrapper` (per-row fp32 descales; `k_scale` gains its KV-head dim), or none (bf16)."
+    "The FP8 keywords of `indexer_forward_wrapper` (per-row fp32 descales, 16-byte aligned; `k_scale` gains its KV-head dim), or none."
     if q_scale is None: return {}
-    return dict(precision="fp8", q_scale=q_scale, k_scale=k_scale.unsqueeze(-1))
+    return dict(precision="fp8", q_scale=_aligned(q_scale), k_scale=_aligned(k_scale).unsqueeze(-1))
 
 @_op("indexer_fwd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets, "
                     "Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor")
 def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
-    return _lib("dsa").indexer_forward_wrapper(q, k.unsqueeze(2), w, ratio=ratio, sm_scale=sm_scale,
+    return _lib("dsa").indexer_forward_wrapper(_aligned(q), _aligned(k).unsqueeze(2), _aligned(w), ratio=ratio, sm_scale=sm_scale,
                                                **_qco(q_causal_offsets), **_fp8(q_scale, k_scale))["scores"]
 
 @_indexer_fwd_op.register_fake
@@ -579,7 +583,8 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
 @_op("indexer_fwd_thd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor cu_q, Tensor cu_k, int max_q, "
                         "int max_k, Tensor q_causal_offsets, Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor")
 def _indexer_fwd_thd_op(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
-    return _lib("dsa").indexer_forward_wrapper(q, k.unsqueeze(1), w, ratio=ratio, sm_scale=sm_scale, cu_seqlens_q=cu_q,
+    return _lib("dsa").indexer_forward_wrapper(_aligned(q), _aligned(k).unsqueeze(1), _aligned(w), ratio=ratio, sm_scale=sm_scale,
+                                               cu_seqlens_q=cu_q,
                                                cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
                                                q_causal_offsets=q_causal_offsets, **_fp8(q_scale, k_scale))["scores"]
 

@@ -673,7 +673,8 @@ def _step(self: Compressor, x, pos, ring_a, ring_g):
         pa, pg = _ring_take(ring_a, prev, bi), _ring_take(ring_g, prev, bi).to(acc) + ape
         a = torch.cat([pa[..., :half].masked_fill(first, 0.0), a[..., half:]], 0)
         g = torch.cat([pg[..., :half].masked_fill(first, float("-inf")), g[..., half:]], 0)
-    c = (torch.softmax(g, 0) * a).sum(0)                                  # [b, d] in acc
+    e = torch.exp(g - g.amax(0))                                          # softmax over the slots (dim 0), written out:
+    c = (e * a).sum(0) / e.sum(0)                                         # torch.softmax(dim=0) is slow on CUDA here; [b, d]
     c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
     return _rotate(c, j * r, self.rotary_dim, self.inv_freq).to(x.dtype)
 
