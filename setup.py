@@ -41,7 +41,7 @@ setuptools.setup(
     include_package_data=True,
     python_requires=">=" + min_python,
     install_requires=reqs("requirements"),
-    extras_require={"dev": reqs("dev_requirements"), "gpu": reqs("gpu_requirements")},
+    extras_require={"dev": reqs("dev_requirements"), "gpu": reqs("gpu_requirements"), "hf": reqs("hf_requirements")},
     entry_points={
         "console_scripts": cfg["console_scripts"].split(),
         "nbdev": [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"],

@@ -16,7 +16,7 @@ from .checks import check_int
 from .reference import fp8_quantize, hadamard_rotate
 
 # %% auto #0
-__all__ = ['CSACache', 'make_cache']
+__all__ = ['CSACache', 'make_cache', 'grow_cache']
 
 # %% ../nbs/05_cache.ipynb #3b0ca135
 @dataclasses.dataclass(eq=False)
@@ -177,3 +177,21 @@ def _decode_index(cache: CSACache, selected=None) -> torch.Tensor:
             selected = torch.where(e < ((p + 1) // r).unsqueeze(1), e, -1)
         parts.append(torch.where(selected >= 0, selected.long() + W, -1))
     return torch.cat(parts, -1).unsqueeze(1)
+
+# %% ../nbs/05_cache.ipynb #715de266
+@torch.no_grad()
+def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
+    "A copy of `cache` (of `layer`) with room for `max_seq_len` tokens per sequence (>= its current `max_seq_len`)."
+    n = check_int("max_seq_len", max_seq_len, cache.max_seq_len)
+    new = make_cache(layer, cache.batch_size, n, device=cache.kv.device, dtype=cache.kv.dtype,
+                     module_dtype=cache.comp_ring[0].dtype if cache.comp_ring else cache.kv.dtype)
+    W, E = cache.window, cache.entries
+    new.kv[:W + E] = cache.kv
+    new.pos.copy_(cache.pos); new.host_lengths[:] = cache.lengths
+    for a, b in ((new.comp_ring, cache.comp_ring), (new.index_ring, cache.index_ring)):
+        if a is not None: a[0].copy_(b[0]); a[1].copy_(b[1])
+    if cache.index_keys is not None:
+        new.index_keys[:, :E] = cache.index_keys; new.index_bad.copy_(cache.index_bad)
+    if cache.index_keys8 is not None:
+        new.index_keys8[0][:, :E] = cache.index_keys8[0]; new.index_keys8[1][:, :E] = cache.index_keys8[1]
+    return new

@@ -36,7 +36,7 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
      slug, `csaconfig`; where two names share one, `KERNEL_LIMITS` and `kernel_limits`, the
      other name keeps its case), and an anchor twice on one page;
    * a source link whose target (line of a file in the checkout) does not exist;
-   * a missing output [rule `missing-output`]: a shown code cell (not `#| hide`, not exported)
+   * a missing output [rule `missing-output`; `missing-gpu-output` for a `#| gpu` cell]: a shown code cell (not `#| hide`, not exported)
      whose last statement displays a value (an expression, not an assignment, import, def, other
      statement, call of `test_*`/`assert*`, call of a function the notebook or package defines
      without returning a value, or a line ending in `;`) and that has no stored output; and every
@@ -75,7 +75,7 @@ ASSETS = TOOLS / "docs_assets"
 _DIRECTIVE = re.compile(r"^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
 SCREENSHOT_PAGES = ("index", "attention", "fused", "bench")
 WIDTHS = (1400, 390)
-RULES = ("missing-output", "raw-output")
+RULES = ("missing-output", "missing-gpu-output", "raw-output")
 
 
 def notebooks():
@@ -1046,7 +1046,7 @@ def check(warn=(), nbs=None):
     for nb, i, first, kind in miss:
         what = ("GPU cell without a stored output (python tools/execute_nb.py --gpu on the GPU, or #| no_output_ok)"
                 if kind == "gpu" else "cell ending in an expression has no stored output (python tools/execute_nb.py --cpu)")
-        rule("missing-output", f"{nb}: cell {i} ({first!r}): {what}")
+        rule("missing-gpu-output" if kind == "gpu" else "missing-output", f"{nb}: cell {i} ({first!r}): {what}")
     for m in warnings: print("WARN", m, file=sys.stderr)
     for m in problems: print("FAIL", m, file=sys.stderr)
     print(f"check: {len(pages)} pages, {len(links)} links, {len(sources)} source links, {n_names} public names; "
@@ -1080,7 +1080,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     NBS = Path(args.nbs).resolve() if args.nbs else ROOT / _settings().get("nbs_path", "nbs")
     warn = {w.strip() for w in args.warn.split(",") if w.strip()}
-    if args.allow_missing_outputs: warn.add("missing-output")
+    if args.allow_missing_outputs: warn.update(("missing-output", "missing-gpu-output"))
     unknown = warn - set(RULES)
     if unknown: ap.error(f"unknown rule(s) {', '.join(sorted(unknown))}; rules: {', '.join(RULES)}")
     t0 = time.perf_counter()

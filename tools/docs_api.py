@@ -335,12 +335,25 @@ def describe_member(cls_name, name, raw, cls):
     return _with_params(e, sig)
 
 
+def _in_class_body(cls, raw) -> bool:
+    "Whether member `raw` is written inside `cls`'s own body (not added later with `@patch`, which documents it where it is)."
+    fn = raw.fget if isinstance(raw, property) else raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
+    code = getattr(fn, "__code__", None)
+    try:
+        lines, start = inspect.getsourcelines(cls)
+        src = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        return True
+    if code is None or code.co_filename != src: return code is None
+    return start <= code.co_firstlineno < start + len(lines)
+
+
 def _members(cls):
-    "Public methods, classmethods, staticmethods and properties defined on (or assigned to) `cls`."
+    "Public methods, classmethods, staticmethods and properties defined in `cls`'s body (patched ones are documented where they are patched)."
     out = []
     for name, raw in vars(cls).items():
         if name.startswith("_"): continue
-        if isinstance(raw, (classmethod, staticmethod, property)) or inspect.isfunction(raw):
+        if (isinstance(raw, (classmethod, staticmethod, property)) or inspect.isfunction(raw)) and _in_class_body(cls, raw):
             out.append(describe_member(cls.__name__, name, raw, cls))
     return out
 
