@@ -98,9 +98,11 @@ def _csa_cache(attn, past, layer, b, n_new, device, dtype):
     return c
 
 def _csa_attention_forward(self, hidden_states, position_embeddings, position_ids=None, attention_mask=None,
-                           past_key_values=None, **kwargs):
-    "`DeepseekV4Attention.forward` with the CSA core on this package (see above) → `(output, None)`."
+                           past_key_values=None, cache=None, **kwargs):
+    """`DeepseekV4Attention.forward` with the CSA core on this package (see above) → `(output, None)`. HF's cache comes as
+    `past_key_values` (transformers 5.23) or `cache` (5.24 on)."""
     m, layer = _deepseek_v4(), self.__dict__["_fused_csa"]
+    past_key_values = past_key_values if past_key_values is not None else cache
     B, S, _ = hidden_states.shape
     cos, sin = position_embeddings[self.rope_layer_type]
     qr = self.q_a_norm(self.q_a_proj(hidden_states))
@@ -111,7 +113,7 @@ def _csa_attention_forward(self, hidden_states, position_embeddings, position_id
     sbhd = lambda t: t.transpose(0, 1)
     x = sbhd(hidden_states) if layer.compressor is not None else None
     qr_ = sbhd(qr) if layer.indexer is not None else None
-    cache = None
+    cache = None                                                 # ours, from here on
     if past_key_values is not None and not self.training:       # training runs whole sequences (HF builds a cache anyway)
         cache = _csa_cache(self, past_key_values, layer, B, S, hidden_states.device, q.dtype)
         past_key_values.update(kv.transpose(1, 2), kv.transpose(1, 2), self.layer_idx)     # HF's token count
