@@ -18,7 +18,7 @@ from .kernels import _radix_topk, kernel_limits, padded_num_heads, sm_major
 from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _pack_entries,
                                  _pack_window, _row_blocks, cached_index,
                                  compressed_topk_idxs, window_slots)
-from .reference import (blocked_indexer_topk, decode_indexer_scores, fp8_quantize, hadamard_rotate, indexer_input_poison, indexer_scores, indexer_topk, selection_scores,
+from .reference import (blocked_indexer_topk, _dequantized, decode_indexer_scores, fp8_rows, indexer_input_poison, indexer_scores, indexer_topk, selection_scores,
                                     unfused_csa_attention)
 from .teacher import csa_indexer_loss
 
@@ -243,10 +243,6 @@ def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train
     return attn(idx, tlen, poison) * real.to(query.dtype), None
 
 # %% ../nbs/05_backends.ipynb #522baf00
-def _fp8_query(q_i):
-    "The FP8 recipe's query (rotated, e4m3, one scale per head row) → `(q8, scale)`."
-    return fp8_quantize(hadamard_rotate(q_i))
-
 @patch
 def decode_select(self: NativeBackend, q_i, w_i, cache):
     "Top-k entries `[b, k]` (`-1` padded; `k = min(index_topk, E)`) of one token per sequence at `cache.pos`: `q_i [b, Hi, Di]`, `w_i [b, Hi]`."
@@ -254,9 +250,7 @@ def decode_select(self: NativeBackend, q_i, w_i, cache):
     visible = (cache.pos + 1) // self.ratio
     if cfg.indexer_precision == "fp8":
         acc = torch.float64 if q_i.dtype == torch.float64 else torch.float32
-        q8, qs = _fp8_query(q_i)
-        k8, ks = cache.index_keys8
-        q_i, keys = q8.to(acc) * qs.to(acc).unsqueeze(-1), k8.to(acc) * ks.to(acc).unsqueeze(-1)
+        q_i, keys = _dequantized(*fp8_rows(q_i), acc), _dequantized(*cache.index_keys8, acc)
     else: keys = cache.index_keys
     scores = decode_indexer_scores(q_i, keys, w_i, visible, cfg.index_scale)
     return indexer_topk(scores.unsqueeze(1), min(cfg.index_topk, E))[0][:, 0]
@@ -277,7 +271,7 @@ def decode_select(self: FusedBackend, q_i, w_i, cache):
     cfg, E = self.cfg, cache.entries
     scale = w_i.float() * cfg.index_scale                                        # [b, Hi]
     if cfg.indexer_precision == "fp8":
-        q8, qs = _fp8_query(q_i)
+        q8, qs = fp8_rows(q_i)
         q, (keys, ks), scale = q8.to(torch.bfloat16), cache.index_keys8, scale * qs
     else: q, keys, ks = q_i, cache.index_keys, None
     scores = torch.bmm(scale.unsqueeze(1), _bmm_f32(q, keys.transpose(1, 2)).relu_()).squeeze(1)   # [b, E] float32

@@ -18,7 +18,7 @@ from .attention import CompressedSparseAttention
 from .graphs import _cache_tensors, capture_decode, capture_step
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
 from .kernels import _indexer_fwd
-from .reference import fp8_quantize, hadamard_rotate
+from .reference import fp8_rows
 from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
 from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
 from .config import CSAConfig
@@ -451,8 +451,8 @@ def _fp8_block(q_i, k_i, w_i, off, topk, iters):
     q, k, w = (t.transpose(0, 1).contiguous() for t in (q_i, k_i, w_i))
     isc = q.shape[-1] ** -0.5
     with torch.no_grad():
-        k8, ks = fp8_quantize(hadamard_rotate(k))
-        quant = lambda: fp8_quantize(hadamard_rotate(q))
+        k8, ks = fp8_rows(k)
+        quant = lambda: fp8_rows(q)
         q8, qs = quant()
         bf = lambda: _indexer_fwd(q, k, w, 4, isc, off)
         f8 = lambda: _indexer_fwd(q8, k8, w, 4, isc, off, qs, ks)

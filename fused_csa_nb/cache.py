@@ -13,7 +13,7 @@ import torch
 from fastcore.basics import patch
 
 from .checks import check_int
-from .reference import fp8_quantize, hadamard_rotate
+from .reference import fp8_rows
 
 # %% auto #0
 __all__ = ['CSACache', 'make_cache', 'grow_cache']
@@ -129,7 +129,7 @@ def _store_index_keys(cache, keys, at, bi=None):
     sl = (slice(None), slice(at, at + keys.shape[1])) if bi is None else (bi, at)
     cache.index_keys[sl] = keys.to(cache.index_keys.dtype)
     if cache.index_keys8 is not None:
-        k8, ks = fp8_quantize(hadamard_rotate(keys))
+        k8, ks = fp8_rows(keys)
         cache.index_keys8[0][sl], cache.index_keys8[1][sl] = k8.to(cache.index_keys8[0].dtype), ks
 
 @torch.no_grad()

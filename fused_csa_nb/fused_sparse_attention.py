@@ -18,7 +18,7 @@ from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_sco
                                   _radix_topk, _sparse_indexer_predict,
                                   _sparse_bwd, _sparse_fwd, _sparse_score, kernel_limits, padded_num_heads, round_up,
                                   sm_major)
-from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_quantize, hadamard_rotate
+from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_rows
 from . import teacher as _teacher
 
 # %% auto #0
@@ -107,19 +107,15 @@ def _block_bshd(t, t0, t1):
     "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."
     return t[t0:t1].transpose(0, 1).contiguous()
 
-def _fp8_keys(k_i):
-    "The FP8 recipe's keys of a call, once: `(k8, k_scale)` of `k_i [..., Di]` (rotated, e4m3, one scale per entry)."
-    with torch.no_grad(): return fp8_quantize(hadamard_rotate(k_i))
-
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     "A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)` (the queries quantised here)."
     if k_fp8 is None: return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
-    with torch.no_grad(): q8, qs = fp8_quantize(hadamard_rotate(q_i))
+    q8, qs = fp8_rows(q_i)
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
 
 def _select_block(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, off=0, k_fp8=None):
     """Query rows `[t0, t1)` (global positions `off + t`) → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,n_comp] fp32, selected ids
-    [b,c,index_topk] int32, -1 padded)`; `k_fp8`: `_fp8_keys(k_i)` for FP8 selection scores (else bf16)."""
+    [b,c,index_topk] int32, -1 padded)`; `k_fp8`: `fp8_rows(k_i)` (once per call) for FP8 selection scores (else bf16)."""
     b, n_comp = k_i.shape[:2]
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
     scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
@@ -131,7 +127,7 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, q
     "Path C's selection on checked SBHD indexer tensors → `(selected [b, sq, index_topk] int32, poison [b, sq] fp32)`; `fp8`: FP8 scores."
     sq, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()                                  # [b, n_comp, Di]: small
-    k_fp8 = _fp8_keys(k_i) if fp8 else None
+    k_fp8 = fp8_rows(k_i) if fp8 else None
     sel = torch.empty(b, sq, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(b, sq, dtype=torch.float32, device=q_indexer.device)
     for t0, t1 in _row_blocks(sq, block_rows):
@@ -148,7 +144,7 @@ def _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, 
            (t0 - cu[:-1]).clamp(min=0).int())
     if k_fp8 is None: scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, *thd)
     else:
-        with torch.no_grad(): q8, qs = fp8_quantize(hadamard_rotate(q))
+        q8, qs = fp8_rows(q)
         scores = _indexer_fwd_thd(q8, k_fp8[0], w, ratio, isc, *thd, qs, k_fp8[1])
     cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
@@ -158,7 +154,7 @@ def _select_packed(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_
     "Path C's selection on a pack: `(selected entry ids [1, T, index_topk] int32, poison [1, T] fp32)`; `fp8`: FP8 scores."
     T = q_indexer.shape[0]
     k_flat = k_indexer[:, 0].contiguous()
-    k_fp8 = _fp8_keys(k_flat) if fp8 else None
+    k_fp8 = fp8_rows(k_flat) if fp8 else None
     sel = torch.empty(1, T, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(1, T, dtype=torch.float32, device=q_indexer.device)
     for t0, t1 in _row_blocks(T, block_rows):
@@ -430,7 +426,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
         sq, b, h, d = query.shape
         k_i = k_indexer.transpose(0, 1).contiguous()
         ins = _PathBInputs(query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, query.view(sq * b, h, d),
-                           kv_full.view(-1, d), k_i, _fp8_keys(k_i) if cfg.fp8 else None)
+                           kv_full.view(-1, d), k_i, fp8_rows(k_i) if cfg.fp8 else None)
         blocks = _row_blocks(sq, cfg.block_rows)
         rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]               # out, lse, idx, tlen
         acc = _LossSum(cfg, ins, len(blocks) == 1) if cfg.coeff != 0.0 else None

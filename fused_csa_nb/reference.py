@@ -18,8 +18,8 @@ from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_fre
 # %% auto #0
 __all__ = ['E4M3_MAX', 'FP8_MIN_AMAX', 'INDEXER_PRECISIONS', 'attention_chunk_rows', 'unfused_csa_attention', 'Compressor',
            'CSAIndexer', 'indexer_scores', 'indexer_topk', 'nonfinite_row_poison', 'indexer_input_poison', 'hadamard',
-           'hadamard_rotate', 'fp8_quantize', 'fp8_indexer_inputs', 'fp8_indexer_scores', 'selection_scores',
-           'blocked_indexer_topk', 'decode_indexer_scores', 'apply_rotary_interleaved']
+           'hadamard_rotate', 'fp8_quantize', 'fp8_rows', 'fp8_indexer_inputs', 'fp8_indexer_scores',
+           'selection_scores', 'blocked_indexer_topk', 'decode_indexer_scores', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
 _all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
@@ -587,11 +587,14 @@ def fp8_quantize(x: torch.Tensor):
     scale = _pow2_ceil(xf.abs().amax(-1).clamp_min(FP8_MIN_AMAX) / E4M3_MAX)
     return (xf / scale.unsqueeze(-1)).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
 
+def fp8_rows(x: torch.Tensor):
+    "The FP8 recipe on rows `x [..., n]` (`n` a power of two): rotate, then quantise per row → `(x8, scale [...])`, no gradient."
+    with torch.no_grad(): return fp8_quantize(hadamard_rotate(x))
+
 def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
-    """The FP8 recipe's inputs (rotate, then quantise per row): `q_idx [..., Hi, Di]` → `(q8, q_scale [..., Hi])`, and
-    `k_idx [..., Di]` → `(k8, k_scale [...])`; `Di` a power of two."""
-    with torch.no_grad():
-        return (*fp8_quantize(hadamard_rotate(q_idx)), *fp8_quantize(hadamard_rotate(k_idx)))
+    """The FP8 recipe's inputs: `q_idx [..., Hi, Di]` → `(q8, q_scale [..., Hi])`, and `k_idx [..., Di]` → `(k8, k_scale [...])`
+    (`fp8_rows` of each); `Di` a power of two."""
+    return (*fp8_rows(q_idx), *fp8_rows(k_idx))
 
 # %% ../nbs/01_reference.ipynb #9fe51d68
 INDEXER_PRECISIONS = ("bf16", "fp8")   # the selection scores' precisions (`CSAConfig.indexer_precision`)
