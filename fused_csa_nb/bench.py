@@ -15,7 +15,7 @@ import time
 import torch
 
 from .attention import CompressedSparseAttention
-from .graphs import _cache_tensors, capture_decode, capture_step
+from .graphs import capture_decode, capture_step
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
 from .kernels import _indexer_fwd
 from .reference import fp8_rows
@@ -619,7 +619,7 @@ def _filled_cache(layer, b: int, context: int, seed: int = 0):
     "A cache of `b` sequences holding `context` tokens each, with random state (room for 256 more)."
     cache = layer.new_cache(b, context + 256)
     g = torch.Generator(device=cache.kv.device).manual_seed(seed)
-    for t in _cache_tensors(cache):
+    for t in cache.tensors():
         if t.dtype.is_floating_point:
             t.copy_(torch.randn(t.shape, generator=g, device=t.device, dtype=torch.float32).to(t.dtype))
     if cache.index_keys8 is not None: cache.index_keys8[1].fill_(2.0 ** -4)

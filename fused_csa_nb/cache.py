@@ -47,12 +47,15 @@ class CSACache:
     def lengths(self) -> list:
         "Tokens each sequence holds, on the host (no device read)."
         return [self.host_lengths[i] for i in self.rows]
+    def tensors(self) -> list:
+        "Every tensor the cache holds (what a step may write)."
+        ts = [self.kv, self.pos, self.index_keys, self.index_bad, *(self.comp_ring or ()), *(self.index_ring or ()),
+              *(self.index_keys8 or ())]
+        return [t for t in ts if t is not None]
     @property
     def nbytes(self) -> int:
         "Bytes of device memory the cache holds."
-        ts = [self.kv, self.pos, self.index_keys, self.index_bad, *(self.comp_ring or ()), *(self.index_ring or ()),
-              *(self.index_keys8 or ())]
-        return sum(t.numel() * t.element_size() for t in ts if t is not None)
+        return sum(t.numel() * t.element_size() for t in self.tensors())
 
 # %% ../nbs/05_cache.ipynb #7321b4b7
 @patch

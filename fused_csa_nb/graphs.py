@@ -61,12 +61,6 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
     return graph, out
 
 # %% ../nbs/08_graphs.ipynb #3692d361
-def _cache_tensors(cache) -> list:
-    "Every tensor of a `CSACache` (what a capture's warm-up steps may write)."
-    ts = [cache.kv, cache.pos, cache.index_keys, cache.index_bad, *(cache.comp_ring or ()), *(cache.index_ring or ()),
-          *(cache.index_keys8 or ())]
-    return [t for t in ts if t is not None]
-
 class DecodeGraph:
     "One captured decode step (`capture_decode`): `replay()` runs it on the static inputs' current values → the static output."
     def __init__(self, graph, out, cache): self.graph, self.out, self.cache = graph, out, cache
@@ -81,10 +75,10 @@ class DecodeGraph:
 def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2) -> DecodeGraph:
     """Capture one decode step of `layer` on `cache` in a CUDA graph (see above). `query [1, b, H, D]`, `key [1, b, 1, D]`,
     `x`, `qr`: the step's static inputs (kept alive by the caller); `warmup`: eager steps before the capture (undone)."""
-    saved, lengths = [t.clone() for t in _cache_tensors(cache)], list(cache.host_lengths)
+    saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
     try:
         graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     finally:
-        for t, s in zip(_cache_tensors(cache), saved): t.copy_(s)
+        for t, s in zip(cache.tensors(), saved): t.copy_(s)
         cache.host_lengths[:] = lengths
     return DecodeGraph(graph, out, cache)
