@@ -630,6 +630,7 @@ def _filled_cache(layer, b: int, context: int, seed: int = 0):
 def _rewind(cache, context):
     cache.pos.fill_(context); cache.host_lengths[:] = [context] * cache.batch_size
 
+# %% ../nbs/07_bench.ipynb #2cad840a
 def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)), precisions=("bf16", "fp8"),
                 iters: int = 50, warmup: int = 5, seed: int = 0, log=print) -> list[dict]:
     """One fused decode step per `(ratio, batch, context)` of `cases` (and per indexer precision at ratio 4): `eager_us`,
@@ -658,6 +659,7 @@ def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65
             torch.cuda.empty_cache()
     return rows
 
+# %% ../nbs/07_bench.ipynb #eae61421
 def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=print) -> list[dict]:
     "A ratio-4 prompt through the cache against the plain inference forward (fused, V4-Flash shapes, b = 1): ms each."
     rows = []
@@ -673,6 +675,7 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=print
         torch.cuda.empty_cache()
     return rows
 
+# %% ../nbs/07_bench.ipynb #58e175d8
 def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: str | None = None) -> str:
     "The decoding section of `BENCHMARKS.md` from `decode_rows` (and `prefill_rows`)."
     if gpu is None and torch.cuda.is_available():

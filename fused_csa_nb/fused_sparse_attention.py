@@ -107,6 +107,7 @@ def _block_bshd(t, t0, t1):
     "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."
     return t[t0:t1].transpose(0, 1).contiguous()
 
+# %% ../nbs/04_fused.ipynb #fdf40327
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     "A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)` (the queries quantised here)."
     if k_fp8 is None: return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
@@ -135,6 +136,7 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, q
         poison[:, t0:t1] = _indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, q_offset + t0)
     return sel, poison
 
+# %% ../nbs/04_fused.ipynb #b74cc32c
 def _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None):
     """Rows `[t0, t1)` of a pack (THD indexer: each document against its own entries) → `(q_i [1,c,Hi,Di], w_i [1,c,Hi],
     scores [1,c,E] in document-local columns, selected entry ids [1,c,k] of the pack (-1 padded), their columns [1,c,k])`."""

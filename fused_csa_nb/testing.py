@@ -122,6 +122,7 @@ def _sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_l
     dq, dkv, dsink = _sparse_attn_grads(q, kv, dout, sm_scale, parts)
     return dq.to(q.dtype), dkv.to(kv.dtype), dsink
 
+# %% ../nbs/03_testing.ipynb #5cda5293
 def _dequant(q, k, q_scale, k_scale):
     "The FP8 ops' inputs as float32 values `q·q_scale`, `k·k_scale` (bf16 inputs as they are)."
     if q_scale is None: return q, k
@@ -144,6 +145,7 @@ def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causa
         out[q0:q1, :k1 - k0] = s.masked_fill(torch.arange(k1 - k0)[None] >= (t + 1) // ratio, float("-inf"))
     return out
 
+# %% ../nbs/03_testing.ipynb #4b9f6e7d
 def _radix_topk(values, lengths, top_k):
     assert 0 < top_k <= 2048 and top_k <= values.shape[1]
     cols = torch.arange(values.shape[1], device=values.device)[None]
