@@ -5,6 +5,7 @@
 # %% ../nbs/10_hf.ipynb #ac6d1c01
 from __future__ import annotations
 
+import functools
 import types
 
 import torch
@@ -20,8 +21,9 @@ __all__ = ['layer_ratio', 'csa_config_from_hf', 'csa_layer_from_hf', 'use_fused_
 # %% ../nbs/10_hf.ipynb #7a38bf8f
 _TRANSFORMERS = "transformers>=5.23,<6 (pip install 'fused_csa_nb[hf]')"
 
+@functools.cache
 def _deepseek_v4():
-    "transformers' DeepSeek-V4 modelling module, or an `ImportError` naming the extra to install."
+    "transformers' DeepSeek-V4 modelling module (imported once: every replaced forward asks), or an `ImportError` naming the extra."
     try:
         from transformers.models.deepseek_v4 import modeling_deepseek_v4
         return modeling_deepseek_v4
