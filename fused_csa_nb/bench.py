@@ -11,6 +11,7 @@ import importlib
 import math
 import statistics
 import time
+import warnings
 
 import torch
 
@@ -23,12 +24,14 @@ from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, si
 from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
 from .config import CSAConfig
 
+_silent = lambda *args, **kwargs: None     # the measuring functions' default `log`: rows are returned, not printed
+
 # %% auto #0
-__all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity',
-           'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
+__all__ = ['median_time_ms', 'measured_on', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer',
+           'layer_parity', 'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
            'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
            'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown',
-           'cp_markdown', 'decode_rows', 'prefill_rows', 'decode_markdown']
+           'cp_markdown', 'benchmarks_section', 'decode_rows', 'prefill_rows', 'decode_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -49,6 +52,14 @@ def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> floa
         for _ in range(iters):
             t0 = time.perf_counter(); fn(); times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+# %% ../nbs/07_bench.ipynb #363918cf
+def measured_on(device=None) -> str:
+    "`'<GPU name> (sm_XY), torch <version>, <date>'` for CUDA `device` (default: the current one), or the CPU's line."
+    day = datetime.date.today().isoformat()
+    if not torch.cuda.is_available(): return f"CPU, torch {torch.__version__}, {day}"
+    p = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    return f"{p.name} (sm_{p.major}{p.minor}), torch {torch.__version__}, {day}"
 
 # %% ../nbs/07_bench.ipynb #56aec604
 def sparse_attention_flops(sq: int, heads: int, topk: int, head_dim: int = 512, v_head_dim: int = 512,
@@ -139,14 +150,20 @@ def layer_parity(native, fused, inputs) -> dict:
     return res
 
 # %% ../nbs/07_bench.ipynb #61b3e857
-def gpu_kernel_ms(fn, warmup: int = 2) -> float:
-    "Milliseconds of GPU kernels (and copies) that one call `fn()` launches: the sum of their durations (`torch.profiler`)."
+def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
+    """Milliseconds of GPU kernels (and copies) that one call `fn()` launches: the sum of their durations (`torch.profiler`).
+
+    `fn`: the call to profile; `warmup`: calls before the profiled one; `counts`: a dict that receives `launches`, the
+    number of kernels, copies and memsets the call put on the GPU."""
     for _ in range(warmup): fn()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=acts) as prof:
-        fn(); torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")   # torch's notice, not about `fn`
+        with torch.profiler.profile(activities=acts) as prof:
+            fn(); torch.cuda.synchronize()
     dev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if counts is not None: counts["launches"] = len(dev)
     if dev: return sum(e.time_range.elapsed_us() for e in dev) / 1e3
     return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
 
@@ -157,7 +174,9 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
         layer.zero_grad(set_to_none=True)
         return _step(layer, ins, train)[:2]
     row = dict(eager_ms=median_time_ms(lambda: run(*inputs), warmup=warmup, iters=iters))
-    row["kernel_ms"] = gpu_kernel_ms(lambda: run(*inputs))
+    counts = {}
+    row["kernel_ms"] = gpu_kernel_ms(lambda: run(*inputs), counts=counts)
+    row["launches"] = counts.get("launches")
     try:
         graph, _ = capture_step(run, *inputs, warmup=warmup)
         row["graphed_ms"] = median_time_ms(graph.replay, warmup=1, iters=iters)
@@ -199,9 +218,16 @@ def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: in
                 fwd_bwd_overhead=t["fwd_bwd_ms"] / t["direct_fwd_bwd_ms"] - 1)
 
 # %% ../nbs/07_bench.ipynb #56742e08
-def run_benchmarks(sq: int = 4096, quick: bool = False, log=print, graphs: bool = True) -> dict:
+def run_benchmarks(sq: int = 4096, quick: bool = False, log=_silent, graphs: bool = True,
+                   compile_rows=((4, "train"),)) -> dict:
     """Kernel throughput, layer time/memory (fused vs native) and parity on the current GPU; with `graphs` also the
-    path-A overhead against direct kernel calls and, per layer row, eager / compiled / graphed steps and GPU busy."""
+    path-A overhead against direct kernel calls and, per layer row, eager / compiled / graphed steps and GPU busy.
+
+    `sq`: query rows of every measurement (b = 1, H = 64); `quick`: ratios 0 and 4 only, nothing compiled; `log`: called
+    with each row as it is measured (`None`: silent); `graphs`: also the host-overhead rows (eager, compiled, graphed
+    steps, kernel launches) and the path-A overhead; `compile_rows`: the `(ratio, mode)` rows also timed under
+    `torch.compile` (each compile costs tens of seconds; `()` for none, `None` for all)."""
+    log = log or _silent
     if not torch.cuda.is_available(): raise RuntimeError("run_benchmarks needs a CUDA GPU")
     p = torch.cuda.get_device_properties(0)
     res = dict(date=datetime.date.today().isoformat(), gpu=f"{p.name} (sm_{p.major}{p.minor})",
@@ -217,7 +243,9 @@ def run_benchmarks(sq: int = 4096, quick: bool = False, log=print, graphs: bool 
             row["fused"] = bench_layer(fused, inputs, train, iters=30)
             if graphs:
                 row["native_steps"] = step_profile(native, inputs, train, warmup=1, iters=3, compiled=False)
-                row["fused_steps"] = step_profile(fused, inputs, train, compiled=not quick)
+                mode = "train" if train else "eval"
+                compile_it = not quick and (compile_rows is None or (ratio, mode) in compile_rows)
+                row["fused_steps"] = step_profile(fused, inputs, train, compiled=compile_it)
             res["layers"].append(row); log(row)
         par = dict(ratio=ratio, sq=sq, heads=64, **layer_parity(native, fused, inputs))
         res["parity"].append(par); log(par)
@@ -229,8 +257,8 @@ def _steps_markdown(res: dict) -> list[str]:
     "The host-overhead table of `benchmarks_markdown` (rows with `*_steps`)."
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
     L = ["", "## Host overhead: eager, compiled and CUDA-graph steps (same layers and inputs)", "",
-         "| ratio | mode | path | eager ms | compiled ms | graphed ms | eager / graphed | GPU kernel ms | GPU busy eager "
-         "| GPU busy graphed | native eager / this (graphed) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| ratio | mode | path | eager ms | compiled ms | graphed ms | eager / graphed | GPU kernel ms | kernels / step "
+         "| GPU busy eager | GPU busy graphed | native eager / this (graphed) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["layers"]:
         for path in ("native", "fused"):
             s = r.get(path + "_steps")
@@ -238,12 +266,12 @@ def _steps_markdown(res: dict) -> list[str]:
             best = s["graphed_ms"] or s["eager_ms"]
             L.append(f"| {r['ratio']} | {r['mode']} | {path} | {s['eager_ms']:.2f} | {f(s.get('compiled_ms'), '.2f')} | "
                      f"{f(s.get('graphed_ms'), '.2f')} | {f(s['eager_ms'] / s['graphed_ms'] if s.get('graphed_ms') else None, '.2f')} | "
-                     f"{s['kernel_ms']:.2f} | {s['busy_eager']:.0%} | "
+                     f"{s['kernel_ms']:.2f} | {f(s.get('launches'), 'd')} | {s['busy_eager']:.0%} | "
                      f"{f(s.get('busy_graphed'), '.0%')} | {r['native']['ms'] / best:.1f}× |")
     errs = [f"{r['ratio']} {r['mode']} {p}: {r[p + '_steps'][k]}" for r in res["layers"] for p in ("native", "fused")
             for k in ("graphed_error", "compiled_error") if k in r.get(p + "_steps", {})]
     L += ["", "(medians of 30 steps in one process, after warm-up; GPU kernel ms: the profiler's sum of kernel durations "
-          "of one eager step; busy = kernel ms / step ms; eager / graphed: the host's share of an eager step)"]
+          "of one eager step; kernels / step: the kernels, copies and memsets it puts on the GPU; busy = kernel ms / step ms; eager / graphed: the host's share of an eager step)"]
     return L + ([""] + [f"* not measured: {e}" for e in errs] if errs else [])
 
 def _overhead_markdown(res: dict) -> list[str]:
@@ -277,12 +305,24 @@ def benchmarks_markdown(res: dict) -> str:
     if any("native_steps" in r or "fused_steps" in r for r in res["layers"]): L += _steps_markdown(res)
     if res.get("overhead"): L += _overhead_markdown(res)
     L += ["", "## Parity, fused vs native (similarity 2Σab/Σ(a²+b²); bars: forward > 1−2e-3, gradients > 1−2e-2)", ""]
-    keys = sorted({k for r in res["parity"] for k in r} - {"ratio", "sq", "heads"})
-    L += ["| ratio | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
-    for r in res["parity"]:
-        L.append(f"| {r['ratio']} | " + " | ".join(f"{1 - r[k]:.1e}" if k in r else "–" for k in keys) + " |")
-    L += ["", "(parity cells show 1 − similarity)"]
+    L += _parity_markdown(res["parity"])
     return "\n".join(L) + "\n"
+
+def _parity_markdown(parity: list[dict]) -> list[str]:
+    "The parity tables of `benchmarks_markdown`: out, loss and the worst gradient per ratio, then every tensor."
+    f = lambda r, k: f"{1 - r[k]:.1e}" if k in r else "–"
+    L = ["| ratio | out | loss | worst gradient | within the bars |", "|---|---|---|---|---|"]
+    for r in parity:
+        grads = {k: v for k, v in r.items() if k.startswith("d_")}
+        worst = min(grads, key=grads.get) if grads else None
+        ok = all(v > 1 - (2e-3 if k in ("out", "loss") else 2e-2) for k, v in r.items() if k not in ("ratio", "sq", "heads"))
+        L.append(f"| {r['ratio']} | {f(r, 'out')} | {f(r, 'loss')} | "
+                 f"{f'{1 - grads[worst]:.1e} (`{worst[2:]}`)' if worst else '–'} | {'yes' if ok else '**no**'} |")
+    keys = list(dict.fromkeys(k for r in parity for k in r if k.startswith("d_")))
+    L += ["", "Every tensor (1 − similarity per ratio):", "",
+          "| tensor | " + " | ".join(f"ratio {r['ratio']}" for r in parity) + " |", "|---|" + "---|" * len(parity)]
+    L += [f"| `{k[2:]}` gradient | " + " | ".join(f(r, k) for r in parity) + " |" for k in keys]
+    return L + ["", "(parity cells show 1 − similarity)"]
 
 # %% ../nbs/07_bench.ipynb #2c550687
 def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 1024, q_lora: int = 512, topk: int = 512,
@@ -326,7 +366,7 @@ def _vs_bf16(rows):
 
 # %% ../nbs/07_bench.ipynb #db98232d
 def long_context_rows(seqlens=(16384, 65536, 131072, 262144), ratios=(4, 128), heads: int = 64, topk: int = 512,
-                      block_bytes: int = 1 << 30, warmup: int = 1, iters: int = 3, log=print, precisions=("bf16",),
+                      block_bytes: int = 1 << 30, warmup: int = 1, iters: int = 3, log=_silent, precisions=("bf16",),
                       modes=("train",)) -> list[dict]:
     """One fused step per (ratio, precision, mode, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
 
@@ -467,7 +507,7 @@ def _fp8_block(q_i, k_i, w_i, off, topk, iters):
                     quantise_ms=median_time_ms(quant, iters=iters))
 
 def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, layer_sq: int = 16384, iters: int = 30,
-                       seed: int = 0, log=print) -> list[dict]:
+                       seed: int = 0, log=_silent) -> list[dict]:
     """FP8 against bf16 selection scores on the GPU, one query block each: `blocks` of `(rows, entries)` — the last `rows`
     query rows of a ratio-4 sequence with `entries` compressed entries, low-rank inputs — and the last 2048 rows of an
     untrained V4-Flash layer's own indexer activations at `layer_sq` tokens (`0`: none). One dict per block: `source`,
@@ -487,9 +527,9 @@ def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, l
         log(out[-1])
     return out
 
-def fp8_selection_markdown(rows: list[dict]) -> str:
-    "The FP8-selection table of the long-context section from `fp8_selection_rows`."
-    L = ["", "FP8 against bf16 selection scores, one query block (cuDNN indexer, 64 heads, top-512 on rows that see "
+def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
+    "The FP8-selection table of the long-context section from `fp8_selection_rows`, measured on `gpu` (default: `measured_on()`)."
+    L = ["", f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 heads, top-512 on rows that see "
          "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
          "the bf16 selection):", "",
          "| inputs | rows × entries | 1 − sim | −inf mask equal | recall mean / p01 | mass recall mean / min | bf16 ms "
@@ -529,7 +569,7 @@ def _timed(fn, iters):
     fn(); torch.cuda.synchronize()
     return ms, (torch.cuda.max_memory_allocated() - base) / 2**20
 
-def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=print) -> dict:
+def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent) -> dict:
     """The packed-sequence benchmark (see above) on the current GPU → `dict(lengths, pack_ms, pack_mib, padded_ms, padded_mib,
     docs_ms, one_doc=dict(T, thd_ms, sbhd_ms))`."""
     lens = pack_lengths(total, seed=seed)
@@ -560,7 +600,7 @@ _PACKED_HEADER = "## Packed sequences (THD)"
 
 def packed_markdown(row: dict, gpu: str | None = None) -> str:
     "The packed-sequence section of `BENCHMARKS.md` from `packed_rows`."
-    gpu = gpu or (torch.cuda.get_device_name() if torch.cuda.is_available() else "GPU")
+    gpu = gpu or measured_on()
     o = row["one_doc"]
     L = [f"{_PACKED_HEADER}: a pack against padding (ratio-4 training step, fused, H = 64, top-512, bf16, {gpu})", "",
          f"{len(row['lengths'])} documents, {row['tokens']:,} tokens, longest {row['max_len']:,} "
@@ -613,6 +653,17 @@ def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None =
         L.append(f"| {S} | {P} | {steps} | {sp} | {peaks} | {mr} | {nccl} | {comm} |")
     return "\n".join(L) + "\n"
 
+# %% ../nbs/07_bench.ipynb #9e6cfd9a
+def benchmarks_section(path, heading: str) -> str:
+    """The section of the Markdown file `path` (e.g. `BENCHMARKS.md`) whose `## ` heading starts with `heading`: from that
+    line up to the next `## ` heading. A `ValueError` names the headings there when none matches."""
+    import re
+    text = open(path, encoding="utf-8").read()
+    secs = [s for s in re.split(r"(?m)^(?=## )", text) if s.startswith("## ")]
+    hit = [s for s in secs if s.startswith(heading)]
+    if not hit: raise ValueError(f"no section of {path} starts with {heading!r}; its sections: {[s.splitlines()[0] for s in secs]}")
+    return hit[0].rstrip("\n") + "\n"
+
 # %% ../nbs/07_bench.ipynb #507447a8
 @torch.no_grad()
 def _filled_cache(layer, b: int, context: int, seed: int = 0):
@@ -632,7 +683,7 @@ def _rewind(cache, context):
 
 # %% ../nbs/07_bench.ipynb #2cad840a
 def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)), precisions=("bf16", "fp8"),
-                iters: int = 50, warmup: int = 5, seed: int = 0, log=print) -> list[dict]:
+                iters: int = 50, warmup: int = 5, seed: int = 0, log=_silent) -> list[dict]:
     """One fused decode step per `(ratio, batch, context)` of `cases` (and per indexer precision at ratio 4): `eager_us`,
     `graph_us` (median µs per step), `cache_mib` (the cache of that batch and context), `bytes_per_token`."""
     if not torch.cuda.is_available(): raise RuntimeError("decode_rows needs a CUDA GPU")
@@ -660,7 +711,7 @@ def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65
     return rows
 
 # %% ../nbs/07_bench.ipynb #eae61421
-def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=print) -> list[dict]:
+def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_silent) -> list[dict]:
     "A ratio-4 prompt through the cache against the plain inference forward (fused, V4-Flash shapes, b = 1): ms each."
     rows = []
     for sq in seqlens:

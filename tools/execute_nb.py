@@ -45,6 +45,7 @@ import argparse
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from execnb.nbio import read_nb, write_nb
@@ -92,7 +93,7 @@ def _local_paths(outputs):
     return outputs
 
 
-def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None):
+def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None):
     """Run the notebook's code cells in order; return the index of the failing cell or None.
 
     `mode`: `"gpu"` writes back only the outputs of `#| gpu` cells, `"cpu"` those of every cell that
@@ -106,13 +107,17 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None):
     if mode == "cpu":   # torch seeds its default generator at random on import: unseeded cells would differ run to run
         shell.run("import random as _r, numpy as _np, torch as _t\n_r.seed(0); _np.random.seed(0); _t.manual_seed(0)\n"
                   "del _r, _np, _t")
-    failed, ran = None, 0
+    failed, ran, skipped = None, 0, 0
     try:
         for i, cell in enumerate(nb.cells):
-            if cell.cell_type != "code" or flags(cell) & set(skip) or _no_eval(cell): continue
+            if cell.cell_type != "code" or _no_eval(cell): continue
+            if flags(cell) & set(skip):
+                skipped += 1; continue
             kept = cell.get("outputs", [])
             cell["outputs"] = []                  # a cell that prints nothing now must not keep what it printed before
+            t0 = time.perf_counter()
             shell.cell(cell)
+            if timings is not None: timings.append((nb_path.name, i, sorted(flags(cell)), time.perf_counter() - t0))
             ran += 1
             cell["outputs"] = _local_paths(cell.get("outputs", []))
             err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
@@ -136,7 +141,8 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None):
         Path(benchmarks).write_text(new.rstrip("\n") + "\n" + "".join("\n" + sec.rstrip("\n") + "\n" for sec in kept),
                                     encoding="utf-8")
         print(f"wrote {benchmarks}")
-    print(f"executed {nb_path.name}: {ran} code cells" + ("" if failed is None else f", stopped at cell {failed}"))
+    print(f"executed {nb_path.name}: {ran} code cells, {skipped} skipped by flags"
+          + ("" if failed is None else f", stopped at cell {failed}"), flush=True)
     return failed
 
 
@@ -170,6 +176,7 @@ def main(argv=None):
                     "(default: 2 with --cpu, else 1: GPU timings want the GPU to themselves)")
     ap.add_argument("--out", default=None, help="where to write the executed notebook (one notebook; default: in place)")
     ap.add_argument("--benchmarks", default=None, help="also write benchmarks_markdown(res) here")
+    ap.add_argument("--timings", default=None, help="append each cell's wall time to this file (notebook, cell, flags, s)")
     args = ap.parse_args(argv)
     if args.cpu: os.environ["CUDA_VISIBLE_DEVICES"] = ""          # before torch is imported (here or in a child)
     if not args.notebooks:
@@ -185,13 +192,18 @@ def main(argv=None):
         import subprocess         # registrations, say) must not change the package under the next chapter
         from concurrent.futures import ThreadPoolExecutor
         common = (["--gpu"] if args.gpu else ["--cpu"] if args.cpu else []) + ["--skip", " ".join(skip)] + \
-                 (["--benchmarks", args.benchmarks] if args.benchmarks else [])
+                 (["--benchmarks", args.benchmarks] if args.benchmarks else []) + \
+                 (["--timings", args.timings] if args.timings else [])
         run = lambda nb: subprocess.run([sys.executable, __file__, nb, *common]).returncode
         with ThreadPoolExecutor(max(1, args.jobs or (2 if args.cpu else 1))) as ex:
             failed = [nb for nb, rc in zip(args.notebooks, ex.map(run, args.notebooks)) if rc != 0]
     else:
+        tim = [] if args.timings else None
         failed = [nb for nb in args.notebooks
-                  if execute(nb, args.out, mode, skip, args.benchmarks) is not None]
+                  if execute(nb, args.out, mode, skip, args.benchmarks, tim) is not None]
+        if tim:
+            with open(args.timings, "a", encoding="utf-8") as f:
+                for name, i, fl, dt in tim: f.write(f"{name}\t{i}\t{' '.join(fl) or '-'}\t{dt:.2f}\n")
     if failed: print("failed: " + " ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 

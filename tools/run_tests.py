@@ -1,22 +1,35 @@
 #!/usr/bin/env python3
-"""Run every notebook's tests with `nbdev_test`, one notebook per process, and print a tally.
+"""Run every notebook's tests, one notebook per process, and print a tally.
 
-Usage: python tools/run_tests.py [--workers N] [--flags "gpu slow"] [notebook ...]
+Usage: python tools/run_tests.py [--workers N] [--flags "gpu slow"] [--store] [notebook ...]
 
-A thin wrapper around `nbdev_test --path NB`: the same cells run (cells flagged `#| gpu` or
-`#| slow` are skipped unless their flag is passed), but each notebook gets its own line, the
-output of a failing notebook is shown, and the run ends with `N passed, M failed`. The exit code
-is non-zero when any notebook fails or none ran.
+Each notebook runs in a process of its own through `nbdev_test --path NB` (the cells flagged `#| gpu` or
+`#| slow` are skipped unless their flag is passed). A line is printed when a notebook starts and when it
+ends; the output of a failing notebook is shown; the run ends with `N passed, M failed, K skipped`
+(notebooks passed and failed, code cells skipped by their flags). The exit code is non-zero when any
+notebook fails or none ran.
+
+`--store` (with `--flags gpu`, on an SM90+ GPU): the notebooks with `#| gpu` cells run through
+`tools/execute_nb.py --gpu` instead, which executes the same cells and also writes the outputs of the
+`#| gpu` cells back into the notebooks — one run is the GPU test and the docs' GPU evidence.
+
+Notebooks whose GPU cells measure time (`TIMED` below) run after the others, one at a time, when `gpu`
+is among the flags, so that no other notebook shares the GPU with their measurements.
 """
 import argparse
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from configparser import ConfigParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+TIMED = {"07_bench.ipynb", "10_hf.ipynb"}   # notebooks whose GPU cells time kernels
 
 
 def notebooks(paths):
@@ -25,11 +38,48 @@ def notebooks(paths):
     return sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
 
 
-def run_one(nb, flags):
-    exe = shutil.which("nbdev_test") or str(Path(sys.executable).parent / "nbdev_test")
-    cmd = [exe, "--path", str(nb), "--n_workers", "0"] + (["--flags", flags] if flags else [])
+def test_flags():
+    "The flags of settings.ini's `tst_flags`: cells carrying one of them run only when it is passed."
+    cfg = ConfigParser(delimiters=["="])
+    cfg.read(ROOT / "settings.ini", encoding="utf-8")
+    return set(cfg["DEFAULT"].get("tst_flags", "").split())
+
+
+def cell_flags(src):
+    "The `#| flag` directives of a cell's leading lines."
+    out = set()
+    for line in src.splitlines():
+        m = re.match(r"^\s*#\|\s*([\w-]+)\s*$", line)
+        if m: out.add(m.group(1))
+        elif line.strip() and not line.lstrip().startswith("#|"): break
+    return out
+
+
+def skipped_cells(nb, passed):
+    "How many code cells of `nb` the test run skips: those with a test flag that was not passed."
+    cells = json.loads(Path(nb).read_text(encoding="utf-8"))["cells"]
+    off = test_flags() - set(passed)
+    return sum(1 for c in cells if c["cell_type"] == "code" and cell_flags("".join(c["source"])) & off)
+
+
+def has_gpu_cells(nb):
+    cells = json.loads(Path(nb).read_text(encoding="utf-8"))["cells"]
+    return any(c["cell_type"] == "code" and "gpu" in cell_flags("".join(c["source"])) for c in cells)
+
+
+ENV = None   # the notebooks' environment: set in main (CPU threads shared among the workers)
+
+
+def run_one(nb, flags, store):
+    print(f"START {nb.name}", flush=True)
+    if store and has_gpu_cells(nb):
+        skip = " ".join(sorted(test_flags() - set(flags.split())))
+        cmd = [sys.executable, str(ROOT / "tools" / "execute_nb.py"), str(nb), "--gpu", "--skip", skip]
+    else:
+        exe = shutil.which("nbdev_test") or str(Path(sys.executable).parent / "nbdev_test")
+        cmd = [exe, "--path", str(nb), "--n_workers", "0"] + (["--flags", flags] if flags else [])
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=ENV)
     return nb, p.returncode, time.perf_counter() - t0, (p.stdout + p.stderr).strip()
 
 
@@ -37,20 +87,38 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2, help="notebooks run at once (default 2)")
     ap.add_argument("--flags", default="", help='extra test flags, e.g. "gpu" or "gpu slow"')
+    ap.add_argument("--store", action="store_true", help="with --flags gpu: write the outputs of the #| gpu cells "
+                    "back into the notebooks (tools/execute_nb.py --gpu)")
     ap.add_argument("paths", nargs="*", help="notebooks to test (default: all in nbs/)")
     args = ap.parse_args(argv)
+    if args.store and "gpu" not in args.flags.split(): ap.error("--store writes GPU outputs: pass --flags gpu too")
     nbs = notebooks(args.paths)
+    flags = args.flags.split()
+    global ENV
+    ENV = dict(os.environ)
+    if args.workers > 1 and "OMP_NUM_THREADS" not in ENV:    # torch in each worker would take every core
+        ENV["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.workers))
+    timed = [nb for nb in nbs if "gpu" in flags and nb.name in TIMED]
+    rest = [nb for nb in nbs if nb not in timed]
     passed = failed = 0
+    skipped = sum(skipped_cells(nb, flags) for nb in nbs)
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max(1, args.workers)) as ex:
-        for nb, rc, dt, out in ex.map(lambda n: run_one(n, args.flags), nbs):
+
+    def report(results):
+        nonlocal passed, failed
+        for nb, rc, dt, out in results:
             ok = rc == 0
             passed += ok; failed += not ok
             print(f"{'PASS' if ok else 'FAIL'}  {nb.name:32s} {dt:7.1f} s", flush=True)
             if not ok:
                 print("\n".join("      " + line for line in out.splitlines()[-60:]), flush=True)
-    print(f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'})")
-    print(f"{passed} passed, {failed} failed")
+
+    with ThreadPoolExecutor(max(1, args.workers)) as ex:
+        report(ex.map(lambda n: run_one(n, args.flags, args.store), rest))
+    report(run_one(nb, args.flags, args.store) for nb in timed)
+    print(f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}; "
+          f"{skipped} code cells skipped by flags)")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1
 
 
