@@ -120,6 +120,51 @@ def _google_sections(doc):
     return "\n".join(keep).strip("\n"), {k: tuple(v) for k, v in params.items()}, " ".join(returns).strip()
 
 
+def _clauses(text):
+    "The clauses of prose: split at `;` and at sentence ends, never inside parentheses, brackets or backticks."
+    out, cur, depth, tick = [], [], 0, False
+    for i, ch in enumerate(text):
+        if ch == "`": tick = not tick
+        elif not tick and ch in "([": depth += 1
+        elif not tick and ch in ")]": depth = max(0, depth - 1)
+        end = not tick and depth == 0 and (ch == ";" or (ch == "." and text[i + 1:i + 2] in (" ", "\n", "")))
+        if end:
+            out.append("".join(cur)); cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return [c.strip() for c in out if c.strip()]
+
+
+_CLAUSE_NAMES = re.compile(r"(" + _TICK_NAME + r"(?:\s*(?:\([^()]*\))?\s*(?:,|and|or|/)\s*" + _TICK_NAME + r")*"
+                           r"(?:\s*\([^()]*\))?)(?P<rest>.*)$", re.S)
+_NAME_PAREN = re.compile(r"`\*{0,2}([A-Za-z_]\w*)[^`]*`\s*(\([^()]*\))?")
+
+
+def _clause_docs(prose, params):
+    """Descriptions from clauses that open with the parameters they describe, as prose docstrings write them:
+    "`num_heads` query heads H (64); `head_dim` D, the latent width (512)" → `num_heads`: "query heads H (64)",
+    `head_dim`: "D, the latent width (512)". A short heading before the names ("Attention shape: `x` ...") is skipped."""
+    out = {}
+    for cl in _clauses(re.sub(r"\s+", " ", prose)):
+        cl = re.sub(r"^(?:[A-Z][\w ()/-]{0,40}:\s+)(?=`)", "", cl)
+        m = _CLAUSE_NAMES.match(cl)
+        if not m: continue
+        names = [(n, paren) for n, paren in _NAME_PAREN.findall(m.group(1)) if n in params]
+        rest = re.sub(r"^\s*[,:—–-]?\s*", "", m.group("rest")).strip()
+        if len(names) == 1 and names[0][1] and not rest:
+            rest, names = names[0][1][1:-1], [(names[0][0], "")]          # "`coeff` (0: no loss)" alone
+        for n, paren in names:
+            if len(rest) >= 3: out.setdefault(n, f"{rest} {paren}".strip() if paren else rest)
+    return out
+
+
+def _weak(desc):
+    "A description too thin to keep when a clause gives a better one: a word or two, or a dangling fragment."
+    d = (desc or "").strip()
+    return len(d) < 4 or d[0] in ",;:." or d.lower() in {"and", "or", "the"}
+
+
 def param_docs(doc, params):
     """Descriptions of `params` (names) found in `doc`: ({name: description}, returns description, prose).
 
@@ -153,6 +198,8 @@ def param_docs(doc, params):
             tail = dt.group(1) if dt else ""
         if rest or (tail and text[max(0, m.start() - 2):m.start()] == "; "):
             out[n] = " ".join(x for x in ((f"`{rest}`" if rest else ""), tail) if x)
+    for n, d in _clause_docs(text, params).items():
+        if _weak(out.get(n)): out[n] = d
     if not returns:
         m = re.search(r"(?:^|(?<=[.;)])\s+|\n)((?:Returns?\b|→)[^\n]*(?:\n(?!\s*\n)[^\n]*)*)", prose)
         if m:

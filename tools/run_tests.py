@@ -11,7 +11,8 @@ notebook fails or none ran.
 
 `--store` (with `--flags gpu`, on an SM90+ GPU): the notebooks with `#| gpu` cells run through
 `tools/execute_nb.py --gpu` instead, which executes the same cells and also writes the outputs of the
-`#| gpu` cells back into the notebooks — one run is the GPU test and the docs' GPU evidence.
+`#| gpu` cells back into the notebooks — one run is the GPU test and the docs' GPU evidence — and the bench
+chapter's main tables into `BENCHMARKS.md` (the sections other runs wrote there are kept).
 
 Notebooks whose GPU cells measure time (`TIMED` below) run after the others, one at a time, when `gpu`
 is among the flags, so that no other notebook shares the GPU with their measurements.
@@ -74,7 +75,8 @@ def run_one(nb, flags, store):
     print(f"START {nb.name}", flush=True)
     if store and has_gpu_cells(nb):
         skip = " ".join(sorted(test_flags() - set(flags.split())))
-        cmd = [sys.executable, str(ROOT / "tools" / "execute_nb.py"), str(nb), "--gpu", "--skip", skip]
+        cmd = [sys.executable, str(ROOT / "tools" / "execute_nb.py"), str(nb), "--gpu", "--skip", skip,
+               "--benchmarks", str(ROOT / "BENCHMARKS.md")]          # the bench chapter's tables also land there
     else:
         exe = shutil.which("nbdev_test") or str(Path(sys.executable).parent / "nbdev_test")
         cmd = [exe, "--path", str(nb), "--n_workers", "0"] + (["--flags", flags] if flags else [])
