@@ -47,10 +47,12 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
      missing" note on the page, so a reader can tell a missing result from one never meant to be.
      CPU outputs are refreshed with `python tools/execute_nb.py --cpu`.
    The search box, a copy button and the sidebar toggle are exercised on the index page.
-   Screenshots of the index, attention, fused and bench pages at both widths are written to
+   Stored outputs a reader should not get fail the `raw-output` rule too: a warning printed to
+   stderr, a raw dict printed or displayed where a table or a sentence belongs.
+   Screenshots of the index, attention, fused, bench, config and hf pages at both widths are written to
    `_docs/screenshots/`. `--allow-missing-outputs` (development) reports the missing-output rule
    as warnings; `--warn RULES` does so for any comma-separated rules (`missing-output`,
-   `raw-output`).
+   `missing-gpu-output`, `raw-output`).
 
 Exit code 0 when everything built (and checked) cleanly.
 """
@@ -73,7 +75,7 @@ from docs_api import show_doc_target, slug   # noqa: E402
 NBS, PROC, OUT = ROOT / "nbs", ROOT / "_proc", ROOT / "_docs"
 ASSETS = TOOLS / "docs_assets"
 _DIRECTIVE = re.compile(r"^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
-SCREENSHOT_PAGES = ("index", "attention", "fused", "bench")
+SCREENSHOT_PAGES = {"index", "attention", "fused", "bench", "config", "hf"}
 WIDTHS = (1400, 390)
 RULES = ("missing-output", "missing-gpu-output", "raw-output")
 
@@ -268,6 +270,22 @@ def missing_outputs(nbs):
             if missing:
                 first = next((l for l in _code(src).splitlines() if l.strip()), "")
                 out.append((nb_path.name, i, first.strip()[:70], "gpu" if "gpu" in d else "cpu"))
+    return out
+
+
+def raw_outputs(nbs):
+    """[(notebook, cell index, what)] of stored outputs a reader should not get: a warning printed to stderr, or a raw
+    dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
+    out = []
+    for nb_path in nbs:
+        for i, c in enumerate(_read(nb_path)["cells"]):
+            for o in c.get("outputs", []):
+                text = _text(o.get("text", "")) or _text(o.get("data", {}).get("text/plain", ""))
+                if o.get("name") == "stderr" and re.search(r"\w*Warning\b", text):
+                    out.append((nb_path.name, i, f"a warning in the output: {text.strip().splitlines()[0][:100]!r} "
+                                                 "(fix its cause, or silence it where it is raised with a reason)"))
+                elif re.search(r"^\s*\[?\{'\w+': ", text, re.M) and "text/markdown" not in o.get("data", {}):
+                    out.append((nb_path.name, i, f"a raw dict in the output: {text.strip()[:80]!r} (show a table or a sentence)"))
     return out
 
 
@@ -1047,6 +1065,8 @@ def check(warn=(), nbs=None):
         what = ("GPU cell without a stored output (python tools/execute_nb.py --gpu on the GPU, or #| no_output_ok)"
                 if kind == "gpu" else "cell ending in an expression has no stored output (python tools/execute_nb.py --cpu)")
         rule("missing-gpu-output" if kind == "gpu" else "missing-output", f"{nb}: cell {i} ({first!r}): {what}")
+    for nb, i, what in raw_outputs(nbs or notebooks()):
+        rule("raw-output", f"{nb}: cell {i}: {what}")
     for m in warnings: print("WARN", m, file=sys.stderr)
     for m in problems: print("FAIL", m, file=sys.stderr)
     print(f"check: {len(pages)} pages, {len(links)} links, {len(sources)} source links, {n_names} public names; "
