@@ -35,7 +35,12 @@ __all__ = ['median_time_ms', 'measured_on', 'sparse_attention_flops', 'bench_spa
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
-    "Median wall time of `fn()` in milliseconds after `warmup` calls (CUDA events on a CUDA `device`)."
+    """Median wall time of `fn()` in milliseconds after `warmup` calls (CUDA events on a CUDA `device`).
+
+    `fn`: the call to time, without arguments (its result is dropped); `warmup`: untimed calls before the timed ones;
+    `iters`: timed calls (>= 1); `device`: where `fn` runs, CUDA events around each call on a CUDA device (synchronised
+    before and after the timed calls), `time.perf_counter` on the CPU; `None`: CUDA when available, else the CPU.
+    Returns the median of the `iters` times in ms."""
     if iters < 1: raise ValueError(f"`iters` must be >= 1, got {iters}")
     device = torch.device(device) if device is not None else (
         torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
@@ -55,7 +60,11 @@ def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> floa
 
 # %% ../nbs/07_bench.ipynb #363918cf
 def measured_on(device=None) -> str:
-    "`'<GPU name> (sm_XY), torch <version>, <date>'` for CUDA `device` (default: the current one), or the CPU's line."
+    """Where and when a measurement ran, the line the benchmark tables carry.
+
+    `device`: the CUDA device to name (an index or a `torch.device`; `None`: the current one); without CUDA the line
+    names the CPU.
+    Returns `'<GPU name> (sm_XY), torch <version>, <date>'`, or `'CPU, torch <version>, <date>'` (ISO date of today)."""
     day = datetime.date.today().isoformat()
     if not torch.cuda.is_available(): return f"CPU, torch {torch.__version__}, {day}"
     p = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
@@ -64,7 +73,11 @@ def measured_on(device=None) -> str:
 # %% ../nbs/07_bench.ipynb #56aec604
 def sparse_attention_flops(sq: int, heads: int, topk: int, head_dim: int = 512, v_head_dim: int = 512,
                            backward: bool = False) -> int:
-    "FLOPs of one sparse-attention forward (or backward) over `topk` keys per row."
+    """FLOPs of one sparse-attention forward (or backward) over `topk` keys per row.
+
+    `sq`: query rows (all sequences of the batch together); `heads`: query heads H; `topk`: keys per row K;
+    `head_dim`: query/key width D; `v_head_dim`: value width d_v; `backward`: count the backward instead of the forward.
+    Returns `2·sq·H·K·(D + d_v)` for the forward, `2·sq·H·K·(3·D + 2·d_v)` for the backward."""
     per = (3 * head_dim + 2 * v_head_dim) if backward else (head_dim + v_head_dim)
     return 2 * sq * heads * topk * per
 
@@ -83,7 +96,13 @@ def _random_sparse_problem(sq, heads, topk, batch=1, head_dim=512, window=128, r
 
 def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, batch: int = 1,
                            warmup: int = 3, iters: int = 10) -> dict:
-    "Median forward and backward time and TFLOP/s of the fused sparse attention (GPU)."
+    """Median forward and backward time and TFLOP/s of the fused sparse attention (GPU).
+
+    A random bf16 problem (D = d_v = 512, fp32 sink, ratio 4): each row reads its 128-token window and `topk − 128`
+    random compressed entries. `sq`: query rows per sequence; `heads`: query heads H; `topk`: keys per row K;
+    `batch`: sequences b; `warmup`, `iters`: untimed and timed calls per median (`median_time_ms`).
+    Returns `dict(sq, batch, heads, topk, fwd_ms, bwd_ms, fwd_tflops, bwd_tflops)`; `bwd_ms` is the forward + backward
+    median minus the forward one."""
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk, batch)
     q.requires_grad_(); kv.requires_grad_(); sink.requires_grad_()
     fwd = median_time_ms(lambda: csa_sparse_attn(q, kv, sink, idx), warmup=warmup, iters=iters)
@@ -101,7 +120,17 @@ def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, bat
 def layer_pair(ratio: int, sq: int, heads: int = 64, batch: int = 1, *, hidden: int = 1024, q_lora: int = 512,
                topk: int = 512, loss_coeff: float = 1.0, sparse_loss: bool = True, per_token: bool = False,
                device="cuda", dtype=torch.bfloat16, seed: int = 0, precision: str = "bf16"):
-    "Native and fused layers (`indexer_precision=precision`) with identical weights, random inputs `(query, key, x, qr)` and an output gradient."
+    """Native and fused layers (`indexer_precision=precision`) with identical weights, random inputs `(query, key, x, qr)` and an output gradient.
+
+    Both are `CSAConfig.v4_flash` layers (backends `"none"` and `"cudnn"`) with the config fields named below:
+    `ratio`: the layer's compression ratio, 0, 4 or 128; `sq`: tokens per sequence; `heads`: `num_heads` H (D = 512);
+    `batch`: sequences b; `hidden`: `hidden_size`; `q_lora`: `q_lora_rank`; `topk`: `index_topk`;
+    `loss_coeff`: `indexer_loss_coeff`; `sparse_loss`: `indexer_use_sparse_loss`; `per_token`: `per_token_loss`;
+    `device`, `dtype`: where and in which dtype the layers and the inputs live (the sinks stay fp32);
+    `seed`: `torch.manual_seed(seed)` before the weights (a random sink in [−1, 1]), the inputs' generator `seed + 1`;
+    `precision`: `indexer_precision`, `'bf16'` or `'fp8'`.
+    Returns `(native, fused, inputs)`, `inputs = (query [sq, b, H, 512], key [sq, b, 1, 512], x [sq, b, hidden],
+    qr [sq, b, q_lora], d_out [sq, b, H·512])`, standard normal in `dtype` on `device`."""
     base = dict(num_heads=heads, hidden_size=hidden, q_lora_rank=q_lora, index_topk=topk,
                 compress_ratios=(ratio,), indexer_loss_coeff=loss_coeff,
                 indexer_use_sparse_loss=sparse_loss, per_token_loss=per_token, indexer_precision=precision)
@@ -129,7 +158,14 @@ def _step(layer, inputs, train=True):
     return out, loss, q, k
 
 def bench_layer(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 10) -> dict:
-    "Median time of one forward (+ backward when `train`) of `layer`, and its peak CUDA memory in MiB."
+    """Median time of one forward (+ backward when `train`) of `layer`, and its peak CUDA memory in MiB.
+
+    `layer`: a `CompressedSparseAttention` on the GPU; `inputs`: its `(query, key, x, qr, d_out)` (`layer_pair`);
+    `train`: a training step (forward, then the backward of the output with gradient `d_out` and of the indexer loss;
+    gradients for the query, the key and the weights); `False`: an eval forward without autograd (the layer's
+    train/eval mode is set accordingly); `warmup`, `iters`: untimed and timed steps per median.
+    Returns `dict(ms, peak_mib)`: the median step time and the peak memory of one more step above what was allocated
+    before it."""
     run = lambda: _step(layer, inputs, train)
     ms = median_time_ms(run, warmup=warmup, iters=iters)
     torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()
@@ -137,7 +173,13 @@ def bench_layer(layer, inputs, train: bool = True, warmup: int = 3, iters: int =
     return dict(ms=ms, peak_mib=(torch.cuda.max_memory_allocated() - base) / 2**20)
 
 def layer_parity(native, fused, inputs) -> dict:
-    "Similarity of fused vs native: output, loss, and gradients of query, key, sink and the trainable weights."
+    """Similarity of fused vs native: output, loss, and gradients of query, key, sink and the trainable weights.
+
+    `native`, `fused`: two layers with the same weights (`layer_pair`); `inputs`: their `(query, key, x, qr, d_out)`;
+    each runs one training step (gradients cleared first).
+    Returns `{'out': s, 'loss': s, 'd_query': s, 'd_key': s, 'd_<parameter>': s, …}` with
+    s = `similarity(fused, native)` (`testing.similarity`, 1 = identical); `loss` only where the layer has an indexer
+    loss."""
     res = {}
     for m in (native, fused): m.zero_grad(set_to_none=True)
     on, ln, qn, kn = _step(native, inputs)
@@ -154,7 +196,8 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     """Milliseconds of GPU kernels (and copies) that one call `fn()` launches: the sum of their durations (`torch.profiler`).
 
     `fn`: the call to profile; `warmup`: calls before the profiled one; `counts`: a dict that receives `launches`, the
-    number of kernels, copies and memsets the call put on the GPU."""
+    number of kernels, copies and memsets the call put on the GPU.
+    Returns the summed GPU time of the profiled call in ms."""
     for _ in range(warmup): fn()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -168,8 +211,15 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
 
 def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 30, compiled: bool = True) -> dict:
-    """Eager, compiled and CUDA-graph step times of `layer` on `inputs` (see `layer_pair`), the GPU kernel time of one
-    eager step and the GPU-busy fractions → `dict(eager_ms, compiled_ms, graphed_ms, kernel_ms, busy_eager, busy_graphed)`."""
+    """Eager, compiled and CUDA-graph step times of `layer` on `inputs`, the GPU kernel time of one eager step and the GPU-busy fractions.
+
+    `layer`: a `CompressedSparseAttention` on the GPU; `inputs`: its `(query, key, x, qr, d_out)` (see `layer_pair`);
+    `train`: training steps (forward + backward, as in `bench_layer`), `False`: eval forwards; `warmup`, `iters`:
+    untimed and timed steps per median (the graph is captured after `warmup` eager steps); `compiled`: also time
+    `torch.compile(layer, fullgraph=True)` (a compile costs tens of seconds).
+    Returns `dict(eager_ms, kernel_ms, launches, graphed_ms, compiled_ms, busy_eager, busy_graphed)`: medians in ms,
+    `launches` the kernels, copies and memsets of one eager step, busy = kernel ms / step ms; a step that could not be
+    captured or compiled is `None`, its error in `graphed_error` / `compiled_error`."""
     def run(*ins):                       # one step; fresh gradients each time (rewritten, not accumulated, on replay)
         layer.zero_grad(set_to_none=True)
         return _step(layer, ins, train)[:2]
@@ -198,7 +248,10 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
 # %% ../nbs/07_bench.ipynb #c4172ef1
 def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: int = 3, iters: int = 30) -> dict:
     """Path A (`csa_sparse_attn`, forward and forward + backward) against direct FlashMLA + cuDNN calls (GPU): median ms
-    of both and the relative overhead. `sq`: query rows (b = 1); `heads`: H (64 or 128); `topk`: K (a multiple of 128)."""
+    of both and the relative overhead. `sq`: query rows (b = 1); `heads`: H (64 or 128); `topk`: K (a multiple of 128);
+    `warmup`, `iters`: untimed and timed calls per median.
+    Returns `dict(sq, heads, topk, direct_fwd_ms, fwd_ms, direct_fwd_bwd_ms, fwd_bwd_ms, fwd_overhead,
+    fwd_bwd_overhead)`, an overhead being path A's time over the direct one, minus 1."""
     flash_mla = importlib.import_module("flash_mla"); dsa = importlib.import_module("cudnn").DSA
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk)
     qf, kvf, scale = q.view(sq, heads, 512), kv.view(-1, 512), 512 ** -0.5
@@ -226,7 +279,10 @@ def run_benchmarks(sq: int = 4096, quick: bool = False, log=_silent, graphs: boo
     `sq`: query rows of every measurement (b = 1, H = 64); `quick`: ratios 0 and 4 only, nothing compiled; `log`: called
     with each row as it is measured (`None`: silent); `graphs`: also the host-overhead rows (eager, compiled, graphed
     steps, kernel launches) and the path-A overhead; `compile_rows`: the `(ratio, mode)` rows also timed under
-    `torch.compile` (each compile costs tens of seconds; `()` for none, `None` for all)."""
+    `torch.compile` (each compile costs tens of seconds; `()` for none, `None` for all).
+    Returns `dict(date, gpu, torch, kernels, layers, parity, overhead)`, lists of the rows of `bench_sparse_attention`,
+    `bench_layer` (with `step_profile`'s under `graphs`), `layer_parity` and `path_a_overhead`: the input of
+    `benchmarks_markdown`."""
     log = log or _silent
     if not torch.cuda.is_available(): raise RuntimeError("run_benchmarks needs a CUDA GPU")
     p = torch.cuda.get_device_properties(0)
@@ -286,7 +342,11 @@ def _overhead_markdown(res: dict) -> list[str]:
 
 # %% ../nbs/07_bench.ipynb #7f61a91d
 def benchmarks_markdown(res: dict) -> str:
-    "Render `run_benchmarks` results as Markdown tables."
+    """Render `run_benchmarks` results as Markdown tables.
+
+    `res`: the dict `run_benchmarks` returns (or the same loaded back from JSON).
+    Returns the text of `BENCHMARKS.md`'s main part: kernels, layers, the host-overhead and path-A tables when they were
+    measured, and parity."""
     L = ["# Benchmarks", "", f"Measured {res['date']} on {res['gpu']}, torch {res['torch']}; "
          "medians of CUDA-event timings after warm-up. Regenerate: `fused-csa bench --out BENCHMARKS.md`.", "",
          "## Sparse attention kernels (FlashMLA forward, cuDNN backward), bf16, D = d_v = 512", "",
@@ -327,8 +387,16 @@ def _parity_markdown(parity: list[dict]) -> list[str]:
 # %% ../nbs/07_bench.ipynb #2c550687
 def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 1024, q_lora: int = 512, topk: int = 512,
                        block_bytes: int = 1 << 30, device="cuda", seed: int = 0, precision: str = "bf16"):
-    """A fused bf16 training layer (sparse indexer loss at ratio 4; `precision`: its `indexer_precision`) and GPU inputs
-    `(query, key, x, qr, d_out)` for `sq` tokens, b = 1."""
+    """A fused bf16 training layer (sparse indexer loss at ratio 4) and GPU inputs `(query, key, x, qr, d_out)` for `sq` tokens, b = 1.
+
+    `ratio`: the layer's compression ratio, 0, 4 or 128; `sq`: tokens; `heads`: `num_heads` H (D = 512);
+    `hidden`: `hidden_size`; `q_lora`: `q_lora_rank`; `topk`: `index_topk`; `block_bytes`: `indexer_block_bytes`, the
+    indexer's query-block budget; `device`: a CUDA device for the layer and the inputs;
+    `seed`: `torch.manual_seed(seed)` before the weights (a random sink in [−1, 1]), the inputs' generator `seed + 1`;
+    `precision`: `indexer_precision`, `'bf16'` or `'fp8'`.
+    Returns `(layer, (query [sq, 1, H, 512], key [sq, 1, 1, 512], x [sq, 1, hidden], qr [sq, 1, q_lora],
+    d_out [sq, 1, H·512]))`: a `CompressedSparseAttention` (`CSAConfig.v4_flash` on `"cudnn"`) in training mode, bf16
+    with an fp32 sink, and standard normal bf16 inputs made on `device`."""
     cfg = CSAConfig.v4_flash(dsa_kernel_backend="cudnn", num_heads=heads, hidden_size=hidden, q_lora_rank=q_lora,
                              index_topk=topk, compress_ratios=(ratio,), indexer_loss_coeff=1.0,
                              indexer_use_sparse_loss=True, indexer_block_bytes=block_bytes, indexer_precision=precision)
@@ -371,11 +439,12 @@ def long_context_rows(seqlens=(16384, 65536, 131072, 262144), ratios=(4, 128), h
     """One fused step per (ratio, precision, mode, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
 
     `seqlens`: tokens per sequence (b = 1); `ratios`: layer kinds (4: indexer + sparse loss, 128: HCA); `heads`: query
-    heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`: timed
-    steps; `precisions`: the ratio-4 rows' `indexer_precision`s (`'bf16'`, `'fp8'`; ratio 128 has no indexer: one row,
-    precision `None`); `modes`: `'train'` (forward + backward) and/or `'eval'` (inference, path C). Returns one dict per
-    row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks` (indexer query blocks),
-    `ms_x2`/`peak_gib_x2` (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
+    heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`:
+    untimed and timed steps per median; `log`: called with each row as it is measured; `precisions`: the ratio-4 rows'
+    `indexer_precision`s (`'bf16'`, `'fp8'`; ratio 128 has no indexer: one row, precision `None`); `modes`: `'train'`
+    (forward + backward) and/or `'eval'` (inference, path C).
+    Returns one dict per row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks`
+    (indexer query blocks), `ms_x2`/`peak_gib_x2` (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
     if not torch.cuda.is_available(): raise RuntimeError("long_context_rows needs a CUDA GPU")
     rows = []
     for ratio in ratios:
@@ -409,7 +478,13 @@ def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warm
 
 # %% ../nbs/07_bench.ipynb #3c905bac
 def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str | None = None) -> str:
-    "The long-context section of `BENCHMARKS.md` from `long_context_rows` (and `blocked_parity`) results."
+    """The long-context section of `BENCHMARKS.md` from `long_context_rows` (and `blocked_parity`) results.
+
+    `rows`: the `long_context_rows` result; `parity`: a `blocked_parity` result, which adds the blocked-vs-one-block
+    table (`None`: none); `gpu`: the GPU named in the text (`None`: CUDA device 0's name and `sm_XY` when CUDA is
+    available).
+    Returns the Markdown section: its `## Long context` heading, how it was measured, one table row per measured row
+    (an out-of-memory row says so) and, with `parity`, the parity table."""
     if gpu is None and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
@@ -438,7 +513,11 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
 
 # %% ../nbs/07_bench.ipynb #287190f4
 def plot_long_context(rows: list[dict], path: str | None = None):
-    "Log–log plot of step time and peak memory against `sq` per ratio; saved as a small PNG when `path` is given."
+    """Log–log plot of step time and peak memory against `sq` per ratio; saved as a small PNG when `path` is given.
+
+    `rows`: the `long_context_rows` result, one line per (ratio, precision, mode) series (rows with an `error` left
+    out); `path`: the file to save the figure to (80 dpi); `None`: not saved.
+    Returns the matplotlib `Figure` (two panels: step time and peak memory)."""
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(1, 2, figsize=(8, 3), dpi=80)
     for s in dict.fromkeys(_series(r) for r in rows):
@@ -466,7 +545,14 @@ def plot_long_context(rows: list[dict], path: str | None = None):
 def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int = 64, topk: int = 512, seed: int = 0,
                    device="cuda") -> dict:
     """Ratio-4 fused training step in indexer query blocks vs one block on the same weights and inputs: output, loss,
-    every gradient, top-k. The default budget gives 3051-row blocks at 16K (block starts not multiples of 4 or 128)."""
+    every gradient, top-k. The default budget gives 3051-row blocks at 16K (block starts not multiples of 4 or 128).
+
+    `sq`: tokens (b = 1); `block_bytes`: the blocked run's `indexer_block_bytes` (the other run has one block);
+    `heads`: query heads H; `topk`: `index_topk`; `seed`: the layer's and the inputs' seed (`long_context_layer`);
+    `device`: a CUDA device.
+    Returns `dict(sq, blocks, topk_identical, out_identical, tensors)`: the blocked run's number of query blocks,
+    whether the sorted top-k ids and the outputs are identical, and `{name: (similarity, max_rel_err)}` for `out`,
+    `loss` and each gradient `d_<tensor>` (query, key, every parameter with a gradient)."""
     big = 1 << 62
     layer, inputs = long_context_layer(4, sq, heads, topk=topk, block_bytes=big, seed=seed, device=device)
     res = []
@@ -508,10 +594,16 @@ def _fp8_block(q_i, k_i, w_i, off, topk, iters):
 
 def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, layer_sq: int = 16384, iters: int = 30,
                        seed: int = 0, log=_silent) -> list[dict]:
-    """FP8 against bf16 selection scores on the GPU, one query block each: `blocks` of `(rows, entries)` — the last `rows`
-    query rows of a ratio-4 sequence with `entries` compressed entries, low-rank inputs — and the last 2048 rows of an
-    untrained V4-Flash layer's own indexer activations at `layer_sq` tokens (`0`: none). One dict per block: `source`,
-    `rows`, `entries`, `sim_loss` (1 − similarity), `mask_equal`, the `selection_quality` keys, `bf16_ms`, `fp8_ms`, `quantise_ms`."""
+    """FP8 against bf16 selection scores on the GPU, one query block each: low-rank inputs and a layer's activations.
+
+    `blocks`: `(rows, entries)` pairs, each the last `rows` query rows of a ratio-4 sequence with `entries` compressed
+    entries, on low-rank + noise indexer inputs (`testing.low_rank_indexer_inputs`); `topk`: the selection size
+    compared; `layer_sq`: also the last 2048 rows of an untrained V4-Flash layer's own indexer activations at that
+    many tokens (0: not measured); `iters`: timed calls per median; `seed`: the seed of the inputs and of the layer;
+    `log`: called with each row as it is measured.
+    Returns one dict per block: `source`, `rows`, `entries`, `sim_loss` (1 − similarity of the finite scores),
+    `mask_equal` (the same `-inf` entries), the `testing.selection_quality` keys (its `rows` as `rows_compared`),
+    `bf16_ms`, `fp8_ms`, `quantise_ms`."""
     if not torch.cuda.is_available(): raise RuntimeError("fp8_selection_rows needs a CUDA GPU")
     out = []
     for rows, n in blocks:
@@ -528,7 +620,10 @@ def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, l
     return out
 
 def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
-    "The FP8-selection table of the long-context section from `fp8_selection_rows`, measured on `gpu` (default: `measured_on()`)."
+    """The FP8-selection table of the long-context section from `fp8_selection_rows`, measured on `gpu` (default: `measured_on()`).
+
+    `rows`: the `fp8_selection_rows` result; `gpu`: the line naming where it was measured (`None`: `measured_on()`).
+    Returns a Markdown paragraph and table without a heading (it goes below the long-context tables)."""
     L = ["", f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 heads, top-512 on rows that see "
          "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
          "the bf16 selection):", "",
@@ -542,7 +637,11 @@ def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
 
 # %% ../nbs/07_bench.ipynb #cd0d1455
 def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int = 0) -> list:
-    "Document lengths drawn log-uniformly from the powers of two in `[lo, hi]` until they fill `total` tokens (the last cut to fit)."
+    """Document lengths drawn log-uniformly from the powers of two in `[lo, hi]` until they fill `total` tokens (the last cut to fit).
+
+    `total`: tokens of the pack; `lo`, `hi`: the shortest and the longest length drawn (the lengths are `lo · 2^i` <=
+    `hi`); `seed`: the seed of the CPU generator.
+    Returns the lengths, a list of ints summing to `total`."""
     g, grid, lens = torch.Generator().manual_seed(seed), [lo << i for i in range(int(math.log2(hi // lo)) + 1)], []
     while sum(lens) < total:
         lens.append(min(grid[int(torch.randint(len(grid), (1,), generator=g))], total - sum(lens)))
@@ -570,8 +669,14 @@ def _timed(fn, iters):
     return ms, (torch.cuda.max_memory_allocated() - base) / 2**20
 
 def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent) -> dict:
-    """The packed-sequence benchmark (see above) on the current GPU → `dict(lengths, pack_ms, pack_mib, padded_ms, padded_mib,
-    docs_ms, one_doc=dict(T, thd_ms, sbhd_ms))`."""
+    """The packed-sequence benchmark (see above) on the current GPU: a ratio-4 fused training step over a pack of
+    documents (THD) against the same documents padded to the longest (SBHD) and run one at a time.
+
+    `total`: tokens of the pack; `seed`: the seed of the lengths (`pack_lengths(total, seed=seed)`); `iters`: timed
+    steps per median (a third of them, at least 3, for the padded batch); `log`: called with the row after each
+    measurement.
+    Returns `dict(lengths, tokens, max_len, pack_ms, pack_mib, padded_ms, padded_mib, docs_ms,
+    one_doc=dict(T, thd_ms, sbhd_ms))`: medians in ms, peaks in MiB above what was allocated before the step."""
     lens = pack_lengths(total, seed=seed)
     layer = long_context_layer(4, 16, hidden=1024, q_lora=512)[0]
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
@@ -599,7 +704,11 @@ def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent)
 _PACKED_HEADER = "## Packed sequences (THD)"
 
 def packed_markdown(row: dict, gpu: str | None = None) -> str:
-    "The packed-sequence section of `BENCHMARKS.md` from `packed_rows`."
+    """The packed-sequence section of `BENCHMARKS.md` from `packed_rows`.
+
+    `row`: the dict `packed_rows` returns; `gpu`: the line naming where it was measured (`None`: `measured_on()`).
+    Returns the Markdown section: its `## Packed sequences (THD)` heading, the lengths, a table and a line on one
+    document."""
     gpu = gpu or measured_on()
     o = row["one_doc"]
     L = [f"{_PACKED_HEADER}: a pack against padding (ratio-4 training step, fused, H = 64, top-512, bf16, {gpu})", "",
@@ -617,8 +726,15 @@ def packed_markdown(row: dict, gpu: str | None = None) -> str:
 
 # %% ../nbs/07_bench.ipynb #eddc8d74
 def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None = None, gpu: str = "H200") -> str:
-    """The context-parallel section of `BENCHMARKS.md` from `tools/cp_bench.py` JSON results: `parity` (or None) and the
-    `scale` files (one GPU and several); `mem_1gpu`: `{S: GiB}` one-GPU peak memory for an `S` that did not fit."""
+    """The context-parallel section of `BENCHMARKS.md` from `tools/cp_bench.py` JSON results.
+
+    `parity`: the parity run's result (`world`, `args`, and `ranks`: per rank the similarity of each tensor and
+    `pass`), or `None` for no parity table; `scales`: the scaling runs' results, one per file (one GPU and several),
+    each with `ranks`: per rank a row or a list of rows with `S`, `P`, `rank`, `step_ms`, `peak_total_gib` (and
+    `nccl_in_step_ms`, `comm_only_ms`) or `oom`; `mem_1gpu`: `{S: GiB}` one-GPU peak memory for an `S` that did not
+    fit (for the memory-ratio column); `gpu`: the GPU named in the heading.
+    Returns the Markdown section: its heading, the parity table (with `parity`) and one table row per sequence length
+    S and GPU count P."""
     L = [f"## Context parallelism (ratio 4 training step, V4-Flash shapes, b = 1, bf16, {gpu}, NCCL)", ""]
     if parity:
         ranks = parity["ranks"]
@@ -655,8 +771,13 @@ def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None =
 
 # %% ../nbs/07_bench.ipynb #9e6cfd9a
 def benchmarks_section(path, heading: str) -> str:
-    """The section of the Markdown file `path` (e.g. `BENCHMARKS.md`) whose `## ` heading starts with `heading`: from that
-    line up to the next `## ` heading. A `ValueError` names the headings there when none matches."""
+    """The section of the Markdown file `path` whose `## ` heading starts with `heading`: from that line up to the next
+    `## ` heading.
+
+    `path`: the Markdown file (e.g. `BENCHMARKS.md`), read as UTF-8; `heading`: the start of the section's heading
+    line, `## ` included (e.g. `'## Context parallelism'`); the first match is taken.
+    Returns the section's text ending in one newline. Raises `ValueError`, naming the file's headings, when none
+    matches."""
     import re
     text = open(path, encoding="utf-8").read()
     secs = [s for s in re.split(r"(?m)^(?=## )", text) if s.startswith("## ")]
@@ -685,7 +806,15 @@ def _rewind(cache, context):
 def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)), precisions=("bf16", "fp8"),
                 iters: int = 50, warmup: int = 5, seed: int = 0, log=_silent) -> list[dict]:
     """One fused decode step per `(ratio, batch, context)` of `cases` (and per indexer precision at ratio 4): `eager_us`,
-    `graph_us` (median µs per step), `cache_mib` (the cache of that batch and context), `bytes_per_token`."""
+    `graph_us` (median µs per step), `cache_mib` (the cache of that batch and context), `bytes_per_token`.
+
+    `cases`: `(ratio, batch, context)` triples, the layer's ratio (0, 4 or 128), the sequences decoded together and
+    the tokens already in each sequence's cache; `precisions`: the ratio-4 rows' `indexer_precision`s (`'bf16'`,
+    `'fp8'`; other ratios run bf16 once); `iters`, `warmup`: timed and untimed steps per median; `seed`: the
+    weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the new token's inputs'; `log`: called with
+    each row as it is measured.
+    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `eager_us`, `graph_us`,
+    `cache_mib`, `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache holding `context + 256` tokens)."""
     if not torch.cuda.is_available(): raise RuntimeError("decode_rows needs a CUDA GPU")
     rows = []
     for ratio, b, ctx in cases:
@@ -712,7 +841,12 @@ def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65
 
 # %% ../nbs/07_bench.ipynb #eae61421
 def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_silent) -> list[dict]:
-    "A ratio-4 prompt through the cache against the plain inference forward (fused, V4-Flash shapes, b = 1): ms each."
+    """A ratio-4 prompt through the cache against the plain inference forward (fused, V4-Flash shapes, b = 1): ms each.
+
+    `seqlens`: prompt lengths; `iters`: timed calls per median (after one warm-up call); `seed`: the layer's and the
+    inputs' seed (`long_context_layer`); `log`: called with each row as it is measured.
+    Returns one dict per length: `sq`, `plain_ms` (the inference forward), `cached_ms` (the same forward into an empty
+    cache of `sq` tokens), `ratio_to_plain`."""
     rows = []
     for sq in seqlens:
         layer, ins = long_context_layer(4, sq, seed=seed)
@@ -728,7 +862,12 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_sile
 
 # %% ../nbs/07_bench.ipynb #58e175d8
 def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: str | None = None) -> str:
-    "The decoding section of `BENCHMARKS.md` from `decode_rows` (and `prefill_rows`)."
+    """The decoding section of `BENCHMARKS.md` from `decode_rows` (and `prefill_rows`).
+
+    `rows`: the `decode_rows` result; `prefill`: a `prefill_rows` result, which adds the prompt table (`None`: none);
+    `gpu`: the GPU named in the text (`None`: CUDA device 0's name and `sm_XY` when CUDA is available).
+    Returns the Markdown section: its `## Decoding (fused, one layer)` heading, how it was measured, the decode table
+    and, with `prefill`, the prompt table."""
     if gpu is None and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
     L = ["## Decoding (fused, one layer)", "",

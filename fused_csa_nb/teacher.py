@@ -107,8 +107,23 @@ def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale, off=0):
 # %% ../nbs/02_teacher.ipynb #e29c2acb
 def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None, ratio=None,
                     softmax_scale=None, *, max_chunk_bytes=1 << 30, q_offset=None):
-    """`[b, sq, H]` log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)); fp32 (float64 for float64 inputs).
-    `q_offset`: `query` holds rows `q_offset…` of the sequence in `kv` (a query block); `None`: all of them."""
+    """The teacher's log-sum-exp `[b, sq, H]`: log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)), eager and chunked.
+
+    `query [sq, b, H, D]` float: the attention queries (any float dtype; fp32 math, float64 for float64 inputs);
+    `kv [S, b, D]`: the raw tokens' latents (key ≡ value), `query`'s dtype and device; S = sq, or S >= `q_offset + sq`;
+    `compressed_kv [n_comp, b, D]`: the compressed entries, `query`'s dtype and device, n_comp = S // `ratio`
+    (entry `j` summarises tokens `j·ratio … (j+1)·ratio − 1`); `None`: no compressed entries;
+    `attn_sink [H]` float: the per-head sink logits (any float dtype, same device; a `-inf` head adds nothing);
+    `window_idxs [b, sq, W]` int: the raw positions into `kv` each query row attends to, `-1` for an empty slot;
+    `compressed_idxs [b, sq, K]` int: the compressed-entry ids each row sums over (the sparse teacher), `-1` for an
+    empty slot, taken as given (no causal mask); `None`: every causal entry `j < (t+1) // ratio` (the dense teacher);
+    `ratio` int >= 1: the compression ratio r, required when `compressed_idxs` is `None` and `compressed_kv` is given;
+    `softmax_scale` float > 0: the logit scale τ of `s = τ·q·k`, default `D ** -0.5`;
+    `max_chunk_bytes` int >= 1: byte budget of one chunk's temporaries (query rows, then compressed keys, are
+    chunked to fit; the default is 1 GiB);
+    `q_offset` int >= 0: `query` holds rows `q_offset…` of the sequence in `kv` (a query block; causality counts from
+    there); `None`: all of them.
+    Returns fp32 `[b, sq, H]`, float64 when `query`, `kv` or `compressed_kv` is float64."""
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
                                                  compressed_idxs, ratio,
                                                  ratio_required=compressed_idxs is None and compressed_kv is not None,
@@ -181,11 +196,32 @@ def _predict_log_probs(scores, support):
 def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs=None,
                      softmax_scale=None, coeff=1.0, per_token=False, *, teacher_lse=None, max_chunk_bytes=1 << 30,
                      q_offset=None, row_mask=None):
-    """Indexer KL loss (scalar) towards the full-denominator CSA teacher; dense (`topk_idxs=None`) or sparse.
-    `q_offset`: the rows of `index_scores`, `query`, `window_idxs`, `topk_idxs` are rows `q_offset…` of the sequence in `kv`
-    (a query block; the mean still divides by the block's `b·sq`, so blocks are combined with `per_token=True`).
+    """Indexer KL loss (a scalar) towards the full-denominator CSA teacher; dense (`topk_idxs=None`) or sparse.
+
+    `index_scores [b, sq, n_comp]` float: the indexer's score of every compressed entry per query row, the only input
+    that gets a gradient; entries outside the support are ignored (`-inf` masking is fine), but a NaN or Inf at an entry
+    the row can see makes the loss non-finite (rows outside `row_mask` excepted);
+    `query [sq, b, H, D]` float: the attention queries (read detached: no gradient reaches the attention's tensors);
+    `kv [S, b, D]`: the raw tokens' latents (key ≡ value), `query`'s dtype and device; S = sq, or S >= `q_offset + sq`;
+    `compressed_kv [n_comp, b, D]`: the compressed entries, `query`'s dtype and device, n_comp = S // `ratio`; `None`
+    or n_comp = 0: the loss is 0 (the graph to `index_scores` kept);
+    `attn_sink [H]` float: the per-head sink logits (in the teacher's denominator only);
+    `window_idxs [b, sq, W]` int: raw positions into `kv` per query row, `-1` for an empty slot (denominator only);
+    `ratio` int >= 1: the compression ratio r (required);
+    `topk_idxs [b, sq, K]` int: the compressed-entry ids the attention selected, `-1` for an empty slot; the support of
+    row `t` is its ids `j < (t+1) // ratio` (the sparse loss); `None`: every causal entry (the dense loss);
+    `softmax_scale` float > 0: the attention's logit scale τ, default `D ** -0.5`;
+    `coeff` float: the factor the loss is multiplied by;
+    `per_token` bool: `True` gives `coeff ·` the sum of the row losses, `False` `coeff ·` their mean over all `b·sq` rows;
+    `teacher_lse [b, sq, H]` float: a precomputed full-denominator LSE over sink + window + the support
+    (`teacher_lse_for_dense_loss` for the dense loss); `None`: computed here with `csa_teacher_lse`;
+    `max_chunk_bytes` int >= 1: byte budget of one chunk's temporaries in the teacher (default 1 GiB);
+    `q_offset` int >= 0: the rows of `index_scores`, `query`, `window_idxs`, `topk_idxs` are rows `q_offset…` of the
+    sequence in `kv` (a query block); the mean still divides by the block's `b·sq`, so blocks are combined with
+    `per_token=True`;
     `row_mask [b, sq]` bool: only these rows count (padded rows of a packed batch add nothing, NaN included); the mean
-    still divides by `b·sq`: callers that mask rows sum (`per_token=True`) and divide by their own count."""
+    still divides by `b·sq`, so callers that mask rows sum (`per_token=True`) and divide by their own count.
+    Returns a 0-dim tensor, float64 for float64 `index_scores`, else fp32."""
     check_tensor("index_scores", index_scores, ndim=3, floating=True)
     _check_ratio(ratio, True)
     sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
@@ -329,7 +365,11 @@ def _triton_interpreted() -> bool:
     return triton is not None and type(_window_lse_kernel).__name__ == "InterpretedFunction"
 
 def triton_status(device=None) -> str:
-    "`'ok'` if the teacher-LSE Triton kernels can run on tensors on `device` (default: CUDA), else the reason."
+    """`'ok'` if the teacher-LSE Triton kernels can run on tensors on `device`, else the reason.
+
+    `device`: a `torch.device` or its name; `None`: CUDA (under Triton's interpreter, `TRITON_INTERPRET=1` set before
+    the import, every device is `'ok'`).
+    Returns `'ok'` or a sentence saying what is missing (Triton, a CUDA device, CUDA tensors)."""
     if triton is None:
         return f"triton is not importable ({_TRITON_IMPORT_ERROR})"
     if _triton_interpreted():
@@ -392,14 +432,33 @@ def _launch_compressed(query, compressed_kv, ratio, scale, lse, out):
 
 # %% ../nbs/02_teacher.ipynb #27045fad
 def triton_window_lse(query, kv, attn_sink, window_idxs, softmax_scale=None):
-    "Triton: `[b, sq, H]` fp32 log(exp(sink) + Σ_window exp(s)) — the teacher LSE without compressed keys."
+    """Triton: `[b, sq, H]` fp32 log(exp(sink) + Σ_window exp(s)) — the teacher LSE without compressed keys.
+
+    `query [sq, b, H, D]` fp16, bf16 or fp32: the attention queries, on a CUDA device (any device under Triton's
+    interpreter);
+    `kv [sq, b, D]`: the raw tokens' latents (key ≡ value), `query`'s dtype and device;
+    `attn_sink [H]` float: the per-head sink logits (any float dtype, `query`'s device);
+    `window_idxs [b, sq, W]` int: the raw positions into `kv` each query row attends to, `-1` for an empty slot;
+    `softmax_scale` float > 0: the logit scale τ, default `D ** -0.5`.
+    Returns fp32 `[b, sq, H]` (no autograd). Raises `RuntimeError` when Triton cannot run (`triton_status`)."""
     sq, b, H, D, _ = _kernel_inputs(query, kv, None, attn_sink, window_idxs, None, "triton_window_lse")
     out = torch.empty(b, sq, H, dtype=torch.float32, device=query.device)
     if out.numel(): _launch_window(query, kv, attn_sink, window_idxs, _scale(softmax_scale, D), out)
     return out
 
 def triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, ratio, softmax_scale=None):
-    "Triton: `[b, sq, H]` fp32 LSE over sink + window + all causal compressed keys (= `csa_teacher_lse(..., ratio=ratio)`)."
+    """Triton: `[b, sq, H]` fp32 LSE over sink + window + all causal compressed keys (= `csa_teacher_lse(..., ratio=ratio)`).
+
+    `query [sq, b, H, D]` fp16, bf16 or fp32: the attention queries, on a CUDA device (any device under Triton's
+    interpreter);
+    `kv [sq, b, D]`: the raw tokens' latents (key ≡ value), `query`'s dtype and device;
+    `compressed_kv [n_comp, b, D]`: the compressed entries, `query`'s dtype and device, n_comp = sq // `ratio`;
+    `None`: none (the window LSE);
+    `attn_sink [H]` float: the per-head sink logits (any float dtype, `query`'s device);
+    `window_idxs [b, sq, W]` int: the raw positions into `kv` each query row attends to, `-1` for an empty slot;
+    `ratio` int >= 1: the compression ratio r; entry `j` is visible to row `t` iff `j < (t+1) // ratio`;
+    `softmax_scale` float > 0: the logit scale τ, default `D ** -0.5`.
+    Returns fp32 `[b, sq, H]` (no autograd). Raises `RuntimeError` when Triton cannot run (`triton_status`)."""
     sq, b, H, D, n_comp = _kernel_inputs(query, kv, compressed_kv, attn_sink, window_idxs, ratio,
                                          "triton_dense_teacher_lse")
     scale = _scale(softmax_scale, D)
@@ -411,7 +470,18 @@ def triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, r
 
 # %% ../nbs/02_teacher.ipynb #ee0a239c
 def teacher_lse_for_dense_loss(query, kv, compressed_kv, attn_sink, window_idxs, ratio, softmax_scale=None):
-    "Production dense-teacher LSE `[b, sq, H]` fp32 via Triton; `RuntimeError` (no eager fallback) when Triton cannot run."
+    """Production dense-teacher LSE `[b, sq, H]` fp32 via Triton; `RuntimeError` (no eager fallback) when Triton cannot run.
+
+    `query [sq, b, H, D]` fp16, bf16 or fp32: the attention queries, on a CUDA device (any device under Triton's
+    interpreter);
+    `kv [sq, b, D]`: the raw tokens' latents (key ≡ value), `query`'s dtype and device;
+    `compressed_kv [n_comp, b, D]`: the compressed entries, `query`'s dtype and device, n_comp = sq // `ratio`;
+    `None`: none (the window LSE);
+    `attn_sink [H]` float: the per-head sink logits (any float dtype, `query`'s device);
+    `window_idxs [b, sq, W]` int: the raw positions into `kv` each query row attends to, `-1` for an empty slot;
+    `ratio` int >= 1: the compression ratio r; entry `j` is visible to row `t` iff `j < (t+1) // ratio`;
+    `softmax_scale` float > 0: the logit scale τ, default `D ** -0.5`.
+    Returns fp32 `[b, sq, H]`, the `teacher_lse` of `csa_indexer_loss`'s dense loss."""
     _require_triton(query.device if isinstance(query, torch.Tensor) else None, "teacher_lse_for_dense_loss (Triton)")
     return triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, ratio, softmax_scale)
 
