@@ -234,7 +234,7 @@ def _norm(params):
     return float(torch.stack(gs).norm()) if gs else None
 
 def _fmt_bytes(n):
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+    return (f"{n / 2**40:.1f} TiB" if n >= 2**40 else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB")
 
 # %% ../nbs/09_cli.ipynb #9c258ea5
 _PROGRESS_DELAY = 1.0          # seconds a stage runs before it is announced
@@ -265,6 +265,38 @@ class Progress:
         "End the current stage (its message is not printed if it has not been yet)."
         if self._timer is not None: self._timer.cancel(); self._timer = None
 
+# %% ../nbs/09_cli.ipynb #4d7e1b95
+def _demo_min_bytes(cfg, ratio: int, sq: int, b: int, dtype) -> list[tuple[str, int]]:
+    "Lower bounds `(what, bytes)` of what the demo holds at once: inputs, output, query/key gradients, the compressor's projections."
+    e, H, D = torch.empty((), dtype=dtype).element_size(), cfg.num_heads, cfg.head_dim
+    parts = [(f"query [{sq}, {b}, {H}, {D}] and its gradient", 2 * sq * b * H * D * e),
+             (f"output [{sq}, {b}, {H * cfg.v_head_dim}]", sq * b * H * cfg.v_head_dim * e),
+             (f"key [{sq}, {b}, 1, {D}] and its gradient", 2 * sq * b * D * e),
+             (f"x [{sq}, {b}, {cfg.hidden_size}] and qr [{sq}, {b}, {cfg.q_lora_rank}]", sq * b * (cfg.hidden_size + cfg.q_lora_rank) * e)]
+    if ratio:
+        w = (2 if ratio == 4 else 1) * D
+        parts.append((f"the compressor's projections 2 × [{w}, {cfg.hidden_size}] and their gradients", 4 * w * cfg.hidden_size * e))
+    return parts
+
+def _device_memory(device) -> int | None:
+    "Bytes of memory of `device`: the GPU's total, or the machine's physical RAM; `None` if unknown."
+    try:
+        if device.type == "cuda": return torch.cuda.get_device_properties(device).total_memory
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AssertionError, AttributeError, ValueError, OSError, RuntimeError):   # no CUDA build; no sysconf
+        return None
+
+def _check_demo_size(cfg, ratio: int, sq: int, b: int, device, dtype, have: int | None = None,
+                     flags: str = "--seq-len, --batch, --num-heads, --head-dim or --hidden-size", given: str | None = None):
+    """A `ValueError` naming the flags when the lower bound `_demo_min_bytes` exceeds `have` (default: `device`'s memory);
+    `given`: how the message names the size (default `--seq-len sq × --batch b`), `flags`: what to lower."""
+    parts = _demo_min_bytes(cfg, ratio, sq, b, dtype)
+    need, have = sum(n for _, n in parts), _device_memory(device) if have is None else have
+    if have is None or need <= have: return
+    what, n = max(parts, key=lambda p: p[1])
+    raise ValueError(f"{given or f'--seq-len {sq} × --batch {b}'} of this layer needs at least {_fmt_bytes(need)} on "
+                     f"{device} ({what}: {_fmt_bytes(n)}), more than its {_fmt_bytes(have)} of memory: use a smaller {flags}")
+
 # %% ../nbs/09_cli.ipynb #3a33a5e3
 def _demo_layer(args, progress):
     "`(args with its ratio, layer, cfg, backend line, device, dtype)` of `fused-csa demo`; `TypeError`/`ValueError` for bad options."
@@ -273,6 +305,7 @@ def _demo_layer(args, progress):
     dtype = _DTYPES[args.dtype or ("bfloat16" if device.type == "cuda" else "float32")]
     base = _PRESETS[args.variant](indexer_loss_coeff=0.01, indexer_use_sparse_loss=True)
     cfg, why = _demo_backend(args, config_from_args(args, base), device)
+    _check_demo_size(cfg, args.ratio, args.seq_len, args.batch, device, dtype)     # before any allocation
     torch.manual_seed(args.seed)
     progress.stage("building the layer")
     return args, CompressedSparseAttention(cfg, args.ratio), cfg, why, device, dtype
@@ -498,6 +531,16 @@ def _measure(key: str, args, progress) -> str:
     progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
     return benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log, graphs=not args.no_graphs))
 
+def _check_bench_size(key: str, args, have: int | None = None):
+    """The main tables' `--seq-len` and the pack's `--pack-tokens` against the GPU's memory (`have` bytes; default the GPU's):
+    a one-line `ValueError` when a measured layer (H = 64, D = 512, hidden 1024, bf16) cannot fit. The long-context rows
+    need no such check: a step out of memory is a row of the table (`long_context_rows`)."""
+    sizes = {"main": ("--seq-len", getattr(args, "seq_len", None)), "packed": ("--pack-tokens", getattr(args, "pack_tokens", None))}
+    if key not in sizes: return
+    flag, n = sizes[key]
+    cfg = dataclasses.replace(CSAConfig.v4_flash(dsa_kernel_backend="none"), hidden_size=1024, q_lora_rank=512)
+    _check_demo_size(cfg, 4, n, 1, torch.device("cuda"), torch.bfloat16, have, flag, f"{flag} {n}")
+
 def cmd_bench(args) -> int:
     """`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown — the main tables, or one section
     (`--long-context`, `--packed`, `--decode`); `--out` merges it into a file, replacing only that section's blocks."""
@@ -507,6 +550,7 @@ def cmd_bench(args) -> int:
     if reason is not None:
         raise FusedUnavailableError(f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
                                     "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment")
+    _check_bench_size(key, args)
     progress = Progress("fused-csa bench", quiet=args.quiet)
     try: md = _measure(key, args, progress)
     finally: progress.done()
