@@ -15,6 +15,7 @@ import time
 import torch
 
 from .attention import CompressedSparseAttention
+from .checks import check_bool, check_device, check_int
 from .graphs import capture_decode, capture_step
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
 from .kernels import _indexer_fwd
@@ -32,9 +33,10 @@ __all__ = ['median_time_ms', 'sparse_attention_flops', 'bench_sparse_attention',
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
-    "Median wall time of `fn()` in milliseconds after `warmup` calls (CUDA events on a CUDA `device`)."
-    if iters < 1: raise ValueError(f"`iters` must be >= 1, got {iters}")
-    device = torch.device(device) if device is not None else (
+    "Median wall time of `fn()` in milliseconds over `iters >= 1` calls after `warmup` calls (CUDA events on a CUDA `device`)."
+    if not callable(fn): raise TypeError(f"`fn` must be a callable (what is timed), got {type(fn).__name__}")
+    check_int("warmup", warmup, 0); check_int("iters", iters, 1)
+    device = check_device("device", device) if device is not None else (
         torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
     for _ in range(warmup): fn()
     if device.type == "cuda":
@@ -50,10 +52,17 @@ def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> floa
             t0 = time.perf_counter(); fn(); times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
+def _need_cuda(what: str):
+    "A `RuntimeError` saying that `what` measures on a CUDA GPU, when there is none."
+    if not torch.cuda.is_available(): raise RuntimeError(f"{what} needs a CUDA GPU")
+
 # %% ../nbs/07_bench.ipynb #56aec604
 def sparse_attention_flops(sq: int, heads: int, topk: int, head_dim: int = 512, v_head_dim: int = 512,
                            backward: bool = False) -> int:
-    "FLOPs of one sparse-attention forward (or backward) over `topk` keys per row."
+    "FLOPs of one sparse-attention forward (or backward) over `topk` keys per row (`sq` rows, `heads` heads; integers)."
+    for name, v, lo in (("sq", sq, 0), ("heads", heads, 1), ("topk", topk, 0), ("head_dim", head_dim, 1), ("v_head_dim", v_head_dim, 1)):
+        check_int(name, v, lo)
+    check_bool("backward", backward)
     per = (3 * head_dim + 2 * v_head_dim) if backward else (head_dim + v_head_dim)
     return 2 * sq * heads * topk * per
 
@@ -73,6 +82,7 @@ def _random_sparse_problem(sq, heads, topk, batch=1, head_dim=512, window=128, r
 def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, batch: int = 1,
                            warmup: int = 3, iters: int = 10) -> dict:
     "Median forward and backward time and TFLOP/s of the fused sparse attention (GPU)."
+    _need_cuda("bench_sparse_attention")
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk, batch)
     q.requires_grad_(); kv.requires_grad_(); sink.requires_grad_()
     fwd = median_time_ms(lambda: csa_sparse_attn(q, kv, sink, idx), warmup=warmup, iters=iters)
@@ -141,6 +151,7 @@ def layer_parity(native, fused, inputs) -> dict:
 # %% ../nbs/07_bench.ipynb #61b3e857
 def gpu_kernel_ms(fn, warmup: int = 2) -> float:
     "Milliseconds of GPU kernels (and copies) that one call `fn()` launches: the sum of their durations (`torch.profiler`)."
+    _need_cuda("gpu_kernel_ms")
     for _ in range(warmup): fn()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -180,6 +191,7 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
 def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: int = 3, iters: int = 30) -> dict:
     """Path A (`csa_sparse_attn`, forward and forward + backward) against direct FlashMLA + cuDNN calls (GPU): median ms
     of both and the relative overhead. `sq`: query rows (b = 1); `heads`: H (64 or 128); `topk`: K (a multiple of 128)."""
+    _need_cuda("path_a_overhead")
     flash_mla = importlib.import_module("flash_mla"); dsa = importlib.import_module("cudnn").DSA
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk)
     qf, kvf, scale = q.view(sq, heads, 512), kv.view(-1, 512), 512 ** -0.5
@@ -503,6 +515,7 @@ def fp8_selection_markdown(rows: list[dict]) -> str:
 # %% ../nbs/07_bench.ipynb #cd0d1455
 def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int = 0) -> list:
     "Document lengths drawn log-uniformly from the powers of two in `[lo, hi]` until they fill `total` tokens (the last cut to fit)."
+    check_int("total", total, 1); check_int("lo", lo, 1); check_int("hi", hi, lo); check_int("seed", seed, 0)
     g, grid, lens = torch.Generator().manual_seed(seed), [lo << i for i in range(int(math.log2(hi // lo)) + 1)], []
     while sum(lens) < total:
         lens.append(min(grid[int(torch.randint(len(grid), (1,), generator=g))], total - sum(lens)))

@@ -422,7 +422,11 @@ def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     headings one section owns (`BENCH_SECTIONS`) — replaced by `section`'s blocks, where the first of them was, or appended;
     every other block stays as it was. A preamble of `section` (text before its first `## `: the file's title) replaces
     `text`'s. A block of `section` under a heading `header` does not own is a `ValueError`: it would replace another section's."""
-    owned = (header,) if isinstance(header, str) else tuple(header)
+    for name, v in (("text", text), ("section", section)):
+        if not isinstance(v, str): raise TypeError(f"`{name}` must be a str (Markdown), got {type(v).__name__}")
+    owned = (header,) if isinstance(header, str) else tuple(header) if isinstance(header, (tuple, list)) else None
+    if not owned or not all(isinstance(h, str) and h.startswith("## ") for h in owned):
+        raise TypeError(f"`header` must be a `## ` heading (prefix) or a tuple of them, got {header!r}")
     new_pre, new = _blocks(section)
     foreign = [b.splitlines()[0] for b in new if not b.startswith(owned)]
     if foreign: raise ValueError(f"`section` may only hold blocks under {owned}, got {foreign}: they belong to another section")
@@ -469,6 +473,8 @@ def bench_section(args) -> str:
     """The `BENCH_SECTIONS` key `fused-csa bench` measures for parsed `args`, after checking them: one section flag at most,
     no option of another section, `--out` (an existing Markdown file we can read, or a new one) and `--plot` writable —
     all before any measurement. Fills the section's defaults into `args`; a `ValueError` naming the flags otherwise."""
+    if not isinstance(args, argparse.Namespace):
+        raise TypeError(f"`args` must be an argparse.Namespace (from `build_parser().parse_args(...)`), got {type(args).__name__}")
     given = [f for f in ("long_context", "packed", "decode") if getattr(args, f, False)]
     if len(given) > 1:
         flags = ", ".join("--" + f.replace("_", "-") for f in given)
@@ -629,7 +635,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 def main(argv=None) -> int:
-    "Entry point of the `fused-csa` console script; returns the exit code (0 ok, 2 an error reported on one line)."
+    """Entry point of the `fused-csa` console script; returns the exit code (0 ok, 2 an error reported on one line).
+    `argv`: the command line without the program name, a list of strings (`None`: `sys.argv[1:]`)."""
+    if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple))
+                             or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"`argv` must be a list of strings (the command line without the program name, e.g. "
+                        f"['demo', '--seq-len', '64']), got {argv!r:.60}")
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
