@@ -453,7 +453,7 @@ def _bench_unavailable() -> str | None:
 # %% ../nbs/09_cli.ipynb #0d4c9e7a
 _BENCH_OPTIONS = {  # section → its own options (flag, attribute, default); --out and --quiet belong to every section
     "main": (("--seq-len", "seq_len", 4096), ("--quick", "quick", False), ("--no-graphs", "no_graphs", False)),
-    "long-context": (("--seqlens", "seqlens", [16384, 65536, 131072, 262144]), ("--precisions", "precisions", ["bf16", "fp8"]),
+    "long-context": (("--seqlens", "seqlens", [16384, 65536, 131072, 262144]), ("--precisions", "precisions", list(INDEXER_PRECISIONS)),
                      ("--modes", "modes", ["train", "eval"]), ("--plot", "plot", None)),
     "packed": (("--pack-tokens", "pack_tokens", 65536),), "decode": ()}
 _SECTION_FLAG = {"long-context": "--long-context", "packed": "--packed", "decode": "--decode",
@@ -611,7 +611,8 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--no-graphs", action="store_true",
                     help="main tables: skip the host-overhead measurements (path A vs direct kernel calls; compiled and "
                          "CUDA-graph steps, GPU kernel time and GPU busy per layer row)")
-    pb.add_argument("--out", default=None, help="also write the tables into this Markdown file (e.g. BENCHMARKS.md): they replace the same section's tables there, the other sections stay; checked before measuring")
+    pb.add_argument("--out", default=None, help="also write the tables into this Markdown file (e.g. BENCHMARKS.md): they "
+                    "replace the same section's tables there, the other sections stay; checked before measuring")
     pb.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     pb.add_argument("--long-context", action="store_true",
                     help="the long-context section instead: one training step per --seqlens (ratios 4 and 128) and "
