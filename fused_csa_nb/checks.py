@@ -147,8 +147,9 @@ def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner
 
 # %% ../nbs/00_checks.ipynb #3cdf07e3
 def _usable(name: str, dev: torch.device) -> torch.device:
-    "`dev` if this process can allocate on it (CPU and meta always; CUDA: a GPU of that ordinal), else a `ValueError` naming `name`."
-    if dev.type in ("cpu", "meta"): return dev
+    """`dev` if this process can allocate on it (CPU and meta always; CUDA: a GPU of that ordinal), else a `ValueError` naming
+    `name`. Not asked while `torch.compile` traces (the eager call of the same code has asked)."""
+    if dev.type in ("cpu", "meta") or torch.compiler.is_compiling(): return dev
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             build = " (this torch build has no CUDA support)" if torch.version.cuda is None else ""

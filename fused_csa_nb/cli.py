@@ -449,7 +449,6 @@ def _bench_unavailable() -> str | None:
             reason = re.sub(r";?,? *(install them;? *)?(or )?use dsa_kernel_backend='none'( \(native\))?", "", str(e))
     return reason
 
-
 # %% ../nbs/09_cli.ipynb #0d4c9e7a
 _BENCH_OPTIONS = {  # section → its own options (flag, attribute, default); --out and --quiet belong to every section
     "main": (("--seq-len", "seq_len", 4096), ("--quick", "quick", False), ("--no-graphs", "no_graphs", False)),
