@@ -101,13 +101,17 @@ _FLAG_OF = {"attention_variant": "--attention-variant", "dsa_kernel_backend": "-
             **{f: flag for flag, f, _ in _BOOL_FIELDS}}
 
 def cli_message(msg: str) -> str:
-    "`msg` with each `field=value` of a CSA option written as its command-line flag (see above)."
+    "`msg` with each `field=value`, `` `field`=value `` and `` `field` `` of a CSA option written as its command-line flag (see above)."
     def flag(m):
-        name, value = m.group(1), m.group(2).strip("'\"")
+        name, value = m.group(1), m.group(2)
         if name not in _FLAG_OF: return m.group(0)
+        if value is None: return _FLAG_OF[name]
+        value = value.strip("'\"")
         if value in ("True", "False"): return _FLAG_OF[name] if value == "True" else "--no-" + _FLAG_OF[name][2:]
         return f"{_FLAG_OF[name]} {value}"
-    return re.sub(r"\b([a-z][a-z_]*)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", flag, str(msg))
+    value = r"=('[^']*'|\"[^\"]*\"|[\w.+-]+)"
+    msg = re.sub(r"`([a-z][a-z_]*)`(?:" + value + ")?", flag, str(msg))          # `field`, `field`=value
+    return re.sub(r"\b([a-z][a-z_]*)" + value, flag, msg)                          # field=value
 
 # %% ../nbs/09_cli.ipynb #d9814098
 def _probe_import(module: str, attr: str | None = None) -> str:
