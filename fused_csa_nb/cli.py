@@ -492,7 +492,10 @@ def bench_section(args) -> str:
         raise ValueError(f"arguments {', '.join(foreign)}: not options of {_SECTION_FLAG[key]} "
                          f"({'; '.join(f'{f}: {owner[f]}' for f in foreign)})")
     for flag, attr, default in _BENCH_OPTIONS[key]:
-        if getattr(args, attr, None) is None: setattr(args, attr, default)
+        v = getattr(args, attr, None)
+        if v is None: setattr(args, attr, default)
+        elif isinstance(v, list) and len(set(v)) < len(v):
+            raise ValueError(f"argument {flag}: {next(x for x in v if v.count(x) > 1)} is given twice (each value is one row)")
     if args.out is not None:
         _check_path("--out", args.out, ".md", "a Markdown file (such as BENCHMARKS.md)")
         if os.path.exists(args.out):
