@@ -472,6 +472,7 @@ def _check_path(flag: str, path, suffix: str, what: str):
     if not os.access(path if os.path.exists(path) else folder, os.W_OK):
         raise ValueError(f"argument {flag}: {path!r} cannot be written here (no write permission)")
 
+# %% ../nbs/09_cli.ipynb #1e5b9c74
 def bench_section(args) -> str:
     """The `BENCH_SECTIONS` key `fused-csa bench` measures for parsed `args`, after checking them: one section flag at most,
     no option of another section, `--out` (an existing Markdown file we can read, or a new one) and `--plot` writable —
@@ -543,6 +544,7 @@ def _measure(key: str, args, progress) -> str:
     progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
     return benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log, graphs=not args.no_graphs))
 
+# %% ../nbs/09_cli.ipynb #d28f4a61
 def _check_bench_size(key: str, args, have: int | None = None):
     """The main tables' `--seq-len` and the pack's `--pack-tokens` against the GPU's memory (`have` bytes; default the GPU's):
     a one-line `ValueError` when a measured layer (H = 64, D = 512, hidden 1024, bf16) cannot fit. The long-context rows
@@ -641,6 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.set_defaults(func=cmd_bench)
     return p
 
+# %% ../nbs/09_cli.ipynb #a6c3e9d2
 def main(argv=None) -> int:
     """Entry point of the `fused-csa` console script; returns the exit code (0 ok, 2 an error reported on one line).
     `argv`: the command line without the program name, a list of strings (`None`: `sys.argv[1:]`)."""
