@@ -16,6 +16,7 @@ import warnings
 import torch
 
 from .attention import CompressedSparseAttention
+from .checks import check_bool, check_device, check_int
 from .graphs import capture_decode, capture_step
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
 from .kernels import _indexer_fwd
@@ -41,8 +42,9 @@ def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> floa
     `iters`: timed calls (>= 1); `device`: where `fn` runs, CUDA events around each call on a CUDA device (synchronised
     before and after the timed calls), `time.perf_counter` on the CPU; `None`: CUDA when available, else the CPU.
     Returns the median of the `iters` times in ms."""
-    if iters < 1: raise ValueError(f"`iters` must be >= 1, got {iters}")
-    device = torch.device(device) if device is not None else (
+    if not callable(fn): raise TypeError(f"`fn` must be a callable (what is timed), got {type(fn).__name__}")
+    check_int("warmup", warmup, 0); check_int("iters", iters, 1)
+    device = check_device("device", device) if device is not None else (
         torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
     for _ in range(warmup): fn()
     if device.type == "cuda":
@@ -57,6 +59,10 @@ def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> floa
         for _ in range(iters):
             t0 = time.perf_counter(); fn(); times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+def _need_cuda(what: str):
+    "A `RuntimeError` saying that `what` measures on a CUDA GPU, when there is none."
+    if not torch.cuda.is_available(): raise RuntimeError(f"{what} needs a CUDA GPU")
 
 # %% ../nbs/07_bench.ipynb #363918cf
 def measured_on(device=None) -> str:
@@ -78,6 +84,9 @@ def sparse_attention_flops(sq: int, heads: int, topk: int, head_dim: int = 512, 
     `sq`: query rows (all sequences of the batch together); `heads`: query heads H; `topk`: keys per row K;
     `head_dim`: query/key width D; `v_head_dim`: value width d_v; `backward`: count the backward instead of the forward.
     Returns `2·sq·H·K·(D + d_v)` for the forward, `2·sq·H·K·(3·D + 2·d_v)` for the backward."""
+    for name, v, lo in (("sq", sq, 0), ("heads", heads, 1), ("topk", topk, 0), ("head_dim", head_dim, 1), ("v_head_dim", v_head_dim, 1)):
+        check_int(name, v, lo)
+    check_bool("backward", backward)
     per = (3 * head_dim + 2 * v_head_dim) if backward else (head_dim + v_head_dim)
     return 2 * sq * heads * topk * per
 
@@ -103,6 +112,7 @@ def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, bat
     `batch`: sequences b; `warmup`, `iters`: untimed and timed calls per median (`median_time_ms`).
     Returns `dict(sq, batch, heads, topk, fwd_ms, bwd_ms, fwd_tflops, bwd_tflops)`; `bwd_ms` is the forward + backward
     median minus the forward one."""
+    _need_cuda("bench_sparse_attention")
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk, batch)
     q.requires_grad_(); kv.requires_grad_(); sink.requires_grad_()
     fwd = median_time_ms(lambda: csa_sparse_attn(q, kv, sink, idx), warmup=warmup, iters=iters)
@@ -198,6 +208,7 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     `fn`: the call to profile; `warmup`: calls before the profiled one; `counts`: a dict that receives `launches`, the
     number of kernels, copies and memsets the call put on the GPU.
     Returns the summed GPU time of the profiled call in ms."""
+    _need_cuda("gpu_kernel_ms")
     for _ in range(warmup): fn()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -252,6 +263,7 @@ def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: in
     `warmup`, `iters`: untimed and timed calls per median.
     Returns `dict(sq, heads, topk, direct_fwd_ms, fwd_ms, direct_fwd_bwd_ms, fwd_bwd_ms, fwd_overhead,
     fwd_bwd_overhead)`, an overhead being path A's time over the direct one, minus 1."""
+    _need_cuda("path_a_overhead")
     flash_mla = importlib.import_module("flash_mla"); dsa = importlib.import_module("cudnn").DSA
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk)
     qf, kvf, scale = q.view(sq, heads, 512), kv.view(-1, 512), 512 ** -0.5
@@ -642,6 +654,7 @@ def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int =
     `total`: tokens of the pack; `lo`, `hi`: the shortest and the longest length drawn (the lengths are `lo · 2^i` <=
     `hi`); `seed`: the seed of the CPU generator.
     Returns the lengths, a list of ints summing to `total`."""
+    check_int("total", total, 1); check_int("lo", lo, 1); check_int("hi", hi, lo); check_int("seed", seed, 0)
     g, grid, lens = torch.Generator().manual_seed(seed), [lo << i for i in range(int(math.log2(hi // lo)) + 1)], []
     while sum(lens) < total:
         lens.append(min(grid[int(torch.randint(len(grid), (1,), generator=g))], total - sum(lens)))

@@ -146,20 +146,46 @@ def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner
     return t
 
 # %% ../nbs/00_checks.ipynb #3cdf07e3
+_USABLE_DEVICES: set = set()     # devices found usable (they stay so): asked once each
+
+def _usable(name: str, dev: torch.device) -> torch.device:
+    """`dev` if this process can allocate on it (CPU and meta always; CUDA: a GPU of that ordinal), else a `ValueError` naming
+    `name`. Not asked while `torch.compile` traces (the eager call of the same code has asked)."""
+    if dev.type in ("cpu", "meta") or torch.compiler.is_compiling() or dev in _USABLE_DEVICES: return dev
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            build = " (this torch build has no CUDA support)" if torch.version.cuda is None else ""
+            raise ValueError(f"`{name}` is {str(dev)!r} but no CUDA GPU is available here{build}: use 'cpu' (or 'meta')")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"`{name}` is {str(dev)!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+        _USABLE_DEVICES.add(dev)
+        return dev
+    try: torch.empty(0, device=dev)
+    except Exception as e:  # a torch without that backend fails in several ways (RuntimeError, AssertionError, ImportError)
+        why = ((str(e).splitlines() or [""])[0].split(". ")[0][:100]) or type(e).__name__
+        raise ValueError(f"`{name}` is {str(dev)!r} but this torch cannot use {dev.type} devices here ({why})") from None
+    _USABLE_DEVICES.add(dev)
+    return dev
+
+# %% ../nbs/00_checks.ipynb #8c1d5e3a
 def check_device(name: str, device, allow_none: bool = True) -> torch.device | None:
-    "`device` as a `torch.device`: a `torch.device`, a device string or a CUDA ordinal (`int`); `None` stays `None` when `allow_none`."
-    if isinstance(device, torch.device) or (device is None and allow_none): return device
+    """`device` as a `torch.device` that can be used here: a `torch.device`, a device string or a CUDA ordinal (`int`);
+    `None` stays `None` when `allow_none`."""
+    if device is None and allow_none: return None
+    if isinstance(device, torch.device): return _usable(name, device)
     if isinstance(device, str):
-        try: return torch.device(device)
+        try: dev = torch.device(device)
         except RuntimeError:
             raise ValueError(f"`{name}` must name a device ('cpu', 'cuda', 'cuda:1', 'meta', ...), got {device!r}") from None
+        return _usable(name, dev)
     if _is_bool(device) or not isinstance(device, numbers.Integral):
         what = "a torch.device, a device string" + (", a CUDA ordinal or None" if allow_none else " or a CUDA ordinal")
         raise TypeError(f"`{name}` must be {what}, got {_describe(device)} ({type(device).__name__})")
     index = check_int(name, device)
-    try: return torch.device(index)
+    try: dev = torch.device(index)
     except RuntimeError as e:
         raise ValueError(f"`{name}`={index} (a CUDA ordinal) names no device here: {e}") from None
+    return _usable(name, dev)
 
 # %% ../nbs/00_checks.ipynb #0b9edb0f
 _INDEX_CHECKS = [os.environ.get("FUSED_CSA_CHECK_INDICES", "0").strip().lower() in ("1", "true", "yes", "on")]

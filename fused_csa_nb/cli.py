@@ -9,10 +9,12 @@ import argparse
 import copy
 import dataclasses
 import importlib
+import os
 import platform
 import resource
 import re
 import sys
+import tempfile
 import threading
 import time
 
@@ -29,9 +31,9 @@ from .kernels import FusedUnavailableError, kernel_status
 from .reference import INDEXER_PRECISIONS
 
 # %% auto #0
-__all__ = ['add_csa_arguments', 'config_from_args', 'cli_message', 'default_backend_report', 'fp8_selection_report',
-           'environment_info', 'cmd_info', 'resolve_device', 'Progress', 'cmd_demo', 'merge_section', 'cmd_bench',
-           'build_parser', 'main']
+__all__ = ['BENCH_SECTIONS', 'add_csa_arguments', 'config_from_args', 'cli_message', 'default_backend_report',
+           'fp8_selection_report', 'environment_info', 'cmd_info', 'resolve_device', 'Progress', 'cmd_demo',
+           'merge_section', 'bench_section', 'cmd_bench', 'build_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #f6cd5aa2
 _ARG_FIELDS = (  # (flag, field, type, help)
@@ -99,13 +101,17 @@ _FLAG_OF = {"attention_variant": "--attention-variant", "dsa_kernel_backend": "-
             **{f: flag for flag, f, _ in _BOOL_FIELDS}}
 
 def cli_message(msg: str) -> str:
-    "`msg` with each `field=value` of a CSA option written as its command-line flag (see above)."
+    "`msg` with each `field=value`, `` `field`=value `` and `` `field` `` of a CSA option written as its command-line flag (see above)."
     def flag(m):
-        name, value = m.group(1), m.group(2).strip("'\"")
+        name, value = m.group(1), m.group(2)
         if name not in _FLAG_OF: return m.group(0)
+        if value is None: return _FLAG_OF[name]
+        value = value.strip("'\"")
         if value in ("True", "False"): return _FLAG_OF[name] if value == "True" else "--no-" + _FLAG_OF[name][2:]
         return f"{_FLAG_OF[name]} {value}"
-    return re.sub(r"\b([a-z][a-z_]*)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", flag, str(msg))
+    value = r"=('[^']*'|\"[^\"]*\"|[\w.+-]+)"
+    msg = re.sub(r"`([a-z][a-z_]*)`(?:" + value + ")?", flag, str(msg))          # `field`, `field`=value
+    return re.sub(r"\b([a-z][a-z_]*)" + value, flag, msg)                          # field=value
 
 # %% ../nbs/09_cli.ipynb #d9814098
 def _probe_import(module: str, attr: str | None = None) -> str:
@@ -232,7 +238,7 @@ def _norm(params):
     return float(torch.stack(gs).norm()) if gs else None
 
 def _fmt_bytes(n):
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+    return (f"{n / 2**40:.1f} TiB" if n >= 2**40 else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB")
 
 # %% ../nbs/09_cli.ipynb #9c258ea5
 _PROGRESS_DELAY = 1.0          # seconds a stage runs before it is announced
@@ -263,6 +269,38 @@ class Progress:
         "End the current stage (its message is not printed if it has not been yet)."
         if self._timer is not None: self._timer.cancel(); self._timer = None
 
+# %% ../nbs/09_cli.ipynb #4d7e1b95
+def _demo_min_bytes(cfg, ratio: int, sq: int, b: int, dtype) -> list[tuple[str, int]]:
+    "Lower bounds `(what, bytes)` of what the demo holds at once: inputs, output, query/key gradients, the compressor's projections."
+    e, H, D = torch.empty((), dtype=dtype).element_size(), cfg.num_heads, cfg.head_dim
+    parts = [(f"query [{sq}, {b}, {H}, {D}] and its gradient", 2 * sq * b * H * D * e),
+             (f"output [{sq}, {b}, {H * cfg.v_head_dim}]", sq * b * H * cfg.v_head_dim * e),
+             (f"key [{sq}, {b}, 1, {D}] and its gradient", 2 * sq * b * D * e),
+             (f"x [{sq}, {b}, {cfg.hidden_size}] and qr [{sq}, {b}, {cfg.q_lora_rank}]", sq * b * (cfg.hidden_size + cfg.q_lora_rank) * e)]
+    if ratio:
+        w = (2 if ratio == 4 else 1) * D
+        parts.append((f"the compressor's projections 2 × [{w}, {cfg.hidden_size}] and their gradients", 4 * w * cfg.hidden_size * e))
+    return parts
+
+def _device_memory(device) -> int | None:
+    "Bytes of memory of `device`: the GPU's total, or the machine's physical RAM; `None` if unknown."
+    try:
+        if device.type == "cuda": return torch.cuda.get_device_properties(device).total_memory
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AssertionError, AttributeError, ValueError, OSError, RuntimeError):   # no CUDA build; no sysconf
+        return None
+
+def _check_demo_size(cfg, ratio: int, sq: int, b: int, device, dtype, have: int | None = None,
+                     flags: str = "--seq-len, --batch, --num-heads, --head-dim or --hidden-size", given: str | None = None):
+    """A `ValueError` naming the flags when the lower bound `_demo_min_bytes` exceeds `have` (default: `device`'s memory);
+    `given`: how the message names the size (default `--seq-len sq × --batch b`), `flags`: what to lower."""
+    parts = _demo_min_bytes(cfg, ratio, sq, b, dtype)
+    need, have = sum(n for _, n in parts), _device_memory(device) if have is None else have
+    if have is None or need <= have: return
+    what, n = max(parts, key=lambda p: p[1])
+    raise ValueError(f"{given or f'--seq-len {sq} × --batch {b}'} of this layer needs at least {_fmt_bytes(need)} on "
+                     f"{device} ({what}: {_fmt_bytes(n)}), more than its {_fmt_bytes(have)} of memory: use a smaller {flags}")
+
 # %% ../nbs/09_cli.ipynb #3a33a5e3
 def _demo_layer(args, progress):
     "`(args with its ratio, layer, cfg, backend line, device, dtype)` of `fused-csa demo`; `TypeError`/`ValueError` for bad options."
@@ -271,6 +309,7 @@ def _demo_layer(args, progress):
     dtype = _DTYPES[args.dtype or ("bfloat16" if device.type == "cuda" else "float32")]
     base = _PRESETS[args.variant](indexer_loss_coeff=0.01, indexer_use_sparse_loss=True)
     cfg, why = _demo_backend(args, config_from_args(args, base), device)
+    _check_demo_size(cfg, args.ratio, args.seq_len, args.batch, device, dtype)     # before any allocation
     torch.manual_seed(args.seed)
     progress.stage("building the layer")
     return args, CompressedSparseAttention(cfg, args.ratio), cfg, why, device, dtype
@@ -370,14 +409,37 @@ def cmd_demo(args) -> int:
 # %% ../nbs/09_cli.ipynb #4b7ba11d
 _LC_HEADER = "## Long context on one GPU"
 _DECODE_HEADER = "## Decoding (fused, one layer)"
+BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixes) it owns, in their order
+    "main": ("## Sparse attention kernels", "## One CSA layer", "## Host overhead", "## Path A", "## Parity, fused vs native"),
+    "long-context": (_LC_HEADER,), "packed": (_PACKED_HEADER,), "decode": (_DECODE_HEADER,),
+    "context-parallel": ("## Context parallelism",)}
 
-def merge_section(text: str, section: str, header: str = _LC_HEADER) -> str:
-    "`text` with its `header…` section (up to the next `## ` heading) replaced by `section`, or `section` appended."
+def _blocks(text: str) -> tuple[str, list[str]]:
+    "`text` as its preamble (before the first `## ` line) and its `## ` blocks (each up to the next), trailing blanks stripped."
     lines = text.splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.startswith(header)), None)
-    if start is None: return text + ("" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n") + section
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    return "".join(lines[:start]) + section + ("\n" if end < len(lines) else "") + "".join(lines[end:])
+    starts = [i for i, l in enumerate(lines) if l.startswith("## ")]
+    pre = "".join(lines[:starts[0]] if starts else lines).strip()
+    return pre, ["".join(lines[a:b]).rstrip() + "\n" for a, b in zip(starts, starts[1:] + [len(lines)])]
+
+def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
+    """`text` (a `BENCHMARKS.md`) with the `## ` blocks whose heading starts with `header` — a prefix, or a tuple of them: the
+    headings one section owns (`BENCH_SECTIONS`) — replaced by `section`'s blocks, where the first of them was, or appended;
+    every other block stays as it was. A preamble of `section` (text before its first `## `: the file's title) replaces
+    `text`'s. A block of `section` under a heading `header` does not own is a `ValueError`: it would replace another section's."""
+    for name, v in (("text", text), ("section", section)):
+        if not isinstance(v, str): raise TypeError(f"`{name}` must be a str (Markdown), got {type(v).__name__}")
+    owned = (header,) if isinstance(header, str) else tuple(header) if isinstance(header, (tuple, list)) else None
+    if not owned or not all(isinstance(h, str) and h.startswith("## ") for h in owned):
+        raise TypeError(f"`header` must be a `## ` heading (prefix) or a tuple of them, got {header!r}")
+    new_pre, new = _blocks(section)
+    foreign = [b.splitlines()[0] for b in new if not b.startswith(owned)]
+    if foreign: raise ValueError(f"`section` may only hold blocks under {owned}, got {foreign}: they belong to another section")
+    pre, old = _blocks(text)
+    at = next((i for i, b in enumerate(old) if b.startswith(owned)), len(old))
+    kept = [b for b in old if not b.startswith(owned)]
+    at = sum(1 for b in old[:at] if not b.startswith(owned))
+    pre = new_pre or pre
+    return (pre + "\n\n" if pre else "") + "\n".join(kept[:at] + new + kept[at:])
 
 # %% ../nbs/09_cli.ipynb #619850fd
 def _bench_unavailable() -> str | None:
@@ -391,22 +453,83 @@ def _bench_unavailable() -> str | None:
             reason = re.sub(r";?,? *(install them;? *)?(or )?use dsa_kernel_backend='none'( \(native\))?", "", str(e))
     return reason
 
-def cmd_bench(args) -> int:
-    "`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown (`--long-context`: the long-context section)."
-    reason = _bench_unavailable()
-    if reason is not None:
-        raise FusedUnavailableError(f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
-                                    "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment")
-    progress = Progress("fused-csa bench", quiet=args.quiet)
-    header = (_LC_HEADER if args.long_context else _PACKED_HEADER if args.packed else _DECODE_HEADER if args.decode
-              else None)                                                                   # a section of --out, or all of it
-    if args.decode:
+# %% ../nbs/09_cli.ipynb #0d4c9e7a
+_BENCH_OPTIONS = {  # section → its own options (flag, attribute, default); --out and --quiet belong to every section
+    "main": (("--seq-len", "seq_len", 4096), ("--quick", "quick", False), ("--no-graphs", "no_graphs", False)),
+    "long-context": (("--seqlens", "seqlens", [16384, 65536, 131072, 262144]), ("--precisions", "precisions", list(INDEXER_PRECISIONS)),
+                     ("--modes", "modes", ["train", "eval"]), ("--plot", "plot", None)),
+    "packed": (("--pack-tokens", "pack_tokens", 65536),), "decode": ()}
+_SECTION_FLAG = {"long-context": "--long-context", "packed": "--packed", "decode": "--decode",
+                 "main": "the main tables (no section flag)"}
+
+def _check_path(flag: str, path, suffix: str, what: str):
+    "`path` of `flag` can be written: a `suffix` file name, not a directory, in an existing directory we may write to."
+    if not isinstance(path, str) or not path.lower().endswith(suffix):
+        raise ValueError(f"argument {flag}: expected {what} ending in {suffix}, got {path!r}")
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path): raise ValueError(f"argument {flag}: {path!r} is a directory, expected {what}")
+    if not os.path.isdir(folder): raise ValueError(f"argument {flag}: the directory {folder!r} of {path!r} does not exist")
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise ValueError(f"argument {flag}: {path!r} cannot be written here (no write permission)")
+
+# %% ../nbs/09_cli.ipynb #1e5b9c74
+def bench_section(args) -> str:
+    """The `BENCH_SECTIONS` key `fused-csa bench` measures for parsed `args`, after checking them: one section flag at most,
+    no option of another section, `--out` (an existing Markdown file we can read, or a new one) and `--plot` writable —
+    all before any measurement. Fills the section's defaults into `args`; a `ValueError` naming the flags otherwise."""
+    if not isinstance(args, argparse.Namespace):
+        raise TypeError(f"`args` must be an argparse.Namespace (from `build_parser().parse_args(...)`), got {type(args).__name__}")
+    given = [f for f in ("long_context", "packed", "decode") if getattr(args, f, False)]
+    if len(given) > 1:
+        flags = ", ".join("--" + f.replace("_", "-") for f in given)
+        raise ValueError(f"arguments {flags}: not allowed together — each measures its own section of BENCHMARKS.md; "
+                         "run them one at a time")
+    key = given[0].replace("_", "-") if given else "main"
+    foreign = [flag for k, opts in _BENCH_OPTIONS.items() if k != key for flag, attr, default in opts
+               if getattr(args, attr, None) not in (None, False)]
+    if foreign:
+        owner = {flag: _SECTION_FLAG[k] for k, opts in _BENCH_OPTIONS.items() for flag, _, _ in opts}
+        if len(foreign) == 1: raise ValueError(f"argument {foreign[0]}: an option of {owner[foreign[0]]}, not of {_SECTION_FLAG[key]}")
+        raise ValueError(f"arguments {', '.join(foreign)}: not options of {_SECTION_FLAG[key]} "
+                         f"({'; '.join(f'{f}: {owner[f]}' for f in foreign)})")
+    for flag, attr, default in _BENCH_OPTIONS[key]:
+        v = getattr(args, attr, None)
+        if v is None: setattr(args, attr, default)
+        elif isinstance(v, list) and len(set(v)) < len(v):
+            raise ValueError(f"argument {flag}: {next(x for x in v if v.count(x) > 1)} is given twice (each value is one row)")
+    if args.out is not None:
+        _check_path("--out", args.out, ".md", "a Markdown file (such as BENCHMARKS.md)")
+        if os.path.exists(args.out):
+            try:
+                with open(args.out, encoding="utf-8") as f: f.read()
+            except (OSError, UnicodeDecodeError) as e:
+                raise ValueError(f"argument --out: {args.out!r} cannot be read as UTF-8 text to merge the section into ({e})") from None
+    if getattr(args, "plot", None) is not None: _check_path("--plot", args.plot, ".png", "a PNG file")
+    return key
+
+# %% ../nbs/09_cli.ipynb #c71a5e08
+def _write_section(path: str, md: str, key: str):
+    "Merge section `key`'s markdown `md` into the file `path` (created if missing), atomically: a temporary file, then a rename."
+    try:
+        with open(path, encoding="utf-8") as f: old = f.read()
+    except FileNotFoundError: old = ""
+    text = merge_section(old, md, BENCH_SECTIONS[key])
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".bench-", suffix=".md")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f: f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp); raise
+
+def _measure(key: str, args, progress) -> str:
+    "The markdown of section `key`, measured on the GPU with the (checked) options of `args`."
+    if key == "decode":
         progress.stage("decode steps (ratios 0, 4, 128; eager and graphed) and prefill through the cache")
-        md = decode_markdown(decode_rows(log=progress.log), prefill_rows(log=progress.log))
-    elif args.packed:
+        return decode_markdown(decode_rows(log=progress.log), prefill_rows(log=progress.log))
+    if key == "packed":
         progress.stage(f"packed sequences: a pack of {args.pack_tokens:,} tokens against padding and single documents")
-        md = packed_markdown(packed_rows(total=args.pack_tokens, log=progress.log))
-    elif args.long_context:
+        return packed_markdown(packed_rows(total=args.pack_tokens, log=progress.log))
+    if key == "long-context":
         progress.stage("blocked-vs-one-block parity at 16,384 tokens")
         par = blocked_parity(16384); progress.log(par)
         progress.stage(f"long-context training steps at sq = {args.seqlens}")
@@ -417,18 +540,37 @@ def cmd_bench(args) -> int:
             progress.stage("FP8 against bf16 selection scores, one query block each")
             md += fp8_selection_markdown(fp8_selection_rows(log=progress.log))
         if args.plot: plot_long_context(rows, args.plot); progress.log(f"wrote {args.plot}")
-    else:
-        progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
-        md = benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log,
-                                                 graphs=not args.no_graphs))
-    progress.done()
+        return md
+    progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
+    return benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log, graphs=not args.no_graphs))
+
+# %% ../nbs/09_cli.ipynb #d28f4a61
+def _check_bench_size(key: str, args, have: int | None = None):
+    """The main tables' `--seq-len` and the pack's `--pack-tokens` against the GPU's memory (`have` bytes; default the GPU's):
+    a one-line `ValueError` when a measured layer (H = 64, D = 512, hidden 1024, bf16) cannot fit. The long-context rows
+    need no such check: a step out of memory is a row of the table (`long_context_rows`)."""
+    sizes = {"main": ("--seq-len", getattr(args, "seq_len", None)), "packed": ("--pack-tokens", getattr(args, "pack_tokens", None))}
+    if key not in sizes: return
+    flag, n = sizes[key]
+    cfg = dataclasses.replace(CSAConfig.v4_flash(dsa_kernel_backend="none"), hidden_size=1024, q_lora_rank=512)
+    _check_demo_size(cfg, 4, n, 1, torch.device("cuda"), torch.bfloat16, have, flag, f"{flag} {n}")
+
+def cmd_bench(args) -> int:
+    """`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown — the main tables, or one section
+    (`--long-context`, `--packed`, `--decode`); `--out` merges it into a file, replacing only that section's blocks."""
+    args = copy.copy(args)
+    key = bench_section(args)                                   # the command line, checked before anything runs
+    reason = _bench_unavailable()
+    if reason is not None:
+        raise FusedUnavailableError(f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
+                                    "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment")
+    _check_bench_size(key, args)
+    progress = Progress("fused-csa bench", quiet=args.quiet)
+    try: md = _measure(key, args, progress)
+    finally: progress.done()
     print(md)
     if args.out:
-        if header is not None:
-            try: old = open(args.out, encoding="utf-8").read()
-            except FileNotFoundError: old = ""
-            md = merge_section(old, md, header)
-        with open(args.out, "w", encoding="utf-8") as f: f.write(md)
+        _write_section(args.out, md, key)
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
@@ -472,22 +614,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_csa_arguments(pd)
     pd.set_defaults(func=cmd_demo)
     pb = sub.add_parser("bench", help="fused vs native parity and speed on the GPU (Markdown tables)")
-    pb.add_argument("--seq-len", type=_int_in(256), default=4096, help="tokens per sequence, >= 256 (default 4096)")
-    pb.add_argument("--quick", action="store_true", help="ratios 0 and 4 only")
+    pb.add_argument("--seq-len", type=_int_in(256), default=None, help="main tables: tokens per sequence, >= 256 (default 4096)")
+    pb.add_argument("--quick", action="store_true", help="main tables: ratios 0 and 4 only")
     pb.add_argument("--no-graphs", action="store_true",
-                    help="skip the host-overhead measurements (path A vs direct kernel calls; compiled and "
+                    help="main tables: skip the host-overhead measurements (path A vs direct kernel calls; compiled and "
                          "CUDA-graph steps, GPU kernel time and GPU busy per layer row)")
-    pb.add_argument("--out", default=None, help="also write the tables to this file (e.g. BENCHMARKS.md)")
+    pb.add_argument("--out", default=None, help="also write the tables into this Markdown file (e.g. BENCHMARKS.md): they "
+                    "replace the same section's tables there, the other sections stay; checked before measuring")
     pb.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     pb.add_argument("--long-context", action="store_true",
                     help="the long-context section instead: one training step per --seqlens (ratios 4 and 128) and "
                          "blocked-vs-one-block parity at 16K; with --out it replaces or appends that section")
-    pb.add_argument("--seqlens", type=_int_in(256), nargs="+", default=[16384, 65536, 131072, 262144], metavar="N",
-                    help="sequence lengths of --long-context, each >= 256 (default 16384 65536 131072 262144)")
-    pb.add_argument("--precisions", nargs="+", choices=INDEXER_PRECISIONS, default=list(INDEXER_PRECISIONS),
+    pb.add_argument("--seqlens", type=_int_in(256), nargs="+", default=None, metavar="N",
+                    help="with --long-context: sequence lengths, each >= 256 (default 16384 65536 131072 262144)")
+    pb.add_argument("--precisions", nargs="+", choices=INDEXER_PRECISIONS, default=None,
                     help="with --long-context: the ratio-4 rows' indexer precisions (default bf16 fp8; fp8 adds the "
                          "selection-quality table)")
-    pb.add_argument("--modes", nargs="+", choices=("train", "eval"), default=["train", "eval"],
+    pb.add_argument("--modes", nargs="+", choices=("train", "eval"), default=None,
                     help="with --long-context: training steps (forward + backward) and/or inference steps (default both)")
     pb.add_argument("--plot", default=None, help="with --long-context: save the time/memory plot to this PNG")
     pb.add_argument("--decode", action="store_true",
@@ -496,12 +639,18 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--packed", action="store_true",
                     help="the packed-sequence section instead: one THD pack of --pack-tokens against padding and single "
                          "documents; with --out it replaces or appends that section")
-    pb.add_argument("--pack-tokens", type=_int_in(1024), default=65536, help="tokens of the --packed pack (default 65536)")
+    pb.add_argument("--pack-tokens", type=_int_in(1024), default=None, help="with --packed: tokens of the pack (default 65536)")
     pb.set_defaults(func=cmd_bench)
     return p
 
+# %% ../nbs/09_cli.ipynb #a6c3e9d2
 def main(argv=None) -> int:
-    "Entry point of the `fused-csa` console script; returns the exit code (0 ok, 2 an error reported on one line)."
+    """Entry point of the `fused-csa` console script; returns the exit code (0 ok, 2 an error reported on one line).
+    `argv`: the command line without the program name, a list of strings (`None`: `sys.argv[1:]`)."""
+    if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple))
+                             or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"`argv` must be a list of strings (the command line without the program name, e.g. "
+                        f"['demo', '--seq-len', '64']), got {argv!r:.60}")
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

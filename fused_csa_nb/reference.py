@@ -10,8 +10,8 @@ import torch.nn as nn
 from fastcore.basics import patch
 from torch.utils.checkpoint import checkpoint
 
-from .checks import (first_order_only, _triton_runs_on, check_bool, check_index_values, check_int, check_like_module, check_scale,
-                                 check_tensor, tl, triton)
+from .checks import (first_order_only, _describe, _triton_runs_on, check_bool, check_device, check_index_values, check_int,
+                                 check_like_module, check_scale, check_tensor, tl, triton)
 from .layout import _visible, query_blocks, visible_counts
 from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_freq
 
@@ -556,10 +556,12 @@ FP8_MIN_AMAX = 1e-4     # rows below it share the scale of 1e-4 (all-zero rows q
 _HADAMARD: dict = {}
 
 def hadamard(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
-    "The `[n, n]` Sylvester Hadamard matrix of ±1 (`n` a power of two): `H / √n` is orthonormal and symmetric (cached)."
+    "The `[n, n]` Sylvester Hadamard matrix of ±1 (`n` a power of two; a float `dtype`) on `device`: `H / √n` is orthonormal and symmetric (cached)."
     check_int("n", n, 1)
     if n & (n - 1): raise ValueError(f"`n` must be a power of two (the Hadamard rotation), got {n}")
-    key = (n, dtype, torch.device(device) if device is not None else torch.device("cpu"))
+    if not isinstance(dtype, torch.dtype): raise TypeError(f"`dtype` must be a torch.dtype, got {_describe(dtype)} ({type(dtype).__name__})")
+    if dtype not in _FLOAT_DTYPES: raise ValueError(f"`dtype` must be one of {_FLOAT_DTYPES}, got {dtype}")
+    key = (n, dtype, torch.device("cpu") if device is None else check_device("device", device))
     h = _HADAMARD.get(key)
     if h is None:
         h = torch.ones(1, 1, dtype=torch.float64)
@@ -567,11 +569,23 @@ def hadamard(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
         h = _HADAMARD[key] = h.to(dtype=dtype, device=key[2])
     return h
 
-def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
-    "`x [..., n]` times the orthonormal `H_n / √n` along its last dim: the ±1 product in `x`'s dtype, `1/√n` in float32 (→ float32; float64 stays)."
+def _row_len(name: str, x) -> int:
+    "The row length `n` of `x [..., n]`: a float16/bfloat16/float32/float64 tensor of at least 1 dim, `n` a power of two."
+    check_tensor(name, x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
     n = x.shape[-1]
-    y = torch.matmul(x, hadamard(n, x.dtype, x.device))
-    return y.to(_acc_dtype(x.dtype)) * n ** -0.5
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"`{name}` [..., n] must have a power-of-two last dim n (the Hadamard rotation), got shape {list(x.shape)}")
+    return n
+
+def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
+    """`x [..., n]` (float16, bfloat16, float32 or float64; `n` a power of two) times the orthonormal `H_n / √n` along its
+    last dim, computed in float32 whatever `x`'s dtype (float64 stays float64) → float32 (float64)."""
+    n, acc = _row_len("x", x), _acc_dtype(x.dtype)
+    if x.is_cuda and x.dtype != acc and not (torch.is_grad_enabled() and x.requires_grad):
+        y = torch.mm(x.reshape(-1, n), hadamard(n, x.dtype, x.device), out_dtype=acc).view(x.shape)  # exact ±x products, float32 sums
+    else:
+        y = torch.matmul(x.to(acc), hadamard(n, acc, x.device))
+    return y * n ** -0.5
 
 # %% ../nbs/01_reference.ipynb #79919661
 def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
@@ -580,20 +594,30 @@ def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(t), e - (m == 0.5).to(e.dtype))
 
 def fp8_quantize(x: torch.Tensor):
-    """`x [..., n]` (float) → `(x8 [..., n] float8_e4m3fn, scale [...] float32)`, one power-of-two scale per row of `n`
-    values: `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`, `x8 = e4m3(clamp(x / scale, ±448))`; `x ≈ x8 · scale`.
-    Non-finite rows give a non-finite scale (the indexer's non-finite rule poisons those rows anyway)."""
+    """`x [..., n]` (float16, bfloat16, float32 or float64, `n >= 1`) → `(x8 [..., n] float8_e4m3fn, scale [...] float32)`,
+    computed in float32, one power-of-two scale per row of `n` values: `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`,
+    `x8 = e4m3(clamp(x / scale, ±448))`; `x ≈ x8 · scale`. A row holding a NaN or ±Inf in float32 (a float64 value beyond
+    float32's range too) is not quantised: its scale and every one of its `x8` are NaN, so `x8 · scale` is NaN there."""
+    check_tensor("x", x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
+    if x.shape[-1] == 0: raise ValueError(f"`x` [..., n] must have n >= 1 values per row, got shape {list(x.shape)}")
     xf = x.float()
-    scale = _pow2_ceil(xf.abs().amax(-1).clamp_min(FP8_MIN_AMAX) / E4M3_MAX)
+    amax = xf.abs().amax(-1)                                               # NaN or inf on a non-finite row
+    scale = _pow2_ceil(amax.clamp_min(FP8_MIN_AMAX) / E4M3_MAX)
+    scale = torch.where(torch.isfinite(amax), scale, float("nan"))         # … and NaN x8 = NaN / NaN there
     return (xf / scale.unsqueeze(-1)).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
 
 def fp8_rows(x: torch.Tensor):
-    "The FP8 recipe on rows `x [..., n]` (`n` a power of two): rotate, then quantise per row → `(x8, scale [...])`, no gradient."
-    with torch.no_grad(): return fp8_quantize(hadamard_rotate(x))
+    """The FP8 recipe on rows `x [..., n]` (float16, bfloat16, float32 or float64; `n` a power of two): rotate, then quantise
+    per row, in float32 whatever `x`'s dtype → `(x8 [..., n] float8_e4m3fn, scale [...] float32)`, no gradient. A row
+    that is not finite in float32 — a NaN or ±Inf, a float64 value beyond float32's range, or a rotation past it
+    (|x|·√n > 3.4e38) — comes out NaN: its scale and all its `x8` (never a finite stand-in such as ±448)."""
+    _row_len("x", x)
+    with torch.no_grad(): return fp8_quantize(hadamard_rotate(x.float() if x.dtype == torch.float64 else x))
 
 def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
     """The FP8 recipe's inputs: `q_idx [..., Hi, Di]` → `(q8, q_scale [..., Hi])`, and `k_idx [..., Di]` → `(k8, k_scale [...])`
-    (`fp8_rows` of each); `Di` a power of two."""
+    (`fp8_rows` of each, NaN rows included); `Di` a power of two."""
+    _row_len("q_idx", q_idx); _row_len("k_idx", k_idx)
     return (*fp8_rows(q_idx), *fp8_rows(k_idx))
 
 # %% ../nbs/01_reference.ipynb #9fe51d68

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import (first_order_only, _describe, _is_bool, _triton_runs_on, check_device, check_float, check_int, check_scale,
+from .checks import (first_order_only, _describe, _is_bool, _triton_runs_on, check_choice, check_device, check_float, check_int, check_scale,
                                  check_tensor, tl, triton)
 
 # %% auto #0
@@ -212,6 +212,7 @@ def _rotate(x, positions, rotary_dim: int, inv_freq):
     return _rotate_complex(x, positions, rotary_dim, inv_freq)
 
 # %% ../nbs/00_rotary.ipynb #1106357a
+_RATIOS = (0, 4, 128)   # the layer kinds (`config.COMPRESS_RATIOS`; that chapter sits above this one)
 _CFG_ROTARY_FIELDS = ("rotary_dim", "rope_theta", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast",
                       "beta_slow")   # what `layer_rotary` reads of a CSAConfig
 
@@ -240,7 +241,7 @@ class RotaryTable(NamedTuple):
 
 def _kept_table(cfg, ratio, device) -> RotaryTable:
     "The kept (shared) table that `layer_rotary` copies, for callers that only read it (`apply_layer_rotary`)."
-    ratio = check_int("ratio", ratio, 0)
+    ratio = check_choice("ratio", check_int("ratio", ratio, 0), _RATIOS)
     key = _cfg_table_key(cfg, ratio)
     device = torch.device("cpu") if device is None else check_device("device", device)
     return RotaryTable(_cached_table(*key, device), key[0])
