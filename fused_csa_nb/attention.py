@@ -13,8 +13,8 @@ from torch import nn
 from .backends import KeySet, make_backend
 from .cache import CSACache, _advance, _decode_index, _fill_prefill, _write_token, make_cache
 from .checks import check_choice, check_like_module, check_tensor
-from .config import COMPRESS_RATIOS, CSAConfig, validate_config
-from .context_parallel import (CP_BLOCK, CP_LAYOUTS, CPShard, check_cp_group, gather_seq, halo_from_prev)
+from .config import COMPRESS_RATIOS, CSAConfig
+from .context_parallel import CP_LAYOUTS, _gather_entries, _halos, _layer_fingerprint, _shard_rows, _with_halo
 from .layout import QueryRows, _pack_rows, check_cu_seqlens
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
@@ -46,13 +46,13 @@ class CompressedSparseAttention(nn.Module):
             raise ValueError(f"CompressedSparseAttention with attention_variant={cfg.attention_variant!r} and "
                              f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
                              "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'")
-        validate_config(cfg, ratio=ratio)
+        backend = make_backend(cfg, ratio)                       # validated for this ratio here; native or fused, bound once
         if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
             raise TypeError(f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}")
         self.cfg, self.ratio = cfg, ratio
         self.cp_layout = check_choice("cp_layout", cp_layout, CP_LAYOUTS)
         self.cp_group, self._cp_checked = cp_group, set()       # context parallelism: the group, shapes checked
-        self.backend = make_backend(cfg, ratio)                  # native or fused, bound once
+        self.backend = backend
         rot, eps = layer_rotary(cfg, ratio), cfg.rms_norm_eps
         self.compressor = Compressor(cfg.hidden_size, cfg.head_dim, ratio, eps=eps, rotary=rot) if ratio > 1 else None
         self.indexer = (CSAIndexer(cfg.hidden_size, cfg.q_lora_rank, cfg.index_n_heads, cfg.index_head_dim, ratio,
@@ -60,14 +60,16 @@ class CompressedSparseAttention(nn.Module):
                         if ratio == 4 and not cfg.dense_mode else None)
         self.attn_sink = nn.Parameter(torch.zeros(cfg.num_heads, dtype=torch.float32))
 
-    @property
-    def fused(self) -> bool:
-        "Whether the layer runs on the fused kernels (its backend, chosen at construction)."
-        return self.backend.fused
+# %% ../nbs/06_attention.ipynb #4fbbf6f1
+@patch(as_prop=True)
+def fused(self: CompressedSparseAttention) -> bool:
+    "Whether the layer runs on the fused kernels (its backend, chosen at construction)."
+    return self.backend.fused
 
-    def extra_repr(self) -> str:
-        return (f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
-                f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}")
+@patch
+def extra_repr(self: CompressedSparseAttention) -> str:
+    return (f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
+            f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}")
 
 # %% ../nbs/06_attention.ipynb #f6d112ea
 @patch
@@ -79,42 +81,48 @@ def _apply(self: CompressedSparseAttention, fn, recurse=True):
         if self.attn_sink.grad is not None: self.attn_sink.grad = self.attn_sink.grad.float()
     return self
 
+# %% ../nbs/06_attention.ipynb #61fe65b4
+def _real_rows(t, real):
+    "`t [T, ...]` with its padding rows (`real` False) zeroed: what they hold (NaN, Inf) never reaches any arithmetic."
+    return torch.where(real.view(-1, *[1] * (t.dim() - 1)), t, 0)
+
 # %% ../nbs/06_attention.ipynb #1790f887
 @patch
 def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens=None, max_seqlen=None):
-    """Shapes, dtypes and devices of the forward's arguments, once per call (the backend and its kernels trust them);
-    a packed call's inputs are returned as one sequence of `b = 1` with its `PackRows`, else `(query, key, x, qr, None)`."""
-    cfg, pack = self.cfg, None
-    if cu_seqlens is not None:                        # THD: [T, ...] tensors, checked as one sequence of batch 1
+    """Shapes, dtypes and devices of the forward's arguments, once per call, in the caller's layout (the backend and its
+    kernels trust them) → `(query, key, x, qr, pack)`: a pack's inputs come back as one sequence of `b = 1`, their
+    padding rows zeroed (on the device, before any arithmetic), with its `PackRows`; else `pack` is `None`."""
+    cfg, thd = self.cfg, cu_seqlens is not None
+    if thd:                                           # THD: [T, ...] tensors, the messages in THD words
         check_tensor("query", query, floating=True, shape=(None, cfg.num_heads, cfg.head_dim), what="[T, H, D] (packed)")
-        for name, t, nd in (("key", key, 3), ("x", x, 2), ("qr", qr, 2)):
-            if t is not None: check_tensor(name, t, ndim=nd, what="of a pack (no batch dim)")
         if self.cp_group is not None:
             raise NotImplementedError("packed sequences (cu_seqlens) under context parallelism are not implemented")
         max_seqlen = check_cu_seqlens(cu_seqlens, query.shape[0], max_seqlen, device=query.device)
-        pack = _pack_rows(cu_seqlens, query.shape[0], max_seqlen, self.ratio)
-        query, key, x, qr = (None if t is None else t.unsqueeze(1) for t in (query, key, x, qr))
     elif max_seqlen is not None:
         raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack")
-    check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
-    sq, b = query.shape[:2]
-    if b == 0: raise ValueError(f"`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
+    else:
+        check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
+        if query.shape[1] == 0:
+            raise ValueError("`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
+    rows, lead = (query.shape[:1], "T") if thd else (query.shape[:2], "sq, b")
     same = dict(floating=True, like=query, like_name="the query")
-    check_tensor("key", key, shape=(sq, b, 1, cfg.head_dim), what="[sq, b, 1, D]", **same)
+    check_tensor("key", key, shape=(*rows, 1, cfg.head_dim), what=f"[{lead}, 1, D]", **same)
     if self.compressor is not None or x is not None:
-        if x is None: raise ValueError(f"`x` [sq, b, hidden_size] is required by a ratio-{self.ratio} layer (compressor)")
-        check_tensor("x", x, shape=(sq, b, cfg.hidden_size), what="[sq, b, hidden_size]", **same)
+        if x is None: raise ValueError(f"`x` [{lead}, hidden_size] is required by a ratio-{self.ratio} layer (compressor)")
+        check_tensor("x", x, shape=(*rows, cfg.hidden_size), what=f"[{lead}, hidden_size]", **same)
         for m in (self.compressor, self.indexer):       # dtype / device of the layer: named fix, every ratio
             if m is not None: check_like_module("x", x, m)
     if self.indexer is not None or qr is not None:
-        if qr is None: raise ValueError("`qr` [sq, b, q_lora_rank] is required by a ratio-4 layer with the indexer")
-        check_tensor("qr", qr, shape=(sq, b, cfg.q_lora_rank), what="[sq, b, q_lora_rank]", **same)
+        if qr is None: raise ValueError(f"`qr` [{lead}, q_lora_rank] is required by a ratio-4 layer with the indexer")
+        check_tensor("qr", qr, shape=(*rows, cfg.q_lora_rank), what=f"[{lead}, q_lora_rank]", **same)
         if self.indexer is not None: check_like_module("qr", qr, self.indexer)
     if self.attn_sink.device != query.device:
         raise ValueError(f"`query` is on {query.device} but the layer's parameters are on {self.attn_sink.device}: move the "
                          f"layer with `layer.to('{query.device}')`, or the inputs with `.to('{self.attn_sink.device}')`")
     self.backend.check_inputs(query)
-    return query, key, x, qr, pack
+    if not thd: return query, key, x, qr, None
+    pack = _pack_rows(cu_seqlens, query.shape[0], max_seqlen, self.ratio)
+    return (*(None if t is None else _real_rows(t, pack.real).unsqueeze(1) for t in (query, key, x, qr)), pack)
 
 # %% ../nbs/06_attention.ipynb #933ada08
 @patch
@@ -143,15 +151,13 @@ def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Ten
     only; add it to the training loss; a pack's mean divides by its `cu[N]` real rows), else `None`.
     `cache`: a `CSACache` of this layer (`new_cache`): the `s_new` tokens of `query` … continue the cache's sequences (roped at
     `cache.next_positions(s_new)`), are written into it and attend over it (inference: eval mode, no loss; see *Decoding
-    with a cache* below).
-    Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
+    with a cache* below). Double backward is not supported (first derivatives only): it raises a `RuntimeError`."""
     if cache is not None: return self._cached(query, key, x, qr, cache, cu_seqlens)
     query, key, x, qr, pack = self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
     if pack is not None and not self.fused:                # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
     segments = self._segments(query, pack)                 # [(local rows, QueryRows)]: one, or two (zigzag)
-    keys = self._keys(key, x, qr, segments)                # one KeySet per segment
-    train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
+    keys, train, loss = self._keys(key, x, qr, segments), self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
     sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
     res = [self.backend.attend(query[rows_of], k, rows, sink, train=train, loss=loss)
            for (rows_of, rows), k in zip(segments, keys)]
@@ -167,40 +173,27 @@ def _wants_indexer_loss(self: CompressedSparseAttention) -> bool:
 
 @patch
 def _segments(self: CompressedSparseAttention, query, pack=None) -> list:
-    """The query rows of this call as `[(local slice, QueryRows)]`: one device — the whole sequence (or a pack); a
-    contiguous CP shard — its rows at the shard start; a zigzag shard — its two chunks at their global offsets."""
+    """The query rows of this call as `[(local slice, QueryRows)]`: one device — the whole sequence (or a pack); under
+    CP this rank's shard (`context_parallel._shard_rows`: the contiguous shard, or the two chunks of a zigzag one)."""
     sq, b = query.shape[:2]
-    if pack is not None: return [(slice(None), QueryRows(0, sq, sq, pack=pack))]
+    if pack is not None: return [(slice(None), pack)]                     # a pack is its own row set
     if self.cp_group is None: return [(slice(None), QueryRows(0, sq, sq))]
-    shard = check_cp_group(self.cp_group, sq, b, self._cp_fingerprint(query), self._cp_checked)
-    W = self.cfg.window_size
-    if self.cp_layout == "contiguous":
-        if W - 1 > sq:
-            raise ValueError(f"context parallelism needs window_size - 1 <= sq_local (the halo comes from one rank): "
-                             f"window_size={W}, sq_local={sq}")
-        return [(slice(None), QueryRows(shard.start, sq, shard.seq_len))]
-    C = sq // 2
-    if C % CP_BLOCK:
-        raise ValueError(f"the zigzag layout needs chunks of S/(2P) = sq_local/2 tokens, a multiple of {CP_BLOCK}: "
-                         f"got sq_local={sq} (chunks of {C}); use sq_local a multiple of {2 * CP_BLOCK}")
-    if W - 1 > C:
-        raise ValueError(f"the zigzag layout needs window_size - 1 <= sq_local/2 (the chunk length): window_size={W}, chunk={C}")
-    return [(slice(i * C, (i + 1) * C), QueryRows(k * C, C, shard.seq_len))
-            for i, k in enumerate((shard.rank, 2 * shard.world - 1 - shard.rank))]
+    return _shard_rows(self.cp_group, self.cp_layout, sq, b, self.cfg.window_size, _layer_fingerprint(self, query),
+                       self._cp_checked)
 
 # %% ../nbs/06_attention.ipynb #8f93adbc
 @patch
 def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
     """One `KeySet` per segment: its raw keys behind their window halo, the compressed entries and indexer keys of the
     whole sequence (each rank's own, gathered across the CP group), and the segment's indexer queries and weights."""
-    if segments[0][1].pack is not None: return [self._packed_keys(key, x, qr, segments[0][1].pack)]
+    if segments[0][1].thd: return [self._packed_keys(key, x, qr, segments[0][1])]
     kv, (W, r) = key.squeeze(2), (self.cfg.window_size, self.ratio)
     none = [None] * len(segments)
-    kv_halos = self._halos(kv, W - 1, segments) if W > 1 else none
-    x_halos = self._halos(x, r, segments) if r == 4 else none
+    kv_halos = _halos(kv, W - 1, segments, self.cp_group) if W > 1 else none
+    x_halos = _halos(x, r, segments, self.cp_group) if r == 4 else none
     local = [self._local_keys(kv[rows_of], None if x is None else x[rows_of], None if qr is None else qr[rows_of],
                               rows.start, kh, xh) for (rows_of, rows), kh, xh in zip(segments, kv_halos, x_halos)]
-    comp, k_all = self._gather_entries([c for _, c, _ in local], [None if i is None else i[1] for _, _, i in local])
+    comp, k_all = _gather_entries([c for _, c, _ in local], [None if i is None else i[1] for _, _, i in local], self.cp_group)
     keys = []
     for (kv_ext, _, ind), kh in zip(local, kv_halos):
         kv_full = kv_ext if comp is None else torch.cat([kv_ext, comp.to(kv_ext.dtype)], 0)
@@ -210,10 +203,6 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
 
 
 # %% ../nbs/06_attention.ipynb #c31c719d
-def _with_halo(t, halo, first: bool):
-    "`[halo | t]`, or `[t | halo]` on the first rank (whose halo is unused but kept in the graph)."
-    return torch.cat([t, halo]) if first else torch.cat([halo, t])
-
 @patch
 def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo):
     """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)` of
@@ -236,39 +225,6 @@ def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo,
     k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()         # no loss: no indexer gradient
     return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
 
-# %% ../nbs/06_attention.ipynb #49d620f5
-def _zigzag_gather(parts, group):
-    "All-gather every rank's two chunks `parts` (chunks `r`, `2P−1−r`; equal shapes) → the `2P` chunks in sequence order."
-    P = dist.get_world_size(group)
-    got = gather_seq(torch.cat(parts), group).chunk(2 * P)         # rank order: chunks 0, 2P−1, 1, 2P−2, …
-    return [got[2 * k] for k in range(P)] + [got[2 * (P - 1 - k) + 1] for k in range(P)]
-
-@patch
-def _halos(self: CompressedSparseAttention, t, h: int, segments) -> list:
-    "The `h` rows of `t` before each segment, from the rank holding them (zeros before token 0); `None`s on one device."
-    if self.cp_group is None: return [None] * len(segments)
-    if len(segments) == 1: return [halo_from_prev(t[t.shape[0] - h:], self.cp_group)]
-    C = t.shape[0] // 2                                            # zigzag: each chunk gets the tail of the chunk before it
-    tails = _zigzag_gather([t[C - h:C], t[2 * C - h:]], self.cp_group)
-    return [tails[rows.start // C - 1] if rows.start else torch.zeros_like(tails[0]) for _, rows in segments]
-
-@patch
-def _gather_entries(self: CompressedSparseAttention, comps, k_is):
-    "`(compressed entries, indexer keys)` of the whole sequence from the segments' own: identity on one device, one all-gather under CP."
-    if self.cp_group is None or comps[0] is None: return comps[0], k_is[0]
-    parts = comps if k_is[0] is None else [torch.cat([c, k.to(c.dtype)], -1) for c, k in zip(comps, k_is)]
-    both = gather_seq(parts[0], self.cp_group) if len(parts) == 1 else torch.cat(_zigzag_gather(parts, self.cp_group))
-    if k_is[0] is None: return both, None
-    comp, k_all = both.split([comps[0].shape[-1], k_is[0].shape[-1]], -1)
-    return comp, k_all.to(k_is[0].dtype)
-
-@patch
-def _cp_fingerprint(self: CompressedSparseAttention, query) -> tuple:
-    "What must agree across the CP group: every config field, the ratio, the layout, the backend, the dtype and the mode."
-    cfg = tuple((f, getattr(self.cfg, f)) for f in self.cfg.__dataclass_fields__)
-    return cfg + (("ratio", self.ratio), ("cp_layout", self.cp_layout), ("fused", self.fused), ("dtype", str(query.dtype)),
-                  ("training", self.training), ("grad_enabled", torch.is_grad_enabled()))
-
 # %% ../nbs/06_attention.ipynb #5e630d68
 @patch
 def _packed_keys(self: CompressedSparseAttention, key, x, qr, pack) -> KeySet:
@@ -283,18 +239,19 @@ def _packed_keys(self: CompressedSparseAttention, key, x, qr, pack) -> KeySet:
 @patch
 def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
     "The native reference of a pack `(out [T, H·D], loss)`: its documents as a padded batch on the SBHD path (see above)."
-    T, m, N = query.shape[0], pack.max_seqlen, pack.cu.shape[0] - 1
-    cu, p = pack.cu.long(), torch.arange(pack.max_seqlen, device=query.device)[:, None]
+    T, m, N = query.shape[0], max(pack.max_seqlen, 1), pack.cu.shape[0] - 1      # m: the longest document, not max_seqlen
+    cu, p = pack.cu.long(), torch.arange(m, device=query.device)[:, None]
     valid = p < (cu[1:] - cu[:-1])[None]                                  # [m, N]: slots holding a document's row
     src = (cu[:-1][None] + p).clamp(max=max(T - 1, 0))
-    pad = lambda t: None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), t[:, 0][src], 0)
+    at = lambda t: t[:, 0][src] if T else t.new_zeros(m, N, *t.shape[2:])               # T = 0: nothing to gather
+    pad = lambda t: None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), at(t), 0)
     qb, kb, xb, qrb = (pad(t) for t in (query, key, x, qr))
     rows = QueryRows(0, m, m, mask=valid.t(), count=pack.count)
     keys = self._keys(kb, xb, qrb, [(slice(None), rows)])
     train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
     out, l = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)   # [m, N, H·D]
     flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)                          # each row's slot
-    return out.reshape(m * N, -1)[flat] * pack.real.view(T, 1).to(out.dtype), l
+    return torch.where(pack.real.view(T, 1), out.reshape(m * N, -1)[flat], 0), l
 
 # %% ../nbs/06_attention.ipynb #c2dfc74a
 @patch

@@ -5,15 +5,14 @@
 # %% ../nbs/05_backends.ipynb #312e8737
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import torch
 from fastcore.basics import patch
 from torch.utils.checkpoint import checkpoint
 
-from .config import CSAConfig, use_fused_kernels
-from .fused_sparse_attention import (_PathB, _attn_rows, _no_indexer_rows, _path_b, _select, _select_packed,
-                                                 _sparse_attn)
+from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
+from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
 from .kernels import _radix_topk, kernel_limits, padded_num_heads, sm_major
 from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _pack_entries,
                                  _pack_window, _row_blocks, cached_index,
@@ -23,7 +22,7 @@ from .reference import (blocked_indexer_topk, _dequantized, decode_indexer_score
 from .teacher import csa_indexer_loss
 
 # %% auto #0
-__all__ = ['KeySet', 'NativeBackend', 'FusedBackend', 'make_backend']
+__all__ = ['KeySet', 'NativeBackend', 'FusedBackend', 'Backend', 'make_backend']
 
 # %% ../nbs/05_backends.ipynb #31e2e3e3
 class KeySet(NamedTuple):
@@ -59,7 +58,9 @@ class NativeBackend:
     fused = False
 
     def __init__(self, cfg: CSAConfig, ratio: int):
-        self.cfg, self.ratio = cfg, ratio
+        self.cfg, self.ratio = cfg, ratio                  # a frozen config: everything below is bound once
+        self.scale, self.index_scale, self.window = cfg.scale, cfg.index_scale, cfg.window_size
+        self.precision, self.topk = cfg.indexer_precision, cfg.index_topk
 
     def check_inputs(self, query: torch.Tensor):
         "Nothing beyond the layer's own checks: every float dtype runs natively."
@@ -72,16 +73,16 @@ class NativeBackend:
     def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
         """`(out [n, b, H·D], indexer loss or None)` of the query rows `rows` over `keys` (see above); `sink [H]` fp32;
         `train`: training with gradients; `loss`: compute the indexer loss (the layer wants one)."""
-        cfg, r, (n, b) = self.cfg, self.ratio, query.shape[:2]
-        window = cached_index(window_slots, n, b, cfg.window_size, rows.start, keys.halo, device=query.device)
-        attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=cfg.scale, **kw)
+        r, (n, b) = self.ratio, query.shape[:2]
+        window = cached_index(window_slots, n, b, self.window, rows.start, keys.halo, device=query.device)
+        attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
         if not keys.n_comp: return attn(window), None
         if keys.indexer is None:                # ratio 128 or dense mode: all causal entries
             entries = cached_index(_entry_rows, n, b, r, keys.slot0, rows.start, device=query.device)
             return attn(torch.cat([window, entries], -1)), None
         q_i, k_i, w_i = keys.indexer
         block = self.block_rows(q_i, keys.n_comp)
-        scores, topk, poison = self._select(q_i, k_i, w_i, rows, block)         # scores None: query blocks
+        scores, topk, poison = self._selection(q_i, k_i, w_i, rows, block)         # scores None: query blocks
         idx = torch.cat([window, _entry_slots(topk, keys.slot0)], -1)
         if not loss: return _poisoned(attn(idx), poison), None
         out, lse = attn(idx, return_lse=True)
@@ -89,18 +90,18 @@ class NativeBackend:
 
 # %% ../nbs/05_backends.ipynb #e493b40d
 @patch
-def _select(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
+def _selection(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
     """`(scores or None, top-k ids [b, n, k_eff], poison [b, n])` (`k_eff = min(index_topk, n_comp)`): whole scores when one block holds them (they serve
     the loss too), else per block (never whole); `poison` is NaN on rows whose indexer inputs are not finite."""
-    cfg, r, prec = self.cfg, self.ratio, self.cfg.indexer_precision
-    k = min(cfg.index_topk, k_i.shape[0])        # k_eff: no row can select more (memory ∝ k_eff, not index_topk)
+    r, prec, isc = self.ratio, self.precision, self.index_scale
+    k = min(self.topk, k_i.shape[0])             # k_eff: no row can select more (memory ∝ k_eff, not index_topk)
     if block >= q_i.shape[0]:
-        scores = indexer_scores(q_i, k_i, w_i, r, softmax_scale=cfg.index_scale, q_offset=rows.start)
+        scores = indexer_scores(q_i, k_i, w_i, r, softmax_scale=isc, q_offset=rows.start)
         poison = indexer_input_poison(q_i, k_i, w_i, r, rows.start)
-        chosen = scores.detach() if prec == "bf16" else selection_scores(q_i, k_i, w_i, r, cfg.index_scale,
+        chosen = scores.detach() if prec == "bf16" else selection_scores(q_i, k_i, w_i, r, isc,
                                                                           q_offset=rows.start, precision=prec)
         return scores, indexer_topk(chosen, k)[0], poison
-    idx, _, poison = blocked_indexer_topk(q_i, k_i, w_i, r, k, block, softmax_scale=cfg.index_scale,
+    idx, _, poison = blocked_indexer_topk(q_i, k_i, w_i, r, k, block, softmax_scale=isc,
                                           return_poison=True, q_offset=rows.start, precision=prec)
     return None, idx, poison
 
@@ -160,8 +161,11 @@ class FusedBackend:
     fused = True
 
     def __init__(self, cfg: CSAConfig, ratio: int):
-        self.cfg, self.ratio = cfg, ratio
-        self.dense_loss = cfg.indexer_loss_coeff > 0 and not cfg.indexer_use_sparse_loss
+        self.cfg, self.ratio = cfg, ratio                  # a frozen config: everything below is bound once
+        self.scale, self.index_scale, self.window, self.topk = cfg.scale, cfg.index_scale, cfg.window_size, cfg.index_topk
+        self.fp8 = cfg.indexer_precision == "fp8"          # the selection scores' precision
+        self.coeff, self.sparse_loss, self.per_token = cfg.indexer_loss_coeff, cfg.indexer_use_sparse_loss, cfg.per_token_loss
+        self.dense_loss = self.coeff > 0 and not self.sparse_loss
         self._by_major: dict = {}                          # compute-capability major → _Kernels
 
     def kernels(self, device) -> _Kernels:
@@ -184,63 +188,33 @@ class FusedBackend:
 # %% ../nbs/05_backends.ipynb #1915b805
 @patch
 def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
-    """`(out [n, b, H·D], indexer loss or None)` of the query rows `rows` over `keys`: path A, B or C (see above);
-    `sink [H]` fp32; `train`: training with gradients (path B); `loss`: compute the indexer loss."""
-    if rows.pack is not None: return self._attend_packed(query, keys, rows.pack, sink, train=train, loss=loss)
-    cfg, r, (n, b), dev = self.cfg, self.ratio, query.shape[:2], query.device
+    """`(out [n, b, H·D], indexer loss or None)` of the query rows `rows` (a sequence, a shard or a pack) over `keys`: path
+    A, B or C (see above); `sink [H]` fp32; `train`: training with gradients (path B); `loss`: compute the indexer loss."""
+    r, b, dev = self.ratio, query.shape[1], query.device
     lim, heads = self.kernels(dev)
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
     _check_int32_range(kv_full.shape[0], b)                      # every slot·b + batch fits int32
-    attn = lambda idx, tlen=None, poison=None: _sparse_attn(query, kv_full, sink, idx, cfg.scale, tlen, poison, heads=heads,
-                                                            multiple=lim.topk_multiple)
+    attn = lambda idx, tlen=None, poison=None: rows.keep(_sparse_attn(query, kv_full, sink, idx, self.scale, tlen, poison,
+                                                                      heads=heads, multiple=lim.topk_multiple))
     if keys.indexer is None or not keys.n_comp:                                                   # path A
-        return attn(cached_index(_no_indexer_rows, n, b, r if keys.n_comp else 0, cfg.window_size, rows.start,
-                                 keys.halo, kv_full.shape[0], device=dev)), None
+        return attn(rows.all_rows(r if keys.n_comp else 0, self.window, keys.halo, b, kv_full.shape[0], dev)), None
     q_i, k_i, w_i = keys.indexer
-    window = cached_index(window_slots, n, b, cfg.window_size, rows.start, keys.halo, device=dev)
+    window = rows.window(self.window, keys.halo, b, dev)
     dense = loss and self.dense_loss
-    if dense and (rows.start or keys.halo or rows.n != rows.seq_len):
+    if dense and not rows.whole(keys.halo):
         raise NotImplementedError("the fused path computes the dense indexer loss of a whole sequence only (not of a "
-                                  "context-parallel shard): set indexer_use_sparse_loss=True, or use dsa_kernel_backend='none'")
-    block, k = self.block_rows(k_i.shape[0], b, dense), min(cfg.index_topk, keys.n_comp)   # k_eff: memory ∝ it
+                                  "context-parallel shard; the dense indexer loss of packed sequences has no fused path "
+                                  "either): set indexer_use_sparse_loss=True, or use dsa_kernel_backend='none'")
+    E = rows.entries(keys.n_comp, r)                                         # the entries a row chooses among
+    block, k = self.block_rows(E, b, dense), min(self.topk, E)               # k_eff: memory ∝ it
     if train:                                                                                     # path B
-        settings = _PathB(k, r, cfg.scale, cfg.index_scale, cfg.indexer_loss_coeff if loss else 0.0,
-                          cfg.indexer_use_sparse_loss, cfg.per_token_loss, block, rows.start, keys.slot0, rows.seq_len,
-                          heads, lim, fp8=cfg.indexer_precision == "fp8")
+        settings = _PathB(k, r, self.scale, self.index_scale, self.coeff if loss else 0.0, self.sparse_loss,
+                          self.per_token, block, rows, keys.slot0, heads, lim, self.fp8)
         out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
-        return out, (l if loss else None)
-    sel, poison = _select(q_i, k_i, w_i, k, r, cfg.index_scale, block, rows.start, cfg.indexer_precision == "fp8")   # path C
+        return rows.keep(out), (l if loss else None)
+    sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)           # path C
     idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
     return attn(idx, tlen, poison), None
-
-# %% ../nbs/05_backends.ipynb #72cb949b
-@patch
-def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train: bool, loss: bool):
-    "`(out [T, 1, H·D], loss or None)` of a pack (see above): path A, B or C over `keys` (`b = 1`)."
-    cfg, r, T, dev = self.cfg, self.ratio, query.shape[0], query.device
-    lim, heads = self.kernels(dev)
-    query, kv_full = query.contiguous(), keys.kv_full.contiguous()
-    _check_int32_range(kv_full.shape[0], 1)
-    window, real = _pack_window(pack, cfg.window_size), pack.real.view(T, 1, 1)
-    attn = lambda idx, tlen=None, poison=None: _sparse_attn(query, kv_full, sink, idx, cfg.scale, tlen, poison, heads=heads,
-                                                            multiple=lim.topk_multiple)
-    if keys.indexer is None or not keys.n_comp:                                                   # path A
-        groups = [window] + ([_pack_entries(pack, T)] if keys.n_comp else [])
-        return attn(_flat_global(torch.cat(groups, -1), kv_full.shape[0])) * real.to(query.dtype), None
-    if loss and self.dense_loss:
-        raise NotImplementedError("the dense indexer loss of packed sequences has no fused path: set "
-                                  "indexer_use_sparse_loss=True, or use dsa_kernel_backend='none'")
-    q_i, k_i, w_i = keys.indexer
-    E = pack.max_seqlen // r
-    block, k = self.block_rows(E, 1, False), min(cfg.index_topk, E)
-    if train:                                                                                     # path B
-        settings = _PathB(k, r, cfg.scale, cfg.index_scale, cfg.indexer_loss_coeff if loss else 0.0, True,
-                          cfg.per_token_loss, block, 0, T, T, heads, lim, pack, cfg.indexer_precision == "fp8")
-        out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
-        return out * real.to(out.dtype), (l if loss else None)
-    sel, poison = _select_packed(q_i, k_i, w_i, k, r, cfg.index_scale, block, pack, cfg.indexer_precision == "fp8")   # path C
-    idx, tlen = _attn_rows(window, sel, T, kv_full.shape[0])
-    return attn(idx, tlen, poison) * real.to(query.dtype), None
 
 # %% ../nbs/05_backends.ipynb #522baf00
 @patch
@@ -289,7 +263,27 @@ def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
     return _sparse_attn(query.contiguous(), kv, sink, _flat_global(idx, kv.shape[0]), self.cfg.scale, None, poison,
                         heads=heads, multiple=lim.topk_multiple)
 
+# %% ../nbs/05_backends.ipynb #86239e92
+@runtime_checkable
+class Backend(Protocol):
+    "What a layer's backend provides (see above); `NativeBackend` and `FusedBackend` are the two."
+    cfg: CSAConfig                  # the frozen configuration it was built for
+    ratio: int                      # the layer's compression ratio
+    fused: bool                     # whether it runs the fused kernels
+
+    def check_inputs(self, query: torch.Tensor) -> None: ...
+    def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool) -> tuple: ...
+    def decode_select(self, q_i, w_i, cache) -> torch.Tensor: ...
+    def decode_attend(self, query, kv, sink, idx, poison=None) -> torch.Tensor: ...
+
 # %% ../nbs/05_backends.ipynb #eeafc2f5
-def make_backend(cfg: CSAConfig, ratio: int):
-    "The backend a ratio-`ratio` layer under `cfg` runs on: `FusedBackend` when `cfg` selects the fused kernels, else `NativeBackend`."
+def make_backend(cfg: CSAConfig, ratio: int) -> Backend:
+    """The backend a ratio-`ratio` layer under `cfg` runs on: `FusedBackend` when `cfg` selects the fused kernels, else
+    `NativeBackend`. `cfg`: a `CSAConfig`, validated for this `ratio` (0, 4 or 128) and this machine (`validate_config`)."""
+    if not isinstance(cfg, CSAConfig):
+        raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
+    if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio not in COMPRESS_RATIOS:
+        raise (ValueError if isinstance(ratio, int) and not isinstance(ratio, bool) else TypeError)(
+            f"`ratio` must be one of {COMPRESS_RATIOS} (an int), got {ratio!r}")
+    validate_config(cfg, ratio=ratio)
     return FusedBackend(cfg, ratio) if use_fused_kernels(cfg) else NativeBackend(cfg, ratio)

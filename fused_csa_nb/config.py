@@ -25,9 +25,10 @@ ATTENTION_VARIANTS = ("dsv4_hybrid", "dsa")
 DSA_KERNEL_BACKENDS = ("none", "tilelang", "cudnn")
 COMPRESS_RATIOS = (0, 4, 128)
 
-@dataclass
+@dataclass(frozen=True)
 class CSAConfig:
-    """Configuration of DeepSeek-V4 compressed sparse attention layers; every field is checked when it is built.
+    """Configuration of DeepSeek-V4 compressed sparse attention layers, frozen; every field, and the rules between fields,
+    are checked when it is built (`dataclasses.replace(cfg, field=value)` builds a checked variant).
 
     Attention shape: `num_heads` query heads H (64 in V4-Flash, 128 in V4-Pro); `head_dim` D, the width of the one
     latent per token that is query, key and value (512); `v_head_dim`, the value width, equal to `head_dim`;
@@ -82,8 +83,9 @@ class CSAConfig:
     rms_norm_eps: float = 1e-6
 
     def __post_init__(self):
-        "Check and normalise every field by its row of `CONFIG_FIELD_CHECKS` (below)."
-        for name, value in _checked_fields(self).items(): setattr(self, name, value)
+        "Check and normalise every field by its row of `CONFIG_FIELD_CHECKS`, then the rules between fields (below)."
+        for name, value in _checked_fields(self).items(): object.__setattr__(self, name, value)   # frozen: set once
+        _check_between_fields(self, self.compress_ratios)
 
 # %% ../nbs/05_config.ipynb #aed7878e
 @patch(as_prop=True)
@@ -171,6 +173,29 @@ def _checked_fields(cfg) -> dict:
         out[f.name] = CONFIG_FIELD_CHECKS[f.name](f.name, getattr(cfg, f.name))
     return out
 
+# %% ../nbs/05_config.ipynb #c9876639
+def _check_between_fields(cfg, ratios):
+    "The rules between fields, for every backend (the layers of `ratios`): run when a config is built, and per layer."
+    if cfg.v_head_dim != cfg.head_dim:
+        raise ValueError(f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
+                         "one latent per token is both key and value")
+    if cfg.beta_fast <= cfg.beta_slow:
+        raise ValueError(f"`beta_fast`={cfg.beta_fast} must be > `beta_slow`={cfg.beta_slow} (YaRN correction range)")
+    if cfg.rotary_dim > cfg.head_dim:
+        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `head_dim`={cfg.head_dim} (rotary acts on the last "
+                         "rotary_dim dims of each head)")
+    if _has_indexer_layer(cfg, ratios) and cfg.rotary_dim > cfg.index_head_dim:
+        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `index_head_dim`={cfg.index_head_dim} "
+                         "(the indexer's heads are roped too)")
+    d = cfg.index_head_dim
+    if _has_indexer_layer(cfg, ratios) and cfg.indexer_precision == "fp8" and d & (d - 1):
+        raise ValueError(f"indexer_precision='fp8' needs `index_head_dim` a power of two (its Hadamard rotation), got {d}")
+
+def _has_indexer_layer(cfg, ratios):
+    "Whether a layer of `ratios` has the lightning indexer (ratio 4, not dense mode)."
+    return 4 in ratios and not cfg.dense_mode
+
+
 # %% ../nbs/05_config.ipynb #d90f2730
 def _preset(defaults: dict, overrides: dict) -> CSAConfig:
     unknown = set(overrides) - {f.name for f in dataclasses.fields(CSAConfig)}
@@ -207,30 +232,6 @@ def resolve_dsa_kernel_backend(attention_variant: str, backend: str | None) -> s
     return backend
 
 # %% ../nbs/05_config.ipynb #ea010f45
-def _check_common(cfg, ratios):
-    "Checks that hold for every backend (the layers of `ratios`)."
-    if not isinstance(cfg, CSAConfig):
-        raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
-    _checked_fields(cfg)                    # the field table again: a field may have been assigned since
-    if cfg.v_head_dim != cfg.head_dim:
-        raise ValueError(f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
-                         "one latent per token is both key and value")
-    if cfg.beta_fast <= cfg.beta_slow:
-        raise ValueError(f"`beta_fast`={cfg.beta_fast} must be > `beta_slow`={cfg.beta_slow} (YaRN correction range)")
-    if cfg.rotary_dim > cfg.head_dim:
-        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `head_dim`={cfg.head_dim} (rotary acts on the last "
-                         "rotary_dim dims of each head)")
-    if _has_indexer_layer(cfg, ratios) and cfg.rotary_dim > cfg.index_head_dim:
-        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `index_head_dim`={cfg.index_head_dim} "
-                         "(the indexer's heads are roped too)")
-    d = cfg.index_head_dim
-    if _has_indexer_layer(cfg, ratios) and cfg.indexer_precision == "fp8" and d & (d - 1):
-        raise ValueError(f"indexer_precision='fp8' needs `index_head_dim` a power of two (its Hadamard rotation), got {d}")
-
-def _has_indexer_layer(cfg, ratios):
-    "Whether a layer of `ratios` has the lightning indexer (ratio 4, not dense mode)."
-    return 4 in ratios and not cfg.dense_mode
-
 def _capability(device_capability) -> tuple:
     "`device_capability` checked: a `(major, minor)` pair of ints, or `()`; `None` detects (the stand-ins' value inside them)."
     if device_capability is None: return detected_capability()
@@ -257,7 +258,7 @@ def validate_config(cfg: CSAConfig, *, ratio=None, device_capability=None, kerne
     if not isinstance(cfg, CSAConfig):
         raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
     ratios = cfg.compress_ratios if ratio is None else (check_choice("ratio", ratio, COMPRESS_RATIOS),)
-    _check_common(cfg, ratios)
+    _check_between_fields(cfg, ratios)          # built for cfg.compress_ratios: again for `ratio`
     backend = cfg.kernel_backend
     if cfg.attention_variant != "dsv4_hybrid":
         return cfg  # ordinary DSA: its backends are not this package's concern

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from .checks import _describe, check_bool, check_choice, check_device, check_float, check_int, check_tensor
-from .layout import _window_slots, compressed_topk_idxs
+from .layout import QueryRows, _window_slots, compressed_topk_idxs
 
 # %% auto #0
 __all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'cp_window_idxs', 'cp_compressed_idxs', 'gather_seq',
@@ -116,11 +116,15 @@ class _HaloFromPrev(torch.autograd.Function):
         return _shift(g, ctx.group, to_next=False), None
 
 # %% ../nbs/05_context_parallel.ipynb #29a5f72e
-def _check_group(group):
-    "`group` if it is `None` (the default group) or a `torch.distributed.ProcessGroup`; else a `TypeError`."
+def _check_group(group, ready: bool = True):
+    """`group` if it is `None` (the default group) or a `torch.distributed.ProcessGroup`, else a `TypeError`; `ready`:
+    and usable now (`None` needs an initialised default group, else a `ValueError`)."""
     if group is not None and not isinstance(group, getattr(dist, "ProcessGroup", ())):
         raise TypeError(f"`group` must be None (the default group) or a torch.distributed.ProcessGroup, "
                         f"got {_describe(group)} ({type(group).__name__})")
+    if ready and group is None and not (dist.is_available() and dist.is_initialized()):
+        raise ValueError("`group` is None (the default process group), but torch.distributed is not initialised: call "
+                         "torch.distributed.init_process_group(...) first, or pass a ProcessGroup")
     return group
 
 def gather_seq(x: torch.Tensor, group=None) -> torch.Tensor:
@@ -153,12 +157,13 @@ def check_cp_group(group, sq_local: int, batch_size: int, fingerprint: tuple, ca
 
     `fingerprint`: `((name, value), ...)` of everything that must match (config, ratio, dtype, mode; hashable values);
     `cache`: a set owned by the caller (the layer) holding the keys already checked."""
-    _check_group(group); check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1)
+    _check_group(group, ready=False); check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1)
     if not isinstance(cache, set): raise TypeError(f"`cache` must be a set (the caller's checked keys), got {type(cache).__name__}")
     key = (sq_local, batch_size, tuple(_check_fingerprint(fingerprint, pairs=False)))
     try: seen = key in cache
     except TypeError: raise TypeError(f"`fingerprint` values must be hashable, got {_describe(fingerprint)}") from None
     if not seen: _check_fingerprint(fingerprint)                          # a key in the cache is well formed: check it once
+    _check_group(group)                                                   # and now the group itself: usable
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     if not seen:
         got = [None] * world
@@ -257,3 +262,56 @@ def cp_merge(parts, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
         raise ValueError(f"zigzag `parts` must have an even length along dim {dim}, got {parts[0].shape[dim]}")
     halves = [t.chunk(2, dim) for t in parts]
     return torch.cat([halves[k][0] for k in range(P)] + [halves[P - 1 - k][1] for k in range(P)], dim)
+
+# %% ../nbs/05_context_parallel.ipynb #791f63b6
+def _shard_rows(group, layout: str, sq: int, b: int, window: int, fingerprint: tuple, checked: set) -> list:
+    "This rank's query rows `[(local slice, QueryRows)]` under `group` in `layout` (see above), after `check_cp_group`."
+    shard = check_cp_group(group, sq, b, fingerprint, checked)
+    if layout == "contiguous":
+        if window - 1 > sq:
+            raise ValueError(f"context parallelism needs window_size - 1 <= sq_local (the halo comes from one rank): "
+                             f"window_size={window}, sq_local={sq}")
+        return [(slice(None), QueryRows(shard.start, sq, shard.seq_len))]
+    C = sq // 2
+    if C % CP_BLOCK:
+        raise ValueError(f"the zigzag layout needs chunks of S/(2P) = sq_local/2 tokens, a multiple of {CP_BLOCK}: "
+                         f"got sq_local={sq} (chunks of {C}); use sq_local a multiple of {2 * CP_BLOCK}")
+    if window - 1 > C:
+        raise ValueError(f"the zigzag layout needs window_size - 1 <= sq_local/2 (the chunk length): window_size={window}, "
+                         f"chunk={C}")
+    return [(slice(i * C, (i + 1) * C), QueryRows(k * C, C, shard.seq_len))
+            for i, k in enumerate((shard.rank, 2 * shard.world - 1 - shard.rank))]
+
+def _layer_fingerprint(layer, query) -> tuple:
+    "What must agree across the CP group for `layer`: every config field, the ratio, the layout, the backend, dtype, mode."
+    cfg = tuple((f, getattr(layer.cfg, f)) for f in layer.cfg.__dataclass_fields__)
+    return cfg + (("ratio", layer.ratio), ("cp_layout", layer.cp_layout), ("fused", layer.fused),
+                  ("dtype", str(query.dtype)), ("training", layer.training), ("grad_enabled", torch.is_grad_enabled()))
+
+# %% ../nbs/05_context_parallel.ipynb #ecad858a
+def _with_halo(t, halo, first: bool):
+    "`[halo | t]`, or `[t | halo]` on the first rank (whose halo is unused but kept in the graph)."
+    return torch.cat([t, halo]) if first else torch.cat([halo, t])
+
+def _zigzag_gather(parts, group):
+    "All-gather every rank's two chunks `parts` (chunks `r`, `2P−1−r`; equal shapes) → the `2P` chunks in sequence order."
+    P = dist.get_world_size(group)
+    got = gather_seq(torch.cat(parts), group).chunk(2 * P)         # rank order: chunks 0, 2P−1, 1, 2P−2, …
+    return [got[2 * k] for k in range(P)] + [got[2 * (P - 1 - k) + 1] for k in range(P)]
+
+def _halos(t, h: int, segments, group) -> list:
+    "The `h` rows of `t` before each segment, from the rank holding them (zeros before token 0); `None`s on one device."
+    if group is None: return [None] * len(segments)
+    if len(segments) == 1: return [halo_from_prev(t[t.shape[0] - h:], group)]
+    C = t.shape[0] // 2                                            # zigzag: each chunk gets the tail of the chunk before it
+    tails = _zigzag_gather([t[C - h:C], t[2 * C - h:]], group)
+    return [tails[rows.start // C - 1] if rows.start else torch.zeros_like(tails[0]) for _, rows in segments]
+
+def _gather_entries(comps, k_is, group):
+    "`(compressed entries, indexer keys)` of the whole sequence from the segments' own: identity on one device, one all-gather under CP."
+    if group is None or comps[0] is None: return comps[0], k_is[0]
+    parts = comps if k_is[0] is None else [torch.cat([c, k.to(c.dtype)], -1) for c, k in zip(comps, k_is)]
+    both = gather_seq(parts[0], group) if len(parts) == 1 else torch.cat(_zigzag_gather(parts, group))
+    if k_is[0] is None: return both, None
+    comp, k_all = both.split([comps[0].shape[-1], k_is[0].shape[-1]], -1)
+    return comp, k_all.to(k_is[0].dtype)

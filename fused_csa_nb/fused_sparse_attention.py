@@ -11,8 +11,8 @@ from typing import NamedTuple
 import torch
 
 from .checks import first_order_only, check_bool, check_choice, check_float, check_int, check_scale, check_tensor
-from .layout import (_check_int32_range, _entry_slots, _flat_global, _pack_entries, _pack_window, _row_blocks,
-                                 cached_index, compressed_topk_idxs, _pad_idx, visible_counts, window_slots)
+from .layout import (QueryRows, _check_int32_range, _entry_slots, _flat_global, _no_indexer_rows, _row_blocks,
+                                 cached_index, _pad_idx, visible_counts)
 from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
                                   _dense_indexer_score, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
                                   _radix_topk, _sparse_indexer_predict,
@@ -41,13 +41,6 @@ def _check_sbhd(query, kv_full, attn_sink):
     return sq, b, h, d
 
 # %% ../nbs/04_fused.ipynb #b1a35aeb
-def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: int, num_slots: int, device=None):
-    "Path A rows `[n·b, W (+ (start+n)//ratio)]` int32 of `n` query rows at global `start …` (see above)."
-    groups = [window_slots(n, b, window, start, halo, device=device)]
-    if ratio and (start + n) // ratio:
-        groups.append(compressed_topk_idxs(n, b, ratio, offset=halo + n, device=device, start=start))
-    return _flat_global(torch.cat(groups, -1), num_slots)
-
 def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128, device=None) -> torch.Tensor:
     """Path A indices of a whole sequence of `sq` tokens, batch `batch_size` (`ratio` 0: no compressed entries; `window` W):
     `[sq·b, W (+ sq//ratio)]` int32 flat global slots — the window, then all causal compressed entries, `-1` padded."""
@@ -114,56 +107,49 @@ def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     q8, qs = fp8_rows(q_i)
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
 
-def _select_block(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, off=0, k_fp8=None):
-    """Query rows `[t0, t1)` (global positions `off + t`) → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,n_comp] fp32, selected ids
-    [b,c,index_topk] int32, -1 padded)`; `k_fp8`: `fp8_rows(k_i)` (once per call) for FP8 selection scores (else bf16)."""
+def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None):
+    """Query rows `[t0, t1)` of the row set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32, selected entry ids
+    [b,c,index_topk] int32 (-1 padded), their columns in `scores` [b,c,index_topk], poison [b,c] fp32)`. The kernel by row
+    kind: a sequence or a shard (global positions `rows.start + t`) — the SBHD indexer; a pack — the THD one (below).
+    `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `fp8_rows(k_i)` for FP8 selection scores."""
+    if rows.thd: return _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
     b, n_comp = k_i.shape[:2]
+    off = rows.start
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
     scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
     lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
-    sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk)
-    return q_i, w_i, scores, sel.view(b, t1 - t0, index_topk)
+    sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk).view(b, t1 - t0, index_topk)
+    poison = _indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0)
+    return q_i, w_i, scores, sel, sel, poison
 
-def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, q_offset=0, fp8=False):
-    "Path C's selection on checked SBHD indexer tensors → `(selected [b, sq, index_topk] int32, poison [b, sq] fp32)`; `fp8`: FP8 scores."
-    sq, b = q_indexer.shape[:2]
+def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, rows, fp8=False):
+    "Path C's selection of the row set `rows` → `(selected entry ids [b, n, index_topk] int32, poison [b, n] fp32)`; `fp8`: FP8 scores."
+    n, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()                                  # [b, n_comp, Di]: small
     k_fp8 = fp8_rows(k_i) if fp8 else None
-    sel = torch.empty(b, sq, index_topk, dtype=torch.int32, device=q_indexer.device)
-    poison = torch.empty(b, sq, dtype=torch.float32, device=q_indexer.device)
-    for t0, t1 in _row_blocks(sq, block_rows):
-        sel[:, t0:t1] = _select_block(q_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, q_offset, k_fp8)[3]
-        poison[:, t0:t1] = _indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, q_offset + t0)
+    sel = torch.empty(b, n, index_topk, dtype=torch.int32, device=q_indexer.device)
+    poison = torch.empty(b, n, dtype=torch.float32, device=q_indexer.device)
+    for t0, t1 in _row_blocks(n, block_rows):
+        blk = _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
+        sel[:, t0:t1], poison[:, t0:t1] = blk[3], blk[5]
     return sel, poison
 
 # %% ../nbs/04_fused.ipynb #b74cc32c
-def _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None):
-    """Rows `[t0, t1)` of a pack (THD indexer: each document against its own entries) → `(q_i [1,c,Hi,Di], w_i [1,c,Hi],
-    scores [1,c,E] in document-local columns, selected entry ids [1,c,k] of the pack (-1 padded), their columns [1,c,k])`."""
-    q, w = q_indexer[t0:t1, 0], weights[t0:t1, 0]
+def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None):
+    """`_select_block` of a pack (`b = 1`; THD indexer: each document against its own entries; `scores` in document-local
+    columns, the selected ids those of the pack's entries)."""
+    q, w, k_flat = q_indexer[t0:t1, 0], weights[t0:t1, 0], k_i[0]
     cu = pack.cu
     thd = ((cu.clamp(t0, t1) - t0).int(), pack.cc.int(), min(pack.max_seqlen, t1 - t0), pack.max_seqlen // ratio,
            (t0 - cu[:-1]).clamp(min=0).int())
     if k_fp8 is None: scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, *thd)
     else:
         q8, qs = fp8_rows(q)
-        scores = _indexer_fwd_thd(q8, k_fp8[0], w, ratio, isc, *thd, qs, k_fp8[1])
+        scores = _indexer_fwd_thd(q8, k_fp8[0][0], w, ratio, isc, *thd, qs, k_fp8[1][0])
     cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
-    return q[None], w[None], scores[None], sel[None], cols[None]
-
-def _select_packed(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, pack, fp8=False):
-    "Path C's selection on a pack: `(selected entry ids [1, T, index_topk] int32, poison [1, T] fp32)`; `fp8`: FP8 scores."
-    T = q_indexer.shape[0]
-    k_flat = k_indexer[:, 0].contiguous()
-    k_fp8 = fp8_rows(k_flat) if fp8 else None
-    sel = torch.empty(1, T, index_topk, dtype=torch.int32, device=q_indexer.device)
-    poison = torch.empty(1, T, dtype=torch.float32, device=q_indexer.device)
-    for t0, t1 in _row_blocks(T, block_rows):
-        sel[:, t0:t1] = _select_block_packed(q_indexer, k_flat, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8)[3]
-        poison[:, t0:t1] = _packed_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], pack.row_base[t0:t1],
-                                                pack.row_visible[t0:t1])
-    return sel, poison
+    poison = _packed_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], pack.row_base[t0:t1], pack.row_visible[t0:t1])
+    return q[None], w[None], scores[None], sel[None], cols[None], poison
 
 # %% ../nbs/04_fused.ipynb #a05e1ddb
 def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
@@ -219,7 +205,8 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
     sq, b, n_comp, isc, lim = _check_indexer_call(q_indexer, k_indexer, weights, index_topk, ratio, indexer_softmax_scale)
     check_bool("return_poison", return_poison)
     fp8 = _check_precision(indexer_precision, q_indexer.shape[2], lim, sm_major(q_indexer.device))
-    sel, poison = _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, _check_block_rows(block_rows, sq), fp8=fp8)
+    sel, poison = _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, _check_block_rows(block_rows, sq),
+                          QueryRows(0, sq, sq), fp8=fp8)
     return (sel, poison) if return_poison else sel
 
 # %% ../nbs/04_fused.ipynb #0dfcc7b5
@@ -296,18 +283,16 @@ class _PathB(NamedTuple):
     sparse_loss: bool         # sparse (selected entries) or dense (all causal entries) KL
     per_token: bool           # loss summed over rows instead of averaged
     block_rows: int           # query rows per indexer block
-    q_offset: int             # global position of query row 0 (0: a whole sequence)
+    rows: QueryRows           # the row set: a sequence, a shard at `start` (the mean divides by b·seq_len), a pack (by count)
     slot0: int                # kv_full slot of compressed entry 0 (sq: a whole sequence)
-    seq_len: int              # tokens of the sequence the rows belong to: the mean divides by b·seq_len
     heads: int                # query heads FlashMLA runs (padded)
     lim: KernelLimits         # the kernel limits of the device
-    pack: object = None       # the `layout.PackRows` of a packed call (b = 1, THD indexer; the mean divides by its real rows)
     fp8: bool = False         # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
 
 def _block_coeff(cfg, c, b):
     """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`
     (mean) or `coeff` (sum; and for a pack's mean, whose `1 / real rows` is the device-side `grad_loss`)."""
-    return cfg.coeff * b * c if cfg.per_token or cfg.pack is not None else cfg.coeff * c / cfg.seq_len
+    return cfg.coeff * b * c if cfg.per_token or cfg.rows.count is not None else cfg.coeff * c / cfg.rows.seq_len
 
 def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, one, dk_out):
     "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
@@ -362,17 +347,8 @@ class _Block(NamedTuple):
 def _block_forward(cfg, ins, t0, t1) -> _Block:
     "Indexer top-k, compact attention rows and the FlashMLA forward (non-finite rule inside) of query rows `[t0, t1)`."
     b = ins.query.shape[1]
-    if cfg.pack is None:
-        q_i, w_i, scores, sel = _select_block(ins.q_indexer, ins.k_i, ins.weights, t0, t1, cfg.index_topk, cfg.ratio,
-                                              cfg.isc, cfg.q_offset, ins.k_fp8)
-        cols = sel
-        poison = _indexer_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.ratio, cfg.q_offset + t0)
-    else:
-        q_i, w_i, scores, sel, cols = _select_block_packed(ins.q_indexer, ins.k_i[0], ins.weights, t0, t1, cfg.index_topk,
-                                                           cfg.ratio, cfg.isc, cfg.pack, None if ins.k_fp8 is None else
-                                                           tuple(t[0] for t in ins.k_fp8))
-        poison = _packed_input_poison(ins.q_indexer[t0:t1], ins.k_indexer, ins.weights[t0:t1], cfg.pack.row_base[t0:t1],
-                                      cfg.pack.row_visible[t0:t1])
+    q_i, w_i, scores, sel, cols, poison = _select_block(ins.q_indexer, ins.k_indexer, ins.k_i, ins.weights, t0, t1,
+                                                        cfg.index_topk, cfg.ratio, cfg.isc, cfg.rows, ins.k_fp8)
     packed, tlen = _attn_rows(ins.window_idxs[:, t0:t1], sel, cfg.slot0, ins.kv_full.shape[0], compressed_first=True)
     idx = _pad_idx(packed, max(cfg.lim.topk_multiple, round_up(packed.shape[1], cfg.lim.topk_multiple)))
     out, lse = _sparse_fwd(ins.q[t0 * b:t1 * b], ins.kv, idx, cfg.scale, ins.attn_sink, tlen, poison.t().reshape(-1),
@@ -388,7 +364,7 @@ class _LossSum:
         self.total = torch.zeros((), device=dev, dtype=torch.float32)
         self.bad = torch.zeros((), device=dev, dtype=torch.float32)                    # NaN if any row is
         self.one = torch.ones(1, device=dev, dtype=torch.float32)
-        if cfg.pack is not None and not cfg.per_token: self.one = (1.0 / cfg.pack.count).view(1)   # the pack's mean
+        if cfg.rows.count is not None and not cfg.per_token: self.one = (1.0 / cfg.rows.count).view(1)   # a pack's mean
         self.rows = [_RowBuffer(sq, one_block) for _ in range(2)]                      # d_q_i, d_w_i: SBHD rows
         self.dk = self.dk_out = None                                                   # fp32 d_k summed over blocks
         if not one_block: self.dk, self.dk_out = torch.zeros(ins.k_i.shape, device=dev), torch.empty(ins.k_i.shape, device=dev)
@@ -416,8 +392,8 @@ class _LossSum:
         "`(loss, (d_q_i, d_w_i, d_k_i) SBHD)`; as the native teacher: a NaN row, attention LSE or sink is a NaN loss."
         b = ins.query.shape[1]
         if cfg.per_token: loss = cfg.coeff * self.total
-        elif cfg.pack is not None: loss = cfg.coeff * self.total * self.one[0]        # Σ KL / the pack's real rows
-        else: loss = cfg.coeff * self.total / (b * cfg.seq_len)
+        elif cfg.rows.count is not None: loss = cfg.coeff * self.total * self.one[0]  # Σ KL / the pack's real rows
+        else: loss = cfg.coeff * self.total / (b * cfg.rows.seq_len)
         loss = (loss + self.bad).masked_fill(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"))
         return loss, (self.rows[0].t, self.rows[1].t, self.dk.to(ins.k_indexer.dtype).transpose(0, 1))
 
@@ -506,7 +482,7 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
                          "indexer loss (sparse_loss=True) or dsa_kernel_backend='none'")
     cfg = _PathB(index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5),
                  check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5), loss_coeff, sparse_loss,
-                 calculate_per_token_loss, _check_block_rows(block_rows, sq), 0, sq, sq, padded_num_heads(h, major), lim,
-                 fp8=fp8)
+                 calculate_per_token_loss, _check_block_rows(block_rows, sq), QueryRows(0, sq, sq), sq,
+                 padded_num_heads(h, major), lim, fp8=fp8)
     out, loss, lse = _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, cfg)
     return (out, loss, lse.view(sq, b, h).transpose(0, 1)) if return_lse else (out, loss)

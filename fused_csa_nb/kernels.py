@@ -82,18 +82,23 @@ def kernels_available() -> bool:
     return s["flash_mla"] == "ok" and s["cudnn.DSA"] == "ok"
 
 # %% ../nbs/03_kernels.ipynb #a05a7b19
-class _StandIn:
-    "Whether the CPU stand-in kernels of `fused_csa_nb.testing` are active, and the compute capability they declare."
-    sm_major: int | None = None          # None: inactive (set only by `testing.stand_in_kernels`)
+class _CudaPlatform:
+    "Where the fused kernels run by default: CUDA tensors, the current CUDA device's capability, the kernel packages."
+    probes = True                           # `_need` imports the kernel packages before a call
+    def runs_on(self, device) -> bool: return device.type == "cuda"
+    def major_of(self, device) -> int:
+        raise ValueError(f"no compute capability for device {device}: the fused kernels need a CUDA device")
+    def capability(self) -> tuple: return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()
+    def kernels(self) -> bool: return kernels_available()
 
-_STAND_IN = _StandIn()
+_PLATFORMS: list = [_CudaPlatform()]        # the active platform is the last (`testing.stand_in_kernels` pushes its own)
 
 def _check_devices(**tensors):
-    "All tensors (None skipped) on one device: CUDA, or CPU while the stand-ins are active."
+    "All tensors (None skipped) on one device, one the active platform runs the kernels on (CUDA by default)."
     named = [(k, v) for k, v in tensors.items() if v is not None]
     dev = named[0][1].device
     for k, v in named:
-        if v.device.type != "cuda" and not (v.device.type == "cpu" and _STAND_IN.sm_major is not None):
+        if not _PLATFORMS[-1].runs_on(v.device):
             raise ValueError(f"`{k}` must be a CUDA tensor, got device {v.device}")
         if v.device != dev:
             raise ValueError(f"`{k}` is on {v.device} but `{named[0][0]}` is on {dev}: all tensors must share one device")
@@ -109,21 +114,19 @@ def _cuda_major(index) -> int:
     return _CUDA_MAJOR[index]
 
 def sm_major(device) -> int:
-    "Compute-capability major of `device` (for CPU tensors: the value declared by `testing.stand_in_kernels`)."
+    "Compute-capability major of `device` (another device's: the active platform's, e.g. the value `testing.stand_in_kernels` declares)."
     device = torch.device(device)
     if device.type == "cuda": return _cuda_major(device.index)
-    if _STAND_IN.sm_major is not None: return _STAND_IN.sm_major
-    raise ValueError(f"no compute capability for device {device}: the fused kernels need a CUDA device")
+    return _PLATFORMS[-1].major_of(device)
 
 # %% ../nbs/03_kernels.ipynb #0253d6c8
 def detected_capability() -> tuple:
     "`(major, minor)` of the current CUDA device, `()` without one; inside `testing.stand_in_kernels()` the stand-ins' `(sm_major, 0)`."
-    if _STAND_IN.sm_major is not None: return (_STAND_IN.sm_major, 0)
-    return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()
+    return _PLATFORMS[-1].capability()
 
 def detected_kernels() -> bool:
     "Whether the fused kernels can be called: both packages import (`kernels_available()`), or the CPU stand-ins are active."
-    return _STAND_IN.sm_major is not None or kernels_available()
+    return _PLATFORMS[-1].kernels()
 
 # %% ../nbs/03_kernels.ipynb #36ed20a1
 @dataclasses.dataclass(frozen=True)
@@ -488,7 +491,7 @@ def _check_scale(name, value):
 
 def _need(probe):
     "Probe a kernel package (its `FusedUnavailableError` names it) unless the stand-ins run or `torch.compile` traces."
-    if _STAND_IN.sm_major is None and not torch.compiler.is_compiling(): probe()
+    if _PLATFORMS[-1].probes and not torch.compiler.is_compiling(): probe()
 
 def _full_offsets(q_offset, b, device=None):
     return torch.full((b,), q_offset, dtype=torch.int32, device=device)

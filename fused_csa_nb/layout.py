@@ -38,8 +38,12 @@ def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, devi
 
 def _visible(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
     "`visible_counts` of checked arguments (the package's own calls)."
-    n = (torch.arange(t0, t1, device=device) + 1) // ratio
+    n = _visible_of(torch.arange(t0, t1, device=device), ratio)
     return n if n_comp is None else n.clamp(max=n_comp)
+
+def _visible_of(pos, ratio: int):
+    "The causal visibility rule, written once: a query at position `pos` (an int or a tensor) sees compressed entries `j < (pos + 1) // ratio`."
+    return (pos + 1) // ratio
 
 # %% ../nbs/00_layout.ipynb #854380d0
 def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, device=None, *, start: int = 0) -> torch.Tensor:
@@ -207,13 +211,42 @@ from typing import NamedTuple
 
 # %% ../nbs/00_layout.ipynb #9037700f
 class QueryRows(NamedTuple):
-    "Query rows of one attention call: `n` tokens at global positions `start … start + n − 1` of a sequence of `seq_len` tokens."
+    """The query rows of one attention call (see above): `n` tokens at global positions `start … start + n − 1` of a
+    sequence of `seq_len` tokens — a whole sequence, a CP shard, a block. A pack's rows are a `PackRows` (below), which
+    answers the same questions (`window`, `all_rows`, `entries`, `whole`, `keep`) in its documents' terms."""
     start: int        # global position of row 0 (0 on one device)
     n: int            # rows
     seq_len: int      # tokens of the whole sequence (the indexer loss's mean divides by b · seq_len)
     mask: torch.Tensor | None = None    # [b, n] bool: the rows that count in the loss (a pack's padded batch), or all
-    count: torch.Tensor | None = None   # 0-d: the loss mean's divisor when `mask` is given (the pack's real rows)
-    pack: object | None = None          # the `PackRows` of a packed (THD) call, or None
+    count: torch.Tensor | None = None   # 0-d: the loss mean's divisor instead of b · seq_len (a pack's real rows)
+    thd = False                         # the row kind: SBHD rows (a `PackRows` is THD)
+
+    def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
+        "Window slots `[b, n, window]` of the rows in a `kv_full` with `halo` raw keys before them (`-1`: none)."
+        return cached_index(window_slots, self.n, b, window, self.start, halo, device=device)
+
+    def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
+        "Flat rows `[n·b, window (+ E)]` int32: the window, then every visible compressed entry (`ratio` 0: none)."
+        return cached_index(_no_indexer_rows, self.n, b, ratio, window, self.start, halo, num_slots, device=device)
+
+    def entries(self, n_comp: int, ratio: int) -> int:
+        "The compressed entries one row can choose among: the sequence's `n_comp`."
+        return n_comp
+
+    def whole(self, halo: int) -> bool:
+        "Whether the rows are one whole sequence (not a shard: no halo, all `seq_len` rows from position 0)."
+        return not (self.start or halo or self.n != self.seq_len)
+
+    def keep(self, out: torch.Tensor) -> torch.Tensor:
+        "`out [n, b, ·]` with rows that belong to no sequence zeroed: every row belongs to one, `out` itself."
+        return out
+
+def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: int, num_slots: int, device=None):
+    "Rows `[n·b, W (+ (start+n)//ratio)]` int32 of `n` query rows at global `start …`: the window, then all causal entries."
+    groups = [window_slots(n, b, window, start, halo, device=device)]
+    if ratio and (start + n) // ratio:
+        groups.append(compressed_topk_idxs(n, b, ratio, offset=halo + n, device=device, start=start))
+    return _flat_global(torch.cat(groups, -1), num_slots)
 
 def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int = 0, device=None) -> torch.Tensor:
     """Window slots `[b, n, window]` int64 of the query rows at global positions `start …`, in a `kv_full` whose raw keys
@@ -231,7 +264,7 @@ def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int
 class PackRows(NamedTuple):
     "The documents of a packed (THD) call and the compressed entries of a ratio-`ratio` layer over them (see above)."
     cu: torch.Tensor          # int32 [N+1]: cu_seqlens
-    max_seqlen: int           # a bound of every document's length (Python int)
+    max_seqlen: int           # a bound of every document's length (Python int): the caller's, tightened (`_doc_bound`)
     doc: torch.Tensor         # int64 [T]: each row's document; N for padding rows
     pos: torch.Tensor         # int64 [T]: each row's position in its document (padding rows: t − cu[N])
     real: torch.Tensor        # bool [T]: rows of a document (not padding)
@@ -243,14 +276,33 @@ class PackRows(NamedTuple):
     entry_j: torch.Tensor     # int64 [capacity]: its index j in the document
     row_base: torch.Tensor    # int64 [T]: cc of each row's document (its entry 0)
     row_visible: torch.Tensor # int64 [T]: entries each row sees, min((p+1) // ratio, m_d) (0 for padding rows)
+    thd = True                # the row kind: a pack's THD rows
+
+    # a row set, like `QueryRows` (above): its questions answered in the documents' terms (b = 1)
+    start, mask = 0, None
+    n = seq_len = property(lambda self: self.doc.shape[0])        # T rows
+    def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor: return _pack_window(self, window)
+    def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
+        groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
+        return _flat_global(torch.cat(groups, -1), num_slots)
+    def entries(self, n_comp: int, ratio: int) -> int: return self.max_seqlen // ratio     # a document's, at most
+    def whole(self, halo: int) -> bool: return False                                        # documents, not one sequence
+    def keep(self, out: torch.Tensor) -> torch.Tensor: return torch.where(self.real.view(-1, 1, 1), out, 0)   # padding: 0
 
 def _doc_of(cu, rows):
     "Document of each of `rows` (int64) under `cu [N+1]`: the last `d` with `cu[d] <= row` (N past `cu[N]`; empty documents skipped)."
     return torch.searchsorted(cu[1:].long().contiguous(), rows, right=True)
 
 # %% ../nbs/00_layout.ipynb #7ec44ec6
+def _doc_bound(cu, T: int, max_seqlen: int) -> int:
+    """A bound of every document of a pack of `T` rows that costs nothing to know: `max_seqlen`, at most `T`, and the
+    longest document itself when `cu` is on the CPU (its values are read there anyway). A loose bound is not a size."""
+    if cu.device.type == "cpu" and not torch.compiler.is_compiling(): return int((cu[1:] - cu[:-1]).max())
+    return min(max_seqlen, T)
+
 def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
-    "`pack_rows` of checked arguments."
+    "`pack_rows` of checked arguments; `max_seqlen` is tightened by `_doc_bound` (what every size of the pack follows)."
+    max_seqlen = _doc_bound(cu, T, max_seqlen)
     cu64, n_docs = cu.long(), cu.shape[0] - 1
     rows = torch.arange(T, device=cu.device)
     doc = _doc_of(cu, rows)
@@ -261,7 +313,7 @@ def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
     capacity = min(T // ratio, n_docs * (max_seqlen // ratio)) if ratio else 0
     e = torch.arange(capacity, device=cu.device)
     entry_doc = torch.searchsorted(cc[1:].contiguous(), e, right=True)
-    visible = torch.minimum((pos + 1) // ratio, torch.nn.functional.pad(m, (0, 1))[doc]) if ratio else torch.zeros_like(pos)
+    visible = torch.minimum(_visible_of(pos, ratio), torch.nn.functional.pad(m, (0, 1))[doc]) if ratio else torch.zeros_like(pos)
     return PackRows(cu, max_seqlen, doc, pos, real, cu64[-1].float(), ratio, cc, capacity, entry_doc, e - cc[entry_doc],
                     cc[doc], torch.where(real, visible, 0))
 

@@ -14,8 +14,8 @@ from .checks import _TRITON_IMPORT_ERROR, tl, triton   # the package's one guard
 from .layout import visible_counts
 
 # %% auto #0
-__all__ = ['triton_teacher_lse', 'csa_teacher_lse', 'csa_indexer_loss', 'triton_status', 'triton_window_lse',
-           'triton_dense_teacher_lse', 'teacher_lse_for_dense_loss']
+__all__ = ['csa_teacher_lse', 'csa_indexer_loss', 'triton_status', 'triton_window_lse', 'triton_dense_teacher_lse',
+           'teacher_lse_for_dense_loss']
 
 # %% ../nbs/02_teacher.ipynb #99b74163
 def _check_ratio(ratio, required):
@@ -484,5 +484,3 @@ def teacher_lse_for_dense_loss(query, kv, compressed_kv, attn_sink, window_idxs,
     Returns fp32 `[b, sq, H]`, the `teacher_lse` of `csa_indexer_loss`'s dense loss."""
     _require_triton(query.device if isinstance(query, torch.Tensor) else None, "teacher_lse_for_dense_loss (Triton)")
     return triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, ratio, softmax_scale)
-
-triton_teacher_lse = teacher_lse_for_dense_loss

@@ -103,7 +103,7 @@ def _score_grad(target, predict, scale):
 
 def _major():
     "The compute capability the stand-ins model (`stand_in_kernels`' value; 9 outside it)."
-    return _kernels._STAND_IN.sm_major or 9
+    return getattr(_kernels._PLATFORMS[-1], "major", 9)
 
 # %% ../nbs/03_testing.ipynb #b961818f
 def _flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
@@ -201,12 +201,19 @@ STAND_INS = {f.__name__[1:]: f for f in (
     _dense_attn_score_recompute, _dense_indexer_score_recompute, _indexer_bwd, _dense_indexer_bwd)}
 
 def _register_stand_ins():
-    "Register the CPU kernels of the `fused_csa` ops that lack one (on import, and again whenever an op was redefined)."
+    "Register the CPU kernels of the `fused_csa` ops that lack one (inside `stand_in_kernels`, whenever an op was redefined)."
     for name, fn in STAND_INS.items():
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"fused_csa::{name}", "CPU"):
             torch.library.register_kernel(f"fused_csa::{name}", "cpu", fn)
 
-_register_stand_ins()
+class _StandInPlatform:
+    "The kernels' platform inside `stand_in_kernels`: CPU (or CUDA) tensors, the declared capability, kernels present, no probes."
+    probes = False
+    def __init__(self, major: int): self.major = major
+    def runs_on(self, device) -> bool: return device.type in ("cuda", "cpu")
+    def major_of(self, device) -> int: return self.major
+    def capability(self) -> tuple: return (self.major, 0)
+    def kernels(self) -> bool: return True
 
 @contextlib.contextmanager
 def stand_in_kernels(sm_major: int = 9):
@@ -214,12 +221,11 @@ def stand_in_kernels(sm_major: int = 9):
     with `kernels.sm_major()` reporting `sm_major` for CPU tensors (9: SM90, 10: SM100). Nests; restores on exit."""
     sm_major = check_int("sm_major", sm_major, 9)
     _register_stand_ins()                   # a re-run of the kernels chapter's export cells redefines the ops
-    old = _kernels._STAND_IN.sm_major
-    _kernels._STAND_IN.sm_major = sm_major
+    _kernels._PLATFORMS.append(_StandInPlatform(sm_major))
     try:
         yield
     finally:
-        _kernels._STAND_IN.sm_major = old
+        _kernels._PLATFORMS.pop()
 
 # %% ../nbs/03_testing.ipynb #81c25c97
 def similarity(a: torch.Tensor, b: torch.Tensor) -> float:
