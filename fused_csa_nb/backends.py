@@ -62,7 +62,10 @@ class NativeBackend:
         self.cfg, self.ratio = cfg, ratio
 
     def check_inputs(self, query: torch.Tensor):
-        "Nothing beyond the layer's own checks: every float dtype runs natively."
+        "Every float dtype runs natively; `deterministic=True` on CUDA needs torch's deterministic algorithms (`RuntimeError`)."
+        if self.cfg.deterministic and query.is_cuda and not torch.are_deterministic_algorithms_enabled():
+            raise RuntimeError("deterministic=True on the native path (CUDA) needs torch.use_deterministic_algorithms(True) "
+                               "(and CUBLAS_WORKSPACE_CONFIG=:4096:8): its gathers' backward adds with atomics otherwise")
 
     def block_rows(self, q_idx: torch.Tensor, n_comp: int) -> int:
         "Query rows per indexer block: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes`."
@@ -192,7 +195,7 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
     _check_int32_range(kv_full.shape[0], b)                      # every slot·b + batch fits int32
     attn = lambda idx, tlen=None, poison=None: _sparse_attn(query, kv_full, sink, idx, cfg.scale, tlen, poison, heads=heads,
-                                                            multiple=lim.topk_multiple)
+                                                            multiple=lim.topk_multiple, deterministic=cfg.deterministic)
     if keys.indexer is None or not keys.n_comp:                                                   # path A
         return attn(cached_index(_no_indexer_rows, n, b, r if keys.n_comp else 0, cfg.window_size, rows.start,
                                  keys.halo, kv_full.shape[0], device=dev)), None
@@ -206,7 +209,7 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     if train:                                                                                     # path B
         settings = _PathB(k, r, cfg.scale, cfg.index_scale, cfg.indexer_loss_coeff if loss else 0.0,
                           cfg.indexer_use_sparse_loss, cfg.per_token_loss, block, rows.start, keys.slot0, rows.seq_len,
-                          heads, lim, fp8=cfg.indexer_precision == "fp8")
+                          heads, lim, fp8=cfg.indexer_precision == "fp8", deterministic=cfg.deterministic)
         out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return out, (l if loss else None)
     sel, poison = _select(q_i, k_i, w_i, k, r, cfg.index_scale, block, rows.start, cfg.indexer_precision == "fp8")   # path C
@@ -223,7 +226,7 @@ def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train
     _check_int32_range(kv_full.shape[0], 1)
     window, real = _pack_window(pack, cfg.window_size), pack.real.view(T, 1, 1)
     attn = lambda idx, tlen=None, poison=None: _sparse_attn(query, kv_full, sink, idx, cfg.scale, tlen, poison, heads=heads,
-                                                            multiple=lim.topk_multiple)
+                                                            multiple=lim.topk_multiple, deterministic=cfg.deterministic)
     if keys.indexer is None or not keys.n_comp:                                                   # path A
         groups = [window] + ([_pack_entries(pack, T)] if keys.n_comp else [])
         return attn(_flat_global(torch.cat(groups, -1), kv_full.shape[0])) * real.to(query.dtype), None
@@ -235,7 +238,8 @@ def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train
     block, k = self.block_rows(E, 1, False), min(cfg.index_topk, E)
     if train:                                                                                     # path B
         settings = _PathB(k, r, cfg.scale, cfg.index_scale, cfg.indexer_loss_coeff if loss else 0.0, True,
-                          cfg.per_token_loss, block, 0, T, T, heads, lim, pack, cfg.indexer_precision == "fp8")
+                          cfg.per_token_loss, block, 0, T, T, heads, lim, pack, cfg.indexer_precision == "fp8",
+                          deterministic=cfg.deterministic)
         out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return out * real.to(out.dtype), (l if loss else None)
     sel, poison = _select_packed(q_i, k_i, w_i, k, r, cfg.index_scale, block, pack, cfg.indexer_precision == "fp8")   # path C

@@ -20,6 +20,7 @@ from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_sco
                                   sm_major)
 from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_rows
 from . import teacher as _teacher
+from .deterministic import _sparse_bwd_det, _sparse_fwd_det   # deterministic=True: our own backward
 
 # %% auto #0
 __all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_attn_topk_idxs', 'fused_csa_indexer_sparse_attn']
@@ -57,11 +58,12 @@ def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128
 
 # %% ../nbs/04_fused.ipynb #fa860732
 def _sparse_attn(query, kv_full, attn_sink, topk_idxs, scale, topk_length=None, row_poison=None, *, heads, multiple,
-                 return_lse=False):
-    "Path A on checked SBHD tensors (`heads`, `multiple`: the padded head count and top-K granularity of the device)."
+                 return_lse=False, deterministic=False):
+    """Path A on checked SBHD tensors (`heads`, `multiple`: the padded head count and top-K granularity of the device;
+    `deterministic`: the deterministic backward of the deterministic chapter instead of cuDNN's)."""
     sq, b, h, d = query.shape
     if row_poison is not None: row_poison = row_poison.t().reshape(sq * b)          # flat rows t·b + batch
-    out, lse = _sparse_fwd(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs, scale, attn_sink, topk_length,
+    out, lse = (_sparse_fwd_det if deterministic else _sparse_fwd)(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs, scale, attn_sink, topk_length,
                            row_poison, heads=heads, multiple=multiple)
     out = out.view(sq, b, h * out.shape[-1])
     return (out, lse.detach().view(sq, b, h).transpose(0, 1)) if return_lse else out
@@ -303,6 +305,7 @@ class _PathB(NamedTuple):
     lim: KernelLimits         # the kernel limits of the device
     pack: object = None       # the `layout.PackRows` of a packed call (b = 1, THD indexer; the mean divides by its real rows)
     fp8: bool = False         # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
+    deterministic: bool = False   # the deterministic sparse-attention backward (deterministic chapter) instead of cuDNN's
 
 def _block_coeff(cfg, c, b):
     """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`
@@ -442,6 +445,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
         loss, grads = acc.finish(cfg, ins, lse) if acc is not None else (torch.zeros((), device=query.device), ())
         ctx.save_for_backward(ins.q, ins.kv, out, lse, attn_sink, idx, tlen, *grads)
         ctx.scale, ctx.shapes, ctx.has_grads = cfg.scale, (query.shape, kv_full.shape), acc is not None
+        ctx.bwd = _sparse_bwd_det if cfg.deterministic else _sparse_bwd
         ctx.mark_non_differentiable(lse)
         ctx.set_materialize_grads(False)
         return out.view(sq, b, h * out.shape[-1]), loss, lse
@@ -455,7 +459,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
         need = ctx.needs_input_grad
         dq = dkv = dsink = dq_i = dk_i = dw_i = None
         if dout is not None and any(need[:3]):
-            dq, dkv, dsink = _sparse_bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
+            dq, dkv, dsink = ctx.bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
             dq_i, dw_i, dk_i = (_scale_rows(t, dloss) for t in grads)                    # SBHD already
