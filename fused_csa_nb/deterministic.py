@@ -37,15 +37,15 @@ if triton is not None:
         s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
         dp = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
         for d0 in tl.static_range(0, D, BLOCK_D):
-            ds_ = d0 + tl.arange(0, BLOCK_D)
-            k = tl.load(kv_ptr + rows[:, None] * D + ds_[None, :], mask=valid[:, None], other=0.0)
-            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + ds_[None, :], mask=hm[:, None], other=0.0)
+            dd = d0 + tl.arange(0, BLOCK_D)
+            k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
+            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
             if UPCAST:
                 k = k.to(tl.float32)
                 q = q.to(tl.float32)
             s = tl.dot(q, tl.trans(k), s)
             if d0 < DV:
-                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + ds_[None, :], mask=hm[:, None], other=0.0)
+                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
                 if UPCAST:
                     do = do.to(tl.float32)
                 dp = tl.dot(do, tl.trans(k), dp)
@@ -64,17 +64,17 @@ if triton is not None:
             gpT = tl.trans(gp).to(q_ptr.dtype.element_ty)
         prow = (r.to(tl.int64) * K + ks)[:, None] * D
         for d0 in tl.static_range(0, D, BLOCK_D):
-            ds_ = d0 + tl.arange(0, BLOCK_D)
-            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + ds_[None, :], mask=hm[:, None], other=0.0)
+            dd = d0 + tl.arange(0, BLOCK_D)
+            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
             if UPCAST:
                 q = q.to(tl.float32)
             c = tl.dot(dsT, q)
             if d0 < DV:
-                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + ds_[None, :], mask=hm[:, None], other=0.0)
+                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
                 if UPCAST:
                     do = do.to(tl.float32)
                 c = tl.dot(gpT, do, c)
-            tl.store(part_ptr + prow + ds_[None, :], c, mask=(ks < K)[:, None])
+            tl.store(part_ptr + prow + dd[None, :], c, mask=(ks < K)[:, None])
 
 
 # %% ../nbs/04_deterministic.ipynb #5c395239
@@ -115,10 +115,10 @@ if triton is not None:
         """Segments `s = pid, pid + G, …` (< `nseg`): `acc[keys[p0], d-block] += Σ part[order[p], d-block]` over
         `p ∈ [start[s], start[s+1])`, in that order (blocks of BLOCK_P); a persistent grid over the segments present."""
         dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-        nseg = tl.load(nseg_ptr)
+        nseg = tl.load(nseg_ptr).to(tl.int32)                                         # loop bounds: one int type
         for s in range(tl.program_id(0), nseg, tl.num_programs(0)):
-            p0 = tl.load(start_ptr + s)
-            p1 = tl.load(start_ptr + s + 1)
+            p0 = tl.load(start_ptr + s).to(tl.int32)                                   # < part_bytes / (4·D) pairs
+            p1 = tl.load(start_ptr + s + 1).to(tl.int32)
             j = tl.load(keys_ptr + p0)
             acc = tl.zeros([BLOCK_D], dtype=tl.float32)
             for p in range(p0, p1, BLOCK_P):
@@ -296,6 +296,85 @@ def deterministic_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_
     _check_devices(q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length) \
         if q.device.type == "cuda" else None
     return _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length, part_bytes)
+
+# %% ../nbs/04_deterministic.ipynb #4be011d7
+if triton is not None:
+    @triton.jit
+    def _det_index_dk_kernel(q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, row0, S, H, K, SK, scale,
+                             D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+        "Indexer row `row0 + r` of `[B·S]`, slots `[kb·BLOCK_K, …)`: `σ Σ_h g·w_h·[q_h·k > 0]·q_h` into `part [R·K, D]`."
+        r = tl.program_id(0)
+        t = (row0 + r).to(tl.int64)
+        ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+        hs = tl.arange(0, BLOCK_H)
+        hm = hs < H
+        dd = tl.arange(0, D)
+        sel = tl.load(sel_ptr + t * K + ks, mask=ks < K, other=-1)
+        valid = (sel >= 0) & (sel < SK) & (ks < K)
+        rows = (t // S) * SK + tl.where(valid, sel, 0).to(tl.int64)                    # the batch's own keys
+        q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
+        k = tl.load(k_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k))                                                      # [BLOCK_H, BLOCK_K]
+        w = tl.load(w_ptr + t * H + hs, mask=hm, other=0.0).to(tl.float32)
+        g = tl.load(g_ptr + t * K + ks, mask=valid, other=0.0)
+        da = tl.where((s > 0) & hm[:, None] & valid[None, :], w[:, None] * g[None, :] * scale, 0.0)
+        if UPCAST:
+            c = tl.dot(tl.trans(da), q)
+        else:
+            c = tl.dot(tl.trans(da).to(q.dtype), q)
+        tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=(ks < K)[:, None])
+
+
+# %% ../nbs/04_deterministic.ipynb #58ced17d
+_CLIP = 3.720075976020836e-44        # exp(-100): the indexer backward's clipping of target and prediction
+
+def _index_score_grad(target, predict, scale):
+    "The KL's gradient in the indexer logits, `scale·(p Σt − t)`, with the kernels' clipping (`testing._score_grad`)."
+    g = -target.clamp(min=_CLIP) * (predict >= _CLIP) * scale
+    return g - predict * g.sum(-1, keepdim=True)
+
+def _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, part_bytes: int = 1 << 30):
+    """The sparse indexer loss's `d_index_k [B, S_k, D]` fp32, bitwise repeatable, on the cuDNN indexer backward's
+    checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`, `predict [B,S,K]` fp32, local `indices
+    [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it differentiates `loss_coeff · mean`)."""
+    b, s, h, d = q.shape
+    sk, kk, dev = k.shape[1], indices.shape[2], q.device
+    g = _index_score_grad(target.float(), predict.float(), loss_coeff / (b * s) * grad_loss[0]).contiguous()
+    q, w, k, idx = (t.contiguous() for t in (q, w, k, indices))
+    acc = torch.zeros(b * sk, d, dtype=torch.float32, device=dev)
+    n_rows, bh, up = b * s, max(16, triton.next_power_of_2(h)), _interpreted()
+    if not (n_rows and kk and sk): return acc.view(b, sk, d)
+    rows = max(1, min(n_rows, part_bytes // (4 * kk * d)))
+    flat = idx.view(n_rows, kk).long()
+    base = (torch.arange(n_rows, device=dev) // s * sk)[:, None]
+    for r0 in range(0, n_rows, rows):
+        r1 = min(n_rows, r0 + rows)
+        part = torch.empty((r1 - r0) * kk, d, dtype=torch.float32, device=dev)
+        _det_index_dk_kernel[(r1 - r0, triton.cdiv(kk, 64))](q, w, k, g, idx, part, r0, s, h, kk, sk, sm_scale, D=d,
+                                                             BLOCK_H=bh, BLOCK_K=64, UPCAST=up, num_warps=4)
+        sel = flat[r0:r1]
+        keys, order, start, nseg = _segments(torch.where((sel >= 0) & (sel < sk), sel + base[r0:r1], b * sk).flatten(), b * sk)
+        _det_segment_sum_kernel[(min(_programs(dev), start.shape[0] - 1), d // _BLOCK_D)](
+            part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D)
+    return acc.view(b, sk, d)
+
+@_op("index_dk_deterministic", "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, "
+                               "Tensor grad_loss, float sm_scale, float loss_coeff) -> Tensor")
+def _index_dk_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    if triton is None: raise RuntimeError(f"the deterministic indexer d_k needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    return _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff)
+
+@_index_dk_op.register_fake
+def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    return torch.empty(k.shape, dtype=torch.float32, device=k.device)
+
+def _index_dk_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    "`_deterministic_index_dk` as the op (`torch.compile`, and the stand-in on CPU tensors): `d_index_k [B, S_k, D]` fp32."
+    return _run("index_dk_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
+
 
 # %% ../nbs/04_deterministic.ipynb #efff052c
 def _cuda_ms(fn, warmup: int, iters: int) -> float:

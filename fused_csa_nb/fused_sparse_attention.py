@@ -14,13 +14,13 @@ from .checks import first_order_only, check_bool, check_choice, check_float, che
 from .layout import (_check_int32_range, _entry_slots, _flat_global, _pack_entries, _pack_window, _row_blocks,
                                  cached_index, compressed_topk_idxs, _pad_idx, visible_counts, window_slots)
 from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
-                                  _dense_indexer_score, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
+                                  _dense_indexer_score, _dk_result, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
                                   _radix_topk, _sparse_indexer_predict,
                                   _sparse_bwd, _sparse_fwd, _sparse_score, kernel_limits, padded_num_heads, round_up,
                                   sm_major)
 from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_rows
 from . import teacher as _teacher
-from .deterministic import _sparse_bwd_det, _sparse_fwd_det   # deterministic=True: our own backward
+from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det   # deterministic=True
 
 # %% auto #0
 __all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_attn_topk_idxs', 'fused_csa_indexer_sparse_attn']
@@ -318,6 +318,9 @@ def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, 
     target, predict, log_p, support = _sparse_teacher_and_predict(cfg, q, kv, lse, sink, scores, sel, cols, b, q_i, w_i, k_i)
     grads = _indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b),
                          cfg.lim.indexer_bwd_topk_multiple, d_index_k=dk_out)
+    if cfg.deterministic:     # cuDNN's SM90 d_k adds with atomics: ours (deterministic chapter), its d_q and d_w kept
+        dk = _index_dk_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b))
+        grads = (grads[0], grads[1], _dk_result(dk, k_i, dk_out))
     return _kl_rows(target, log_p, support).sum(), grads
 
 def _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out):

@@ -209,7 +209,12 @@ STAND_INS = {f.__name__[1:]: f for f in (
     _flash_mla_sparse_fwd, _sparse_attn_bwd, _indexer_fwd, _indexer_fwd_thd, _radix_topk, _compactify, _sparse_score_recompute,
     _sparse_indexer_predict,
     _dense_attn_score_recompute, _dense_indexer_score_recompute, _indexer_bwd, _dense_indexer_bwd)}
-STAND_INS["sparse_attn_bwd_deterministic"] = _sparse_attn_bwd   # the float32 reference: deterministic on CPU
+STAND_INS["sparse_attn_bwd_deterministic"] = _sparse_attn_bwd   # the float32 references: deterministic on CPU
+
+def _index_dk_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    return _indexer_grad(q, w, k, _score_grad(target, predict, loss_coeff / (q.shape[0] * q.shape[1]) * grad_loss[0]),
+                         sm_scale, gather=indices)[2]
+STAND_INS["index_dk_deterministic"] = _index_dk_deterministic
 
 def _register_stand_ins():
     "Register the CPU kernels of the `fused_csa` ops that lack one (on import, and again whenever an op was redefined)."
