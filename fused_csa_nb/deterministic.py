@@ -32,7 +32,10 @@ if triton is not None:
         idx = tl.load(idx_ptr + t * K + ks, mask=ks < K, other=-1)
         valid = (idx >= 0) & (idx < N) & (ks < K)
         if HAS_TLEN:
-            valid = valid & (ks < tl.load(tlen_ptr + t))
+            n_ok = tl.load(tlen_ptr + t)
+            if tl.program_id(1) * BLOCK_K >= n_ok:                                   # past the row's valid prefix:
+                return                                                                # nothing reads these slots
+            valid = valid & (ks < n_ok)
         rows = tl.where(valid, idx, 0).to(tl.int64)
         s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
         dp = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
@@ -74,7 +77,7 @@ if triton is not None:
                 if UPCAST:
                     do = do.to(tl.float32)
                 c = tl.dot(gpT, do, c)
-            tl.store(part_ptr + prow + dd[None, :], c, mask=(ks < K)[:, None])
+            tl.store(part_ptr + prow + dd[None, :], c, mask=valid[:, None])             # the segment sum reads valid slots only
 
 
 # %% ../nbs/04_deterministic.ipynb #5c395239
@@ -90,16 +93,17 @@ if triton is not None:
         hs = tl.arange(0, BLOCK_H)
         hm = hs < H
         acc = tl.zeros([BLOCK_H, BLOCK_D], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
+        k_end = K
+        if HAS_TLEN:
+            k_end = tl.minimum(K, tl.load(tlen_ptr + t))                             # the valid prefix only
+        for k0 in range(0, k_end, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             idx = tl.load(idx_ptr + t * K + ks, mask=ks < K, other=-1)
-            valid = (idx >= 0) & (idx < N) & (ks < K)
-            if HAS_TLEN:
-                valid = valid & (ks < tl.load(tlen_ptr + t))
+            valid = (idx >= 0) & (idx < N) & (ks < k_end)
             rows = tl.where(valid, idx, 0).to(tl.int64)
             k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
             ds = tl.load(ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :],
-                         mask=hm[:, None] & (ks < K)[None, :], other=0.0)
+                         mask=hm[:, None] & valid[None, :], other=0.0)            # unwritten past the prefix
             if UPCAST:
                 acc = tl.dot(ds, k.to(tl.float32), acc)
             else:
@@ -325,7 +329,7 @@ if triton is not None:
             c = tl.dot(tl.trans(da), q)
         else:
             c = tl.dot(tl.trans(da).to(q.dtype), q)
-        tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=(ks < K)[:, None])
+        tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=valid[:, None])
 
 
 # %% ../nbs/04_deterministic.ipynb #58ced17d
