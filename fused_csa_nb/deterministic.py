@@ -400,7 +400,9 @@ def bench_deterministic(sq: int = 4096, heads: int = 64, topk: int = 640, n_comp
     """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
     (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`).
-    `sq`: query rows, `heads`: H, `topk`: slots per row (a multiple of 128), `n_comp`: score columns."""
+    `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
+    entries; a multiple of 128); `n_comp`: compressed entries (the kv rows after the `sq` raw ones, and the top-k's score
+    columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
     kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()
