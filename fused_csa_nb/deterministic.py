@@ -77,7 +77,7 @@ if triton is not None:
                 if UPCAST:
                     do = do.to(tl.float32)
                 c = tl.dot(gpT, do, c)
-            tl.store(part_ptr + prow + dd[None, :], c, mask=valid[:, None])             # the segment sum reads valid slots only
+            tl.store(part_ptr + prow + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None])             # the segment sum reads valid slots only
 
 
 # %% ../nbs/04_deterministic.ipynb #5c395239
@@ -128,7 +128,7 @@ if triton is not None:
             for p in range(p0, p1, BLOCK_P):
                 ps = p + tl.arange(0, BLOCK_P)
                 src = tl.load(order_ptr + ps, mask=ps < p1, other=0)
-                x = tl.load(part_ptr + src[:, None] * D + dd[None, :], mask=(ps < p1)[:, None], other=0.0)
+                x = tl.load(part_ptr + src[:, None] * D + dd[None, :], mask=(ps < p1)[:, None], other=0.0).to(tl.float32)
                 acc += tl.sum(x, 0)
             old = tl.load(acc_ptr + j * D + dd)
             tl.store(acc_ptr + j * D + dd, old + acc)
@@ -184,9 +184,10 @@ def _programs(device) -> int:
     return _SMS[device]
 
 def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None,
-                              part_bytes: int = 1 << 30):
+                              part_bytes: int = 1 << 30, part_dtype=torch.float32):
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
-    `part_bytes`: the budget of one chunk's contribution buffer."""
+    `part_bytes`: the budget of one chunk's contribution buffer; `part_dtype`: its dtype (fp32; bf16 halves its traffic
+    and rounds each contribution, see the bench)."""
     s_q, h, d = q.shape
     n, k, dv = kv.shape[0], indices.shape[1], out.shape[-1]
     dev = q.device
@@ -210,7 +211,7 @@ def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scal
     for r0 in range(0, s_q, rows):
         r1 = min(s_q, r0 + rows)
         ds = torch.empty(r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev)   # bf16: what the dq product reads
-        part = torch.empty((r1 - r0) * k, d, dtype=torch.float32, device=dev)
+        part = torch.empty((r1 - r0) * k, d, dtype=part_dtype, device=dev)
         _det_ds_kernel[(r1 - r0, triton.cdiv(k, bk))](q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, r0, h, k, n,
                                                       sm_scale, D=d, DV=dv, HAS_TLEN=topk_length is not None,
                                                       BLOCK_H=bh, BLOCK_K=bk, BLOCK_D=_BLOCK_D, UPCAST=up, num_warps=warps)
@@ -399,7 +400,8 @@ def bench_deterministic(sq: int = 4096, heads: int = 64, topk: int = 640, n_comp
                         iters: int = 10, seed: int = 0) -> dict:
     """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
-    (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`).
+    (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
+    deterministic one with a bf16 contribution buffer (`det_bwd_bf16_part_ms`, `sim_dkv_bf16_part`: a candidate default).
     `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
     entries; a multiple of 128); `n_comp`: compressed entries (the kv rows after the `sq` raw ones, and the top-k's score
     columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed."""
@@ -420,6 +422,8 @@ def bench_deterministic(sq: int = 4096, heads: int = 64, topk: int = 640, n_comp
              det_bwd_ms=_cuda_ms(lambda: _sparse_bwd_det(*args), warmup, iters), repeat=repeat,
              sim_dq=_similarity(det[0], ref[0]), sim_dkv=_similarity(det[1], ref[1]), sim_dsink=_similarity(det[2], ref[2]))
     r["det_bwd_x"] = r["det_bwd_ms"] / r["cudnn_bwd_ms"]
+    half = lambda: _deterministic_sparse_bwd(*args, part_dtype=torch.bfloat16)      # the bf16 contribution buffer
+    r["det_bwd_bf16_part_ms"], r["sim_dkv_bf16_part"] = _cuda_ms(half, warmup, iters), _similarity(half()[1], ref[1])
     scores = torch.randn(sq, n_comp, device="cuda", generator=g).relu_()          # ReLU: many exact zeros (ties)
     lens = torch.full((sq,), n_comp, dtype=torch.int32, device="cuda")
     for det_k in (False, True):
