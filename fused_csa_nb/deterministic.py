@@ -5,11 +5,9 @@
 # %% ../nbs/04_deterministic.ipynb #c51a5c6e
 from __future__ import annotations
 
-import time
-
 import torch
 
-from .checks import _TRITON_IMPORT_ERROR, check_bool, check_int, check_scale, check_tensor, first_order_only, tl, triton
+from .checks import _TRITON_IMPORT_ERROR, check_int, check_scale, check_tensor, first_order_only, tl, triton
 from .kernels import _bwd_indices, _check_devices, _op, _pad_idx, _radix_topk_cuda, _run, _sparse_bwd, round_up
 from .layout import _pad_heads
 

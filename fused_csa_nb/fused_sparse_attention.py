@@ -63,8 +63,9 @@ def _sparse_attn(query, kv_full, attn_sink, topk_idxs, scale, topk_length=None, 
     `deterministic`: the deterministic backward of the deterministic chapter instead of cuDNN's)."""
     sq, b, h, d = query.shape
     if row_poison is not None: row_poison = row_poison.t().reshape(sq * b)          # flat rows t·b + batch
-    out, lse = (_sparse_fwd_det if deterministic else _sparse_fwd)(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs, scale, attn_sink, topk_length,
-                           row_poison, heads=heads, multiple=multiple)
+    fwd = _sparse_fwd_det if deterministic else _sparse_fwd
+    out, lse = fwd(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs, scale, attn_sink, topk_length, row_poison,
+                   heads=heads, multiple=multiple)
     out = out.view(sq, b, h * out.shape[-1])
     return (out, lse.detach().view(sq, b, h).transpose(0, 1)) if return_lse else out
 
@@ -305,7 +306,7 @@ class _PathB(NamedTuple):
     lim: KernelLimits         # the kernel limits of the device
     pack: object = None       # the `layout.PackRows` of a packed call (b = 1, THD indexer; the mean divides by its real rows)
     fp8: bool = False         # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
-    deterministic: bool = False   # the deterministic sparse-attention backward (deterministic chapter) instead of cuDNN's
+    deterministic: bool = False   # our deterministic sparse-attention backward and indexer d_k (deterministic chapter)
 
 def _block_coeff(cfg, c, b):
     """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`

@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from . import kernels as _kernels
-from . import deterministic as _deterministic   # defines the op `fused_csa::sparse_attn_bwd_deterministic`
+from . import deterministic as _deterministic   # defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
 from .checks import _describe, check_float, check_int
 from .layout import _compact
 
