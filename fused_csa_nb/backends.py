@@ -63,7 +63,10 @@ class NativeBackend:
         self.precision, self.topk = cfg.indexer_precision, cfg.index_topk
 
     def check_inputs(self, query: torch.Tensor):
-        "Nothing beyond the layer's own checks: every float dtype runs natively."
+        "Every float dtype runs natively; `deterministic=True` on CUDA needs torch's deterministic algorithms (`RuntimeError`)."
+        if self.cfg.deterministic and query.is_cuda and not torch.are_deterministic_algorithms_enabled():
+            raise RuntimeError("deterministic=True on the native path (CUDA) needs torch.use_deterministic_algorithms(True) "
+                               "(and CUBLAS_WORKSPACE_CONFIG=:4096:8): its gathers' backward adds with atomics otherwise")
 
     def block_rows(self, q_idx: torch.Tensor, n_comp: int) -> int:
         "Query rows per indexer block: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes`."
@@ -166,6 +169,7 @@ class FusedBackend:
         self.fp8 = cfg.indexer_precision == "fp8"          # the selection scores' precision
         self.coeff, self.sparse_loss, self.per_token = cfg.indexer_loss_coeff, cfg.indexer_use_sparse_loss, cfg.per_token_loss
         self.dense_loss = self.coeff > 0 and not self.sparse_loss
+        self.deterministic = cfg.deterministic             # our atomics-free backward kernels (deterministic chapter)
         self._by_major: dict = {}                          # compute-capability major → _Kernels
 
     def kernels(self, device) -> _Kernels:
@@ -195,7 +199,8 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
     _check_int32_range(kv_full.shape[0], b)                      # every slot·b + batch fits int32
     attn = lambda idx, tlen=None, poison=None: rows.keep(_sparse_attn(query, kv_full, sink, idx, self.scale, tlen, poison,
-                                                                      heads=heads, multiple=lim.topk_multiple))
+                                                                      heads=heads, multiple=lim.topk_multiple,
+                                                                      deterministic=self.deterministic))
     if keys.indexer is None or not keys.n_comp:                                                   # path A
         return attn(rows.all_rows(r if keys.n_comp else 0, self.window, keys.halo, b, kv_full.shape[0], dev)), None
     q_i, k_i, w_i = keys.indexer
@@ -209,7 +214,7 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     block, k = self.block_rows(E, b, dense), min(self.topk, E)               # k_eff: memory ∝ it
     if train:                                                                                     # path B
         settings = _PathB(k, r, self.scale, self.index_scale, self.coeff if loss else 0.0, self.sparse_loss,
-                          self.per_token, block, rows, keys.slot0, heads, lim, self.fp8)
+                          self.per_token, block, rows, keys.slot0, heads, lim, self.fp8, self.deterministic)
         out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return rows.keep(out), (l if loss else None)
     sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)           # path C

@@ -61,6 +61,8 @@ _BOOL_FIELDS = (
     ("--indexer-use-sparse-loss", "indexer_use_sparse_loss", "indexer loss over the selected top-k (else dense, all causal entries)"),
     ("--dense-mode", "dense_mode", "ratio-4 layers attend to all causal compressed entries (no indexer)"),
     ("--per-token-loss", "per_token_loss", "indexer loss as a sum over tokens instead of a mean"),
+    ("--deterministic", "deterministic", "bitwise-repeatable kernels (fused: our deterministic backward; native: needs "
+                                         "torch.use_deterministic_algorithms)"),
 )
 
 # %% ../nbs/09_cli.ipynb #5816600f
@@ -171,6 +173,8 @@ def environment_info() -> dict:
     info["triton"] = _probe_import("triton")
     info["default backend"] = default_backend_report()
     info["fp8 indexer selection"] = fp8_selection_report()
+    info["deterministic mode (--deterministic)"] = ("fused (Triton backward) and native" if info["triton"] == "ok" else
+                                                    f"native only; the fused backward needs triton: {info['triton']}")
     return info
 
 def cmd_info(args) -> int:

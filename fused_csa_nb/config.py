@@ -53,7 +53,10 @@ class CSAConfig:
     window-only layers (10000); `compress_rope_theta`, the YaRN base of compressed layers (160000); `rope_factor` (16;
     1 = plain RoPE), `original_seq_len` (65536), `beta_fast` (32) and `beta_slow` (1), YaRN's factor, original context
     and correction range.
-    Normalisation: `rms_norm_eps`, the epsilon of the compressors' RMSNorm (1e-6)."""
+    Normalisation: `rms_norm_eps`, the epsilon of the compressors' RMSNorm (1e-6).
+    Reproducibility: `deterministic`, bitwise-repeatable forward, loss and gradients on one GPU model with the same
+    shapes and software (the fused path's own deterministic sparse-attention backward, the native path's deterministic
+    index ops; see the deterministic chapter); `False` (default): the fastest kernels."""
     num_heads: int = 64
     head_dim: int = 512
     v_head_dim: int = 512
@@ -81,6 +84,7 @@ class CSAConfig:
     beta_fast: float = 32.0
     beta_slow: float = 1.0
     rms_norm_eps: float = 1e-6
+    deterministic: bool = False
 
     def __post_init__(self):
         "Check and normalise every field by its row of `CONFIG_FIELD_CHECKS`, then the rules between fields (below)."
@@ -162,6 +166,7 @@ CONFIG_FIELD_CHECKS = {   # one row per CSAConfig field: check(name, value) -> n
     "rms_norm_eps": lambda name, v: check_scale(name, v, required=True),
     "indexer_block_bytes": _at_least(1),                            # bytes of one indexer query block
     "indexer_precision": _one_of(INDEXER_PRECISIONS),               # selection scores: bf16 or fp8
+    "deterministic": check_bool,                                    # bitwise-repeatable kernels
 }
 
 def _checked_fields(cfg) -> dict:

@@ -14,12 +14,13 @@ from .checks import first_order_only, check_bool, check_choice, check_float, che
 from .layout import (QueryRows, _check_int32_range, _entry_slots, _flat_global, _no_indexer_rows, _row_blocks,
                                  cached_index, _pad_idx, visible_counts)
 from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
-                                  _dense_indexer_score, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
+                                  _dense_indexer_score, _dk_result, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
                                   _radix_topk, _sparse_indexer_predict,
                                   _sparse_bwd, _sparse_fwd, _sparse_score, kernel_limits, padded_num_heads, round_up,
                                   sm_major)
 from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_rows
 from . import teacher as _teacher
+from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det   # deterministic=True
 
 # %% auto #0
 __all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_attn_topk_idxs', 'fused_csa_indexer_sparse_attn']
@@ -50,12 +51,14 @@ def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128
 
 # %% ../nbs/04_fused.ipynb #fa860732
 def _sparse_attn(query, kv_full, attn_sink, topk_idxs, scale, topk_length=None, row_poison=None, *, heads, multiple,
-                 return_lse=False):
-    "Path A on checked SBHD tensors (`heads`, `multiple`: the padded head count and top-K granularity of the device)."
+                 return_lse=False, deterministic=False):
+    """Path A on checked SBHD tensors (`heads`, `multiple`: the padded head count and top-K granularity of the device;
+    `deterministic`: the deterministic backward of the deterministic chapter instead of cuDNN's)."""
     sq, b, h, d = query.shape
     if row_poison is not None: row_poison = row_poison.t().reshape(sq * b)          # flat rows t·b + batch
-    out, lse = _sparse_fwd(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs, scale, attn_sink, topk_length,
-                           row_poison, heads=heads, multiple=multiple)
+    fwd = _sparse_fwd_det if deterministic else _sparse_fwd
+    out, lse = fwd(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs, scale, attn_sink, topk_length, row_poison,
+                   heads=heads, multiple=multiple)
     out = out.view(sq, b, h * out.shape[-1])
     return (out, lse.detach().view(sq, b, h).transpose(0, 1)) if return_lse else out
 
@@ -288,6 +291,7 @@ class _PathB(NamedTuple):
     heads: int                # query heads FlashMLA runs (padded)
     lim: KernelLimits         # the kernel limits of the device
     fp8: bool = False         # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
+    deterministic: bool = False   # our deterministic sparse-attention backward and indexer d_k (deterministic chapter)
 
 def _block_coeff(cfg, c, b):
     """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`
@@ -300,6 +304,9 @@ def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, 
     target, predict, log_p, support = _sparse_teacher_and_predict(cfg, q, kv, lse, sink, scores, sel, cols, b, q_i, w_i, k_i)
     grads = _indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b),
                          cfg.lim.indexer_bwd_topk_multiple, d_index_k=dk_out)
+    if cfg.deterministic:     # cuDNN's SM90 d_k adds with atomics: ours (deterministic chapter), its d_q and d_w kept
+        dk = _index_dk_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b))
+        grads = (grads[0], grads[1], _dk_result(dk, k_i, dk_out))
     return _kl_rows(target, log_p, support).sum(), grads
 
 def _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out):
@@ -418,6 +425,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
         loss, grads = acc.finish(cfg, ins, lse) if acc is not None else (torch.zeros((), device=query.device), ())
         ctx.save_for_backward(ins.q, ins.kv, out, lse, attn_sink, idx, tlen, *grads)
         ctx.scale, ctx.shapes, ctx.has_grads = cfg.scale, (query.shape, kv_full.shape), acc is not None
+        ctx.bwd = _sparse_bwd_det if cfg.deterministic else _sparse_bwd
         ctx.mark_non_differentiable(lse)
         ctx.set_materialize_grads(False)
         return out.view(sq, b, h * out.shape[-1]), loss, lse
@@ -431,7 +439,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
         need = ctx.needs_input_grad
         dq = dkv = dsink = dq_i = dk_i = dw_i = None
         if dout is not None and any(need[:3]):
-            dq, dkv, dsink = _sparse_bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
+            dq, dkv, dsink = ctx.bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
             dq_i, dw_i, dk_i = (_scale_rows(t, dloss) for t in grads)                    # SBHD already

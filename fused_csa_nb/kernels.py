@@ -231,14 +231,17 @@ def _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, t
 
 _TOPK_ALIGN = 32        # bytes: `IndexerTopK` reads 32-byte aligned rows (the wrapper stages anything else)
 
-def _radix_topk_cuda(values, lengths, top_k):
-    "Radix top-k ids `[rows, top_k]` int32: a cached `IndexerTopK` plan (or the wrapper)."
+_TIE_SMALLER = 1        # `IndexerTopK(tie_break=1)`: among equal scores the smaller column wins (the package's tie rule)
+
+def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
+    "Radix top-k ids `[rows, top_k]` int32: a cached `IndexerTopK` plan (or the wrapper); ties: the smaller column."
     dsa = _lib("dsa")
+    opts = dict(next_n=1, return_val=False, tie_break=_TIE_SMALLER, deterministic=bool(deterministic))
     if not USE_PLANS or values.data_ptr() % _TOPK_ALIGN or not values.is_contiguous() or not lengths.is_contiguous():
-        return dsa.indexer_top_k_wrapper(values, lengths, top_k, next_n=1, return_val=False)["indices"]
-    key = (values.device, values.dtype, tuple(values.shape), top_k)
+        return dsa.indexer_top_k_wrapper(values, lengths, top_k, **opts)["indices"]
+    key = (values.device, values.dtype, tuple(values.shape), top_k, bool(deterministic))
     with torch.cuda.device(values.device):
-        plan = _plan("radix_topk", key, lambda: dsa.IndexerTopK(values, lengths, top_k, next_n=1, return_val=False))
+        plan = _plan("radix_topk", key, lambda: dsa.IndexerTopK(values, lengths, top_k, **opts))
         idx = torch.empty(values.shape[0], top_k, dtype=torch.int32, device=values.device)
         plan.execute(values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan, values.device))
     return idx
@@ -371,12 +374,12 @@ def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_
 def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
     return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
 
-@_op("radix_topk", "(Tensor values, Tensor lengths, int top_k) -> Tensor")
-def _radix_topk_op(values, lengths, top_k):
-    return _radix_topk_cuda(values, lengths, top_k)
+@_op("radix_topk", "(Tensor values, Tensor lengths, int top_k, bool deterministic=True) -> Tensor")
+def _radix_topk_op(values, lengths, top_k, deterministic=True):
+    return _radix_topk_cuda(values, lengths, top_k, deterministic)
 
 @_radix_topk_op.register_fake
-def _(values, lengths, top_k):
+def _(values, lengths, top_k, deterministic=True):
     return values.new_empty((values.shape[0], top_k), dtype=torch.int32)
 
 @_op("compactify", "(Tensor indices) -> (Tensor, Tensor)")
@@ -626,21 +629,26 @@ def indexer_fwd_thd(q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqle
     return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco, q_scale, k_scale)
 
 # %% ../nbs/03_kernels.ipynb #4a28336c
-def _radix_topk(values, lengths, top_k):
-    "Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32."
-    return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1])), top_k)
+def _radix_topk(values, lengths, top_k, deterministic: bool = True):
+    """Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32; the
+    tie rule (smaller column wins; `-0.0` made `+0.0` in `values`, in place); `deterministic`: ascending ids, repeatable."""
+    values.add_(0.0)                       # the radix orders +0 above -0: one zero, as the native sort has it
+    return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1]), deterministic), top_k)
 
-def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int) -> torch.Tensor:
+def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int, deterministic: bool = True) -> torch.Tensor:
     """Radix top-k, checked: `values [rows, n]` fp32 (non-empty), `lengths [rows]` int32 (columns considered per row),
-    `1 <= top_k <= max_topk`. → column ids `[rows, top_k]` int32, `-1` fill."""
+    `1 <= top_k <= max_topk`; among equal values the smaller column wins (`-0.0` equals `+0.0`); `deterministic`: the
+    selected ids in ascending order, bitwise repeatable (else in the kernel's order). → column ids `[rows, top_k]` int32,
+    `-1` fill."""
     check_tensor("values", values, dtype=torch.float32, shape=(None, None), what="[rows, n]", contiguous=True)
     rows, n = values.shape
     if rows < 1 or n < 1: raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
     check_tensor("lengths", lengths, dtype=torch.int32, shape=(rows,), what="[rows]", contiguous=True)
-    check_int("top_k", top_k, 1, max(_anywhere("max_topk")))
+    check_int("top_k", top_k, 1, max(_anywhere("max_topk"))); check_bool("deterministic", deterministic)
     _need(_dsa)
     check_int("top_k", top_k, 1, kernel_limits(sm_major(_check_devices(values=values, lengths=lengths))).max_topk)
-    return _radix_topk(values, lengths, top_k)
+    return _radix_topk(values.clone(), lengths, top_k, deterministic)     # the caller's values stay as they are
+
 
 # %% ../nbs/03_kernels.ipynb #b4552b9b
 def _compactify(indices):

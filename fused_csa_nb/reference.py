@@ -493,8 +493,9 @@ def indexer_topk(scores: torch.Tensor, topk: int):
     if k_eff == 0:
         return idx, torch.zeros(b, sq, dtype=torch.int32, device=scores.device)
     s = scores.detach()
-    s = torch.where(torch.isfinite(s), s, torch.full_like(s, float("-inf")))
-    vals, ind = torch.topk(s, k_eff, dim=-1)
+    s = torch.where(torch.isfinite(s), s + 0.0, torch.full_like(s, float("-inf")))   # + 0.0: -0.0 becomes +0.0
+    vals, ind = torch.sort(s, dim=-1, descending=True, stable=True)                   # ties: the smaller index first
+    vals, ind = vals[..., :k_eff], ind[..., :k_eff]
     ok = vals > float("-inf")
     idx[..., :k_eff] = torch.where(ok, ind, torch.full_like(ind, -1))
     return idx, ok.sum(-1, dtype=torch.int32)

@@ -21,6 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from . import kernels as _kernels
+from . import deterministic as _deterministic   # defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
 from .checks import _describe, check_float, check_int
 from .layout import _compact
 
@@ -146,11 +147,20 @@ def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causa
     return out
 
 # %% ../nbs/03_testing.ipynb #4b9f6e7d
-def _radix_topk(values, lengths, top_k):
+def _radix_key(values):
+    "The radix's order of fp32 `values` as int32 keys: the float order, with `+0.0` above `-0.0` (bits, as the kernel sorts)."
+    bits = values.contiguous().view(torch.int32)
+    return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+
+def _radix_topk(values, lengths, top_k, deterministic=True):
     assert 0 < top_k <= 2048 and top_k <= values.shape[1]
     cols = torch.arange(values.shape[1], device=values.device)[None]
-    val, idx = torch.topk(values.masked_fill(cols >= lengths[:, None].long(), float("-inf")), top_k, dim=-1)
-    return torch.where(torch.isneginf(val), -1, idx).to(torch.int32)
+    hidden = (cols >= lengths[:, None].long()) | torch.isneginf(values)
+    key = _radix_key(values).masked_fill(hidden, torch.iinfo(torch.int32).min)
+    idx = torch.sort(key, dim=-1, descending=True, stable=True).indices[:, :top_k]     # tie_break=1: smaller column
+    idx = torch.where(hidden.gather(1, idx), values.shape[1], idx)
+    if deterministic: idx = idx.sort(-1).values                                        # ascending ids (else best first)
+    return torch.where(idx == values.shape[1], -1, idx).to(torch.int32)
 
 def _sparse_indexer_predict(q, k, w, indices, sm_scale):
     idx = indices.long()
@@ -199,6 +209,12 @@ STAND_INS = {f.__name__[1:]: f for f in (
     _flash_mla_sparse_fwd, _sparse_attn_bwd, _indexer_fwd, _indexer_fwd_thd, _radix_topk, _compactify, _sparse_score_recompute,
     _sparse_indexer_predict,
     _dense_attn_score_recompute, _dense_indexer_score_recompute, _indexer_bwd, _dense_indexer_bwd)}
+STAND_INS["sparse_attn_bwd_deterministic"] = _sparse_attn_bwd   # the float32 references: deterministic on CPU
+
+def _index_dk_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    return _indexer_grad(q, w, k, _score_grad(target, predict, loss_coeff / (q.shape[0] * q.shape[1]) * grad_loss[0]),
+                         sm_scale, gather=indices)[2]
+STAND_INS["index_dk_deterministic"] = _index_dk_deterministic
 
 def _register_stand_ins():
     "Register the CPU kernels of the `fused_csa` ops that lack one (inside `stand_in_kernels`, whenever an op was redefined)."
