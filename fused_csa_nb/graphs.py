@@ -63,22 +63,29 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
 # %% ../nbs/08_graphs.ipynb #3692d361
 class DecodeGraph:
     "One captured decode step (`capture_decode`): `replay()` runs it on the static inputs' current values → the static output."
-    def __init__(self, graph, out, cache): self.graph, self.out, self.cache = graph, out, cache
+    def __init__(self, graph, out, cache, n: int = 1): self.graph, self.out, self.cache, self.n = graph, out, cache, n
     def replay(self) -> torch.Tensor:
         c = self.cache
-        if max(c.lengths) >= c.max_seq_len:
-            raise ValueError(f"the cache is full: a sequence holds max_seq_len={c.max_seq_len} tokens")
+        if max(c.lengths) + self.n > c.max_seq_len:
+            raise ValueError(f"the cache is full: a sequence holds {max(c.lengths)} of max_seq_len={c.max_seq_len} tokens, "
+                             f"a step adds {self.n}")
         self.graph.replay()
-        for i in c.rows: c.host_lengths[i] += 1
+        for i in c.rows: c.host_lengths[i] += self.n
         return self.out
 
 def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2) -> DecodeGraph:
-    """Capture one decode step of `layer` on `cache` in a CUDA graph (see above). `query [1, b, H, D]`, `key [1, b, 1, D]`,
-    `x`, `qr`: the step's static inputs (kept alive by the caller); `warmup`: eager steps before the capture (undone)."""
+    """Capture one decode step of `layer` on `cache` in a CUDA graph (see above). `query [s_new, b, H, D]`, `key [s_new, b,
+    1, D]`, `x`, `qr`: the step's static inputs (kept alive by the caller; `s_new` tokens per sequence: a single step,
+    or a batched multi-token step — a cache holding no token takes `s_new = 1` only, a longer first call being a
+    prefill); `warmup`: eager steps before the capture (undone)."""
+    n = query.shape[0]
+    if n > 1 and not any(cache.lengths):
+        raise ValueError(f"capture_decode: a step of {n} tokens on an empty cache is a prefill, not a decode step: prefill "
+                         f"the prompt eagerly first")
     saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
     try:
         graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     finally:
         for t, s in zip(cache.tensors(), saved): t.copy_(s)
         cache.host_lengths[:] = lengths
-    return DecodeGraph(graph, out, cache)
+    return DecodeGraph(graph, out, cache, n)
