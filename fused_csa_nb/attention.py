@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from torch import nn
 
 from .backends import KeySet, make_backend
-from .cache import MAX_STEP, CSACache, make_cache
+from .cache import MAX_STEP, CSACache, _nonfinite, make_cache
 from .checks import check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig, validate_config
 from .context_parallel import (CP_BLOCK, CP_LAYOUTS, CPShard, check_cp_group, gather_seq, halo_from_prev)
@@ -376,18 +376,18 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
     """One batched step of `s <= MAX_STEP` new tokens per sequence (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
-    s = query.shape[0]
-    cache.write_keys(key[:, :, 0])
+    s, rows = query.shape[0], cache.step_rows(query.shape[0])              # the step's rows: positions, blocks, visibility
+    cache.write_keys(key[:, :, 0], rows)
     if self.compressor is not None:                        # the module steps read the rings; the cache then writes them
-        entries, a, g = self.compressor.step(x, cache.pos, *cache.comp_ring)
-        cache.write_ring(cache.comp_ring, a, g); cache.write_entries(entries)
+        entries, a, g = self.compressor.step(x, rows.positions, *cache.comp_ring)
+        cache.write_ring(cache.comp_ring, a, g, rows); cache.write_entries(entries, rows)
     selected = poison = None
     if self.indexer is not None:
-        q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, cache.pos, *cache.index_ring)
-        cache.write_ring(cache.index_ring, a, g)
-        bad = cache.write_index_keys(k_i) | ~(torch.isfinite(q_i).flatten(2).all(-1) & torch.isfinite(w_i).all(-1))   # [s, b]
-        selected = self.backend.decode_select(q_i, w_i, cache)                                                         # [b, s, k]
+        q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring)
+        cache.write_ring(cache.index_ring, a, g, rows)
+        bad = cache.write_index_keys(k_i, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)                  # [s, b]
+        selected = self.backend.decode_select(q_i, w_i, cache, rows.visible)                                    # [b, s, k]
         poison = torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
-    out = self.backend.decode_attend(query, cache.kv, sink, cache.step_index(s, selected), poison)
+    out = self.backend.decode_attend(query, cache.kv, sink, cache.step_index(rows, selected), poison)
     cache.advance(s)
     return out

@@ -244,15 +244,16 @@ def _attend_packed(self: FusedBackend, query, keys: KeySet, pack, sink, *, train
 
 # %% ../nbs/05_backends.ipynb #522baf00
 @patch
-def decode_select(self: NativeBackend, q_i, w_i, cache):
+def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
     """Top-k entries `[b, s, k]` (`-1` padded; `k = min(index_topk, E)`) of a step's `s` new tokens per sequence (at
-    `cache.pos + t`, their keys in the cache already): `q_i [s, b, Hi, Di]`, `w_i [s, b, Hi]`."""
-    cfg, E, s = self.cfg, cache.entries, q_i.shape[0]
+    `cache.pos + t`, their keys in the cache already): `q_i [s, b, Hi, Di]`, `w_i [s, b, Hi]`; `visible [b, s]` int64: the
+    entries each row sees (`StepRows.visible`)."""
+    cfg, E = self.cfg, cache.entries
     if cfg.indexer_precision == "fp8":
         acc = torch.float64 if q_i.dtype == torch.float64 else torch.float32
         q_i, keys = _dequantized(*fp8_rows(q_i), acc), _dequantized(*cache.index_keys8, acc)
     else: keys = cache.index_keys
-    scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), cache.step_visible(s), cfg.index_scale)
+    scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), visible, cfg.index_scale)
     return indexer_topk(scores, min(cfg.index_topk, E))[0]
 
 @patch
@@ -266,7 +267,7 @@ def _bmm_f32(a, b):
     return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
 
 @patch
-def decode_select(self: FusedBackend, q_i, w_i, cache):
+def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
     """`NativeBackend.decode_select` on the GPU: the scores of the step's `s` rows per sequence as two batched products
     (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row) — FP8 on the cache's e4m3 keys —, radix top-k."""
     cfg, E, (s, b, Hi, Di) = self.cfg, cache.entries, q_i.shape
@@ -278,7 +279,7 @@ def decode_select(self: FusedBackend, q_i, w_i, cache):
     logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()           # [b, s·Hi, E]
     scores = torch.bmm(scale.transpose(0, 1).reshape(b * s, 1, Hi), logits.view(b * s, Hi, E)).view(b, s, E)
     if ks is not None: scores = scores * ks.unsqueeze(1)
-    visible = cache.step_visible(s).clamp(max=E)                                 # [b, s]
+    visible = visible.clamp(max=E)                                               # [b, s]
     scores = scores.masked_fill(cache._iota(E) >= visible.unsqueeze(-1), float("-inf"))
     return _radix_topk(scores.view(b * s, E), visible.reshape(b * s).to(torch.int32), min(cfg.index_topk, E)).view(b, s, -1)
 

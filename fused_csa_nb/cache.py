@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
+from typing import NamedTuple
 
 import torch
 from fastcore.basics import patch
@@ -16,7 +17,7 @@ from .checks import check_int
 from .reference import fp8_rows
 
 # %% auto #0
-__all__ = ['MAX_STEP', 'CSACache', 'make_cache', 'grow_cache']
+__all__ = ['MAX_STEP', 'CSACache', 'StepRows', 'make_cache', 'grow_cache']
 
 # %% ../nbs/05_cache.ipynb #3b0ca135
 MAX_STEP = 8      # new tokens one batched decode step takes at most (the window ring keeps W + MAX_STEP − 1 raw keys)
@@ -71,10 +72,31 @@ def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
     check_int("n", n, 1)
     return self.step_positions(n).unsqueeze(-1)
 
+class StepRows(NamedTuple):
+    """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
+    every write and by the index: `positions [s, b]` int64 (`pos + t`); for a compressed layer also `entry [s, b]` (each
+    row's block), `last [s, b]` (the step's latest row in that block: the one whose entry stands once the step is done),
+    `complete [s, b]` bool (the row completes its block) and `visible [b, s]` (the entries the row sees)."""
+    positions: torch.Tensor
+    entry: torch.Tensor | None = None
+    last: torch.Tensor | None = None
+    complete: torch.Tensor | None = None
+    visible: torch.Tensor | None = None
+
 @patch
 def step_positions(self: CSACache, n: int) -> torch.Tensor:
     "`[n, b]` int64: the positions of a step's `n` new tokens (`pos + t`)."
     return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
+
+@patch
+def step_rows(self: CSACache, s: int) -> StepRows:
+    "The `StepRows` of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read)."
+    pt, r = self.step_positions(s), self.ratio
+    if not r: return StepRows(pt)
+    j, off = pt // r, pt % r
+    last = torch.clamp(self._iota(s).unsqueeze(1) + (r - 1 - off), max=s - 1)
+    complete = off == r - 1
+    return StepRows(pt, j, last, complete, (j + complete).t())
 
 @patch
 def _iota(self: CSACache, n: int) -> torch.Tensor:
@@ -147,6 +169,10 @@ def __deepcopy__(self: CSACache, memo):
                                index_bad=t(self.index_bad), host_lengths=list(self.host_lengths))
 
 # %% ../nbs/05_cache.ipynb #e84f72de
+def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:
+    "Whether `t` holds a NaN or ±Inf over `dims` (bool, the other dims kept): `0·x` is NaN exactly there, and a sum keeps it (3 kernels)."
+    return torch.isnan((t * 0).sum(dims))
+
 @patch
 def advance(self: CSACache, n: int = 1):
     "Every sequence holds `n` more tokens (device counter and host mirror)."
@@ -155,57 +181,57 @@ def advance(self: CSACache, n: int = 1):
 
 @patch
 @torch.no_grad()
-def write_keys(self: CSACache, key: torch.Tensor):
-    "The raw keys `key [s, b, D]` of a step's `s <= MAX_STEP` new tokens (at `pos + t`) into their window-ring slots."
-    slot = self.step_positions(key.shape[0]) % self.slots                      # [s, b]: distinct, s <= MAX_STEP < R + 1
+def write_keys(self: CSACache, key: torch.Tensor, rows: StepRows):
+    "The raw keys `key [s, b, D]` of a step's `s <= MAX_STEP` new tokens (`rows`: its `StepRows`) into their window-ring slots."
+    slot = rows.positions % self.slots                                          # [s, b]: distinct, s <= MAX_STEP < R + 1
     self.kv[slot, self._iota(self.batch_size)] = key.to(self.kv.dtype)
 
 @patch
 @torch.no_grad()
-def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, offset: int = 0):
-    """Projections `a`, `g [s, b, width]` of tokens `pos + offset + t` into the compressor ring `ring` (`comp_ring` or
+def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, rows: StepRows):
+    """Projections `a`, `g [s, b, width]` of a step's tokens (`rows`) into the compressor ring `ring` (`comp_ring` or
     `index_ring`): the last `min(s, S)` of them, token `p` at slot `p % S`."""
     s, S = a.shape[0], ring[0].shape[0]
     k = min(s, S)
-    slot = (self.step_positions(s)[s - k:] + offset) % S
+    slot = rows.positions[s - k:] % S
     bi = self._iota(self.batch_size)
     ring[0][slot, bi] = a[s - k:].to(ring[0].dtype)
     ring[1][slot, bi] = g[s - k:].to(ring[1].dtype)
 
 # %% ../nbs/05_cache.ipynb #f6a4b5c3
 @patch
-def _last_of_block(self: CSACache, s: int):
-    """`(positions [s, b], entry [s, b], last [s, b])` of a step's new tokens: `last[t]` is the step's latest token in
-    token `t`'s block (the one whose entry stands once the step is done: duplicates of a slot then write equal values)."""
-    r, pt, t = self.ratio, self.step_positions(s), self._iota(s).unsqueeze(1)
-    return pt, pt // r, torch.clamp(t + (r - 1 - pt % r), max=s - 1)
+@torch.no_grad()
+def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
+    """The compressor's entries `[s, b, D]` of a step's rows' blocks (`Compressor.step`) into the entry slots `R + block`:
+    each row writes the entry of its block's `last` row, so duplicate writes of a slot carry equal values."""
+    e = entries.gather(0, rows.last.unsqueeze(-1).expand_as(entries))
+    self.kv[self.slots + rows.entry, self._iota(self.batch_size)] = e.to(self.kv.dtype)
 
 @patch
 @torch.no_grad()
-def write_entries(self: CSACache, entries: torch.Tensor):
-    "The compressor's entries `[s, b, D]` of the new tokens' blocks (`Compressor.step`) into the entry slots `R + block`."
-    pt, j, last = self._last_of_block(entries.shape[0])
-    e = entries.gather(0, last.unsqueeze(-1).expand_as(entries))
-    self.kv[self.slots + j, self._iota(self.batch_size)] = e.to(self.kv.dtype)
-
-@patch
-@torch.no_grad()
-def write_index_keys(self: CSACache, keys: torch.Tensor) -> torch.Tensor:
-    """The indexer's keys `[s, b, Di]` of the new tokens' blocks (`CSAIndexer.step`), with their FP8 form → `[s, b]` bool:
+def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torch.Tensor:
+    """The indexer's keys `[s, b, Di]` of a step's rows' blocks (`CSAIndexer.step`), with their FP8 form → `[s, b]` bool:
     a complete indexer key of the sequence up to row `t` is not finite (the sequence's rows from there on are poisoned)."""
-    pt, j, last = self._last_of_block(keys.shape[0])
-    k = keys.gather(0, last.unsqueeze(-1).expand_as(keys))
+    j, k = rows.entry, keys.gather(0, rows.last.unsqueeze(-1).expand_as(keys))
     bi = self._iota(self.batch_size)
     self.index_keys[bi, j] = k.to(self.index_keys.dtype)
     if self.index_keys8 is not None:
         k8, ks = fp8_rows(k)
         self.index_keys8[0][bi, j], self.index_keys8[1][bi, j] = k8.to(self.index_keys8[0].dtype), ks
-    bad = (pt % self.ratio == self.ratio - 1) & ~torch.isfinite(keys).all(-1)     # [s, b]: a completed key, not finite
+    bad = rows.complete & _nonfinite(keys, -1)                                 # [s, b]: a completed key, not finite
     rows_bad = self.index_bad | (bad.cumsum(0) > 0)
     self.index_bad |= rows_bad[-1]
     return rows_bad
 
 # %% ../nbs/05_cache.ipynb #b3f1d2a0
+def _ring_copy(buf, vals, p0: int):
+    "`vals [k, ...]` (`k <= len(buf)`) of positions `p0 … p0 + k − 1` into the ring `buf [S, ...]` at slots `p % S`: two slice copies at most."
+    S, k = buf.shape[0], vals.shape[0]
+    a = p0 % S
+    n = min(k, S - a)
+    buf[a:a + n] = vals[:n]
+    if n < k: buf[:k - n] = vals[n:]
+
 @patch
 @torch.no_grad()
 def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=()):
@@ -215,38 +241,35 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
     if any(self.lengths):
         raise ValueError(f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)")
     s, R = kv.shape[0], self.slots
-    q = torch.arange(max(0, s - R), s, device=kv.device)
-    self.kv[q % R] = kv[q].to(self.kv.dtype)
+    k = min(s, R)
+    _ring_copy(self.kv[:R], kv[s - k:].to(self.kv.dtype), s - k)
     if entries is not None: self.kv[R:R + entries.shape[0]] = entries.to(self.kv.dtype)
-    for ring, a, g in rings: self.write_ring(ring, a, g, offset=s - a.shape[0])
+    for ring, a, g in rings:
+        k = min(a.shape[0], ring[0].shape[0])
+        for buf, v in zip(ring, (a, g)): _ring_copy(buf, v[v.shape[0] - k:].to(buf.dtype), s - k)
     if index_keys is not None:
         keys = index_keys.transpose(0, 1)                                     # [b, s//r, Di]
         self.index_keys[:, :keys.shape[1]] = keys.to(self.index_keys.dtype)
         if self.index_keys8 is not None:
             k8, ks = fp8_rows(keys)
             self.index_keys8[0][:, :keys.shape[1]], self.index_keys8[1][:, :keys.shape[1]] = k8.to(torch.bfloat16), ks
-        self.index_bad |= ~torch.isfinite(keys).flatten(1).all(-1)
+        self.index_bad |= _nonfinite(keys, (1, 2))
     self.advance(s)
     return self
 
 # %% ../nbs/05_cache.ipynb #25e49d4a
 @patch
-def step_visible(self: CSACache, s: int) -> torch.Tensor:
-    "`[b, s]` int64: the entries visible to each of a step's `s` new tokens (complete blocks up to and with it)."
-    return (self.step_positions(s).t() + 1) // self.ratio
-
-@patch
-def step_index(self: CSACache, s: int, selected=None) -> torch.Tensor:
-    """`[b, s, K]` int64 local `kv` slots of a step's `s` new tokens (at `pos + t`, written already): the window (`W` ring
+def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
+    """`[b, s, K]` int64 local `kv` slots of a step's rows (`StepRows`; their keys written already): the window (`W` ring
     slots, `-1` before token 0), then `R + j` for the entries `selected [b, s, k]` (`-1` padded; `None`: all visible)."""
-    pt, W, r = self.step_positions(s).t().unsqueeze(-1), self.window, self.ratio          # [b, s, 1]
+    pt, W = rows.positions.t().unsqueeze(-1), self.window                                 # [b, s, 1]
     q = pt - W + 1 + self._iota(W)
     parts = [torch.where(q >= 0, q % self.slots, -1)]
-    if r and self.entries:
+    if self.ratio and self.entries:
         if selected is None:
             e = self._iota(self.entries)
-            selected = torch.where(e < (pt + 1) // r, e, -1)
-        parts.append(torch.where(selected >= 0, selected.long() + self.slots, -1))
+            selected = torch.where(e < rows.visible.unsqueeze(-1), e, -1)
+        parts.append(torch.where(selected >= 0, selected + self.slots, -1))
     return torch.cat(parts, -1)
 
 # %% ../nbs/05_cache.ipynb #715de266

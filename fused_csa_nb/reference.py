@@ -653,9 +653,9 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
 
 # %% ../nbs/01_reference.ipynb #b38657bc
 @patch
-def step(self: Compressor, x: torch.Tensor, pos: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
+def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
     """The streaming compressor (see above), on the state it is given (it writes nothing): `s` new tokens `x [s, b, hidden]`
-    per sequence at positions `pos + t` (`pos [b]` int64), after the earlier tokens' projections in the rings `ring_a`,
+    per sequence at `positions [s, b]` (int64, consecutive: `pos + t`), after the earlier tokens' projections in the rings `ring_a`,
     `ring_g [S, b, width]` (token `p` at slot `p % S`; `S = 2·ratio` with the overlap, else `ratio`).
     → `(entries [s, b, head_dim], a, g)`: row `t` is the entry of token `t`'s block (roped at the block start; equal to
     `_compress`'s once the block is complete, partial before), in `x`'s dtype; `a`, `g [s, b, width]` the new tokens'
@@ -664,8 +664,7 @@ def step(self: Compressor, x: torch.Tensor, pos: torch.Tensor, ring_a: torch.Ten
     r, d, S = self.ratio, self.head_dim, ring_a.shape[0]
     a_new, g_new = self.wkv(x), self.wgate(x)
     src_a, src_g = torch.cat([ring_a, a_new.to(ring_a.dtype)]), torch.cat([ring_g, g_new.to(ring_g.dtype)])   # [S + s, b, ·]
-    pt = pos.unsqueeze(0) + torch.arange(s, device=x.device).unsqueeze(1)                 # [s, b]
-    j = pt // r
+    pos, j = positions[0], positions // r
     tok = (j * r).unsqueeze(1) + torch.arange(-r if self.overlap else 0, r, device=x.device).view(1, -1, 1)   # [s, m, b]
     new = tok - pos
     src = torch.where(new >= 0, S + new, tok % S).clamp(max=S + s - 1)     # past tokens from the ring, new ones after it
@@ -681,15 +680,15 @@ def step(self: Compressor, x: torch.Tensor, pos: torch.Tensor, ring_a: torch.Ten
     return c.view(s, b, d).to(x.dtype), a_new, g_new
 
 @patch
-def step(self: CSAIndexer, x: torch.Tensor, qr: torch.Tensor, pos: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
-    """`s` new tokens per sequence: `x [s, b, hidden]`, `qr [s, b, q_lora_rank]` at positions `pos + t` (`pos [b]` int64)
+def step(self: CSAIndexer, x: torch.Tensor, qr: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor,
+         ring_g: torch.Tensor):
+    """`s` new tokens per sequence: `x [s, b, hidden]`, `qr [s, b, q_lora_rank]` at `positions [s, b]` (int64, `pos + t`)
     → `(q_i [s, b, Hi, Di] roped at their positions, w_i [s, b, Hi], keys [s, b, Di], (a, g))`: the keys and ring
     projections of its compressor's `step` on the rings `ring_a`, `ring_g`."""
     s, b = x.shape[:2]
-    pt = pos.unsqueeze(0) + torch.arange(s, device=x.device).unsqueeze(1)
-    q = _rotate(self.wq(qr).view(s * b, self.n_heads, self.head_dim), pt.view(s * b, 1), self.rotary_dim,
+    q = _rotate(self.wq(qr).view(s * b, self.n_heads, self.head_dim), positions.reshape(s * b, 1), self.rotary_dim,
                 self.compressor.inv_freq).view(s, b, self.n_heads, self.head_dim)
-    keys, a, g = self.compressor.step(x, pos, ring_a, ring_g)
+    keys, a, g = self.compressor.step(x, positions, ring_a, ring_g)
     return q, self.weights_proj(x) * self.n_heads ** -0.5, keys, (a, g)
 
 # %% ../nbs/01_reference.ipynb #db4f9e3e
