@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from torch import nn
 
 from .backends import KeySet, make_backend
-from .cache import CSACache, _advance, _decode_index, _fill_prefill, _write_token, make_cache
+from .cache import MAX_STEP, CSACache, _nonfinite, make_cache
 from .checks import check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig
 from .context_parallel import CP_LAYOUTS, _gather_entries, _halos, _layer_fingerprint, _shard_rows, _with_halo
@@ -151,8 +151,9 @@ def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Ten
     only; add it to the training loss; a pack's mean divides by its `cu[N]` real rows), else `None`.
     `cache`: a `CSACache` of this layer (`new_cache`): the `s_new` tokens of `query` … continue the cache's sequences (roped at
     `cache.next_positions(s_new)`), are written into it and attend over it (inference: eval mode, no loss; see *Decoding
-    with a cache* below). Double backward is not supported (first derivatives only): it raises a `RuntimeError`."""
-    if cache is not None: return self._cached(query, key, x, qr, cache, cu_seqlens)
+    with a cache* below).
+    Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
+    if cache is not None: return self._cached(query, key, x, qr, cache, cu_seqlens, max_seqlen)
     query, key, x, qr, pack = self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
     if pack is not None and not self.fused:                # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
@@ -270,17 +271,20 @@ def new_cache(self: CompressedSparseAttention, batch_size: int, max_seq_len: int
     return make_cache(self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype)
 
 @patch
-def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens):
+def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_seqlen=None):
     "The cache of a forward with `cache=`: this layer's, in eval mode, one device, its batch, dtype and device; room left."
     if not isinstance(cache, CSACache):
         raise TypeError(f"`cache` must be a CSACache (layer.new_cache(...)), got {type(cache).__name__}")
-    if cache.owner is None or cache.owner() is not self:
+    if not cache.belongs_to(self):
         raise ValueError(f"`cache` belongs to another layer (ratio {cache.ratio}): each layer decodes with its own new_cache()")
     if self.training:
         raise ValueError("a cache serves inference: call layer.eval() first (training runs whole sequences, without a cache)")
     if cu_seqlens is not None or self.cp_group is not None:
         raise NotImplementedError("decoding with a cache takes SBHD inputs on one device: prefill sequences of different "
                                   "lengths one by one through cache.sequence(i), without cu_seqlens or cp_group")
+    if max_seqlen is not None:
+        raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call takes neither)")
+    if not isinstance(query, torch.Tensor): raise TypeError(f"`query` must be a torch.Tensor, got {type(query).__name__}")
     if query.dim() != 4 or query.shape[1] != cache.batch_size:
         raise ValueError(f"`query` must hold the cache's {cache.batch_size} sequences in dim 1 ([s_new, b, H, D]), "
                          f"got shape {tuple(query.shape)}")
@@ -294,37 +298,54 @@ def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens):
 
 # %% ../nbs/06_attention.ipynb #ffe7d5ff
 @patch
-def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlens=None):
-    "`forward(..., cache=cache)` (see above) → `(out [s_new, b, H·D], None)`: a prefill of an empty cache, or decode steps."
-    self._check_cache(cache, query, cu_seqlens)
+def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlens=None, max_seqlen=None):
+    """`forward(..., cache=cache)` (see above) → `(out [s_new, b, H·D], None)`: a prefill of an empty cache, or batched
+    steps of up to `MAX_STEP` tokens; `s_new = 0` writes nothing and returns an empty output."""
+    self._check_cache(cache, query, cu_seqlens, max_seqlen)
+    s, b = query.shape[:2]
+    if s == 0:
+        check_tensor("key", key, shape=(0, b, 1, self.cfg.head_dim), what="[s_new, b, 1, D]", like=query, like_name="the query")
+        return query.new_zeros(0, b, query.shape[2] * self.cfg.v_head_dim), None
     query, key, x, qr, _ = self._check_inputs(query, key, x, qr)
     sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
     with torch.no_grad():
-        if query.shape[0] > 1 and not any(cache.lengths): return self._prefill(query, key, x, qr, cache, sink), None
-        at = lambda t, i: None if t is None else t[i]
-        outs = [self._decode_step(query[i:i + 1], key[i, :, 0], at(x, i), at(qr, i), cache, sink) for i in range(query.shape[0])]
+        if s > 1 and not any(cache.lengths): return self._prefill(query, key, x, qr, cache, sink), None
+        at = lambda t, c: None if t is None else t[c]
+        outs = [self._decode_step(query[c], key[c], at(x, c), at(qr, c), cache, sink)
+                for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))]
     return (outs[0] if len(outs) == 1 else torch.cat(outs)), None
 
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
-    "The ordinary forward over a prompt (inference), its keys then stored in the empty `cache`."
+    "The ordinary forward over a prompt (inference), its keys then stored in the empty `cache` (`CSACache.fill`)."
     segments = self._segments(query)
     keys = self._keys(key, x, qr, segments)[0]
     out, _ = self.backend.attend(query, keys, segments[0][1], sink, train=False, loss=False)
-    comp = keys.kv_full[keys.slot0:] if keys.n_comp else None
-    _fill_prefill(cache, self, key.squeeze(2), comp, None if keys.indexer is None else keys.indexer[1], x)
+    s, rings = query.shape[0], []
+    for m, ring in ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring)):
+        if m is not None:                                  # the projections of the last tokens the streaming step needs
+            xt = x[s - min(s, ring[0].shape[0]):]
+            rings.append((ring, m.wkv(xt), m.wgate(xt)))
+    cache.fill(key.squeeze(2), keys.kv_full[keys.slot0:] if keys.n_comp else None,
+               None if keys.indexer is None else keys.indexer[1], rings)
     return out
 
 @patch
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
-    "One new token per sequence (`query [1, b, H, D]`, `key [b, D]`, `x [b, hidden]`, `qr [b, q_lora_rank]`) → `out [1, b, H·D]`."
-    ind = _write_token(cache, self, key, x, qr)
+    """One batched step of `s <= MAX_STEP` new tokens per sequence (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
+    each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
+    s, rows = query.shape[0], cache.step_rows(query.shape[0])              # the step's rows: positions, blocks, visibility
+    cache.write_keys(key[:, :, 0], rows)
+    if self.compressor is not None:                        # the module steps read the rings; the cache then writes them
+        entries, a, g = self.compressor.step(x, rows.positions, *cache.comp_ring)
+        cache.write_ring(cache.comp_ring, a, g, rows); cache.write_entries(entries, rows)
     selected = poison = None
-    if ind is not None:
-        q_i, w_i = ind
-        selected = self.backend.decode_select(q_i, w_i, cache)
-        bad = ~(torch.isfinite(q_i).flatten(1).all(-1) & torch.isfinite(w_i).all(-1)) | cache.index_bad
-        poison = torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).unsqueeze(1)
-    out = self.backend.decode_attend(query, cache.kv, sink, _decode_index(cache, selected), poison)
-    _advance(cache)
+    if self.indexer is not None:
+        q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring)
+        cache.write_ring(cache.index_ring, a, g, rows)
+        bad = cache.write_index_keys(k_i, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)                  # [s, b]
+        selected = self.backend.decode_select(q_i, w_i, cache, rows.visible)                                    # [b, s, k]
+        poison = torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
+    out = self.backend.decode_attend(query, cache.kv, sink, cache.step_index(rows, selected), poison)
+    cache.advance(s)
     return out

@@ -223,20 +223,22 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
 
 # %% ../nbs/05_backends.ipynb #522baf00
 @patch
-def decode_select(self: NativeBackend, q_i, w_i, cache):
-    "Top-k entries `[b, k]` (`-1` padded; `k = min(index_topk, E)`) of one token per sequence at `cache.pos`: `q_i [b, Hi, Di]`, `w_i [b, Hi]`."
+def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
+    """Top-k entries `[b, s, k]` (`-1` padded; `k = min(index_topk, E)`) of a step's `s` new tokens per sequence (at
+    `cache.pos + t`, their keys in the cache already): `q_i [s, b, Hi, Di]`, `w_i [s, b, Hi]`; `visible [b, s]` int64: the
+    entries each row sees (`StepRows.visible`)."""
     cfg, E = self.cfg, cache.entries
-    visible = (cache.pos + 1) // self.ratio
     if cfg.indexer_precision == "fp8":
         acc = torch.float64 if q_i.dtype == torch.float64 else torch.float32
         q_i, keys = _dequantized(*fp8_rows(q_i), acc), _dequantized(*cache.index_keys8, acc)
     else: keys = cache.index_keys
-    scores = decode_indexer_scores(q_i, keys, w_i, visible, cfg.index_scale)
-    return indexer_topk(scores.unsqueeze(1), min(cfg.index_topk, E))[0][:, 0]
+    scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), visible, cfg.index_scale)
+    return indexer_topk(scores, min(cfg.index_topk, E))[0]
 
 @patch
 def decode_attend(self: NativeBackend, query, kv, sink, idx, poison=None):
-    "`out [1, b, H·D]` of `query [1, b, H, D]` over the cache's `kv [W + E, b, D]` at local slots `idx [b, 1, K]`; `poison [b, 1]` NaN rows."
+    """`out [s, b, H·D]` of `query [s, b, H, D]` over the cache's `kv [R + E, b, D]` at local slots `idx [b, s, K]`;
+    `poison [b, s]` NaN rows."""
     return _poisoned(unfused_csa_attention(query, kv, sink, idx, softmax_scale=self.cfg.scale), poison)
 
 def _bmm_f32(a, b):
@@ -244,20 +246,21 @@ def _bmm_f32(a, b):
     return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
 
 @patch
-def decode_select(self: FusedBackend, q_i, w_i, cache):
-    """`NativeBackend.decode_select` on the GPU: the scores of one query row per sequence as two batched products (bf16
-    inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row) — FP8 on the cache's e4m3 keys —, radix top-k."""
-    cfg, E = self.cfg, cache.entries
-    scale = w_i.float() * cfg.index_scale                                        # [b, Hi]
+def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
+    """`NativeBackend.decode_select` on the GPU: the scores of the step's `s` rows per sequence as two batched products
+    (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row) — FP8 on the cache's e4m3 keys —, radix top-k."""
+    cfg, E, (s, b, Hi, Di) = self.cfg, cache.entries, q_i.shape
+    scale = w_i.float() * cfg.index_scale                                        # [s, b, Hi]
     if cfg.indexer_precision == "fp8":
         q8, qs = fp8_rows(q_i)
         q, (keys, ks), scale = q8.to(torch.bfloat16), cache.index_keys8, scale * qs
     else: q, keys, ks = q_i, cache.index_keys, None
-    scores = torch.bmm(scale.unsqueeze(1), _bmm_f32(q, keys.transpose(1, 2)).relu_()).squeeze(1)   # [b, E] float32
-    if ks is not None: scores = scores * ks
-    visible = ((cache.pos + 1) // self.ratio).clamp(max=E)
-    scores = scores.masked_fill(torch.arange(E, device=scores.device) >= visible.unsqueeze(1), float("-inf"))
-    return _radix_topk(scores, visible.to(torch.int32), min(cfg.index_topk, E))
+    logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()           # [b, s·Hi, E]
+    scores = torch.bmm(scale.transpose(0, 1).reshape(b * s, 1, Hi), logits.view(b * s, Hi, E)).view(b, s, E)
+    if ks is not None: scores = scores * ks.unsqueeze(1)
+    visible = visible.clamp(max=E)                                               # [b, s]
+    scores = scores.masked_fill(cache._iota(E) >= visible.unsqueeze(-1), float("-inf"))
+    return _radix_topk(scores.view(b * s, E), visible.reshape(b * s).to(torch.int32), min(cfg.index_topk, E)).view(b, s, -1)
 
 @patch
 def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):

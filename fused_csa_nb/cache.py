@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
+from typing import NamedTuple
 
 import torch
 from fastcore.basics import patch
@@ -16,17 +17,20 @@ from .checks import check_int
 from .reference import fp8_rows
 
 # %% auto #0
-__all__ = ['CSACache', 'make_cache', 'grow_cache']
+__all__ = ['MAX_STEP', 'CSACache', 'StepRows', 'make_cache', 'grow_cache']
 
 # %% ../nbs/05_cache.ipynb #3b0ca135
+MAX_STEP = 8      # new tokens one batched decode step takes at most (the window ring keeps W + MAX_STEP − 1 raw keys)
+
 @dataclasses.dataclass(eq=False)
 class CSACache:
     """The decode state of one CSA layer for `b` sequences (see above). Built by `CompressedSparseAttention.new_cache`; the
-    layer's forward with `cache=` reads and writes it. Every tensor holds the sequences along its batch dim."""
+    layer's forward with `cache=` reads and writes it through the methods below. Every tensor holds the sequences along its
+    batch dim."""
     ratio: int                          # the layer's compression ratio (0, 4, 128)
     window: int                         # W: raw keys per query, itself included
     max_seq_len: int                    # tokens a sequence may hold
-    kv: torch.Tensor                    # [W + E, b, D]: the window ring (token p at slot p % W), then entry j at slot W + j
+    kv: torch.Tensor                    # [R + E, b, D]: the window ring (token p at slot p % R, R = W + MAX_STEP − 1), then entry j at slot R + j
     pos: torch.Tensor                   # [b] int64: tokens each sequence holds (= the next token's position)
     comp_ring: tuple | None = None      # (a, g) [S, b, width]: the compressor's projections of the last tokens (token p at p % S)
     index_ring: tuple | None = None     # (a, g) [S, b, width_i]: the indexer compressor's
@@ -36,13 +40,14 @@ class CSACache:
     owner: object = None                # a weak reference to the layer the cache belongs to
     host_lengths: list = dataclasses.field(default_factory=list)   # the host mirror of `pos` (shared by views)
     rows: tuple = ()                    # which entries of `host_lengths` are this cache's sequences
+    slots: int = 0                      # R: the window ring's slots
 
     @property
     def batch_size(self) -> int: return self.pos.shape[0]
     @property
     def entries(self) -> int:
         "E: the compressed-entry slots per sequence (0 for ratio 0)."
-        return self.kv.shape[0] - self.window
+        return self.kv.shape[0] - self.slots
     @property
     def lengths(self) -> list:
         "Tokens each sequence holds, on the host (no device read)."
@@ -56,13 +61,49 @@ class CSACache:
     def nbytes(self) -> int:
         "Bytes of device memory the cache holds."
         return sum(t.numel() * t.element_size() for t in self.tensors())
+    def belongs_to(self, layer) -> bool:
+        "Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference)."
+        return self.owner is not None and self.owner() is layer
 
 # %% ../nbs/05_cache.ipynb #7321b4b7
 @patch
 def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
     "Global positions `[n, b, 1]` (int64, on the cache's device) of the next `n` tokens of each sequence: rope `query` and `key` at them."
     check_int("n", n, 1)
-    return self.pos.view(1, -1, 1) + torch.arange(n, device=self.pos.device).view(n, 1, 1)
+    return self.step_positions(n).unsqueeze(-1)
+
+class StepRows(NamedTuple):
+    """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
+    every write and by the index: `positions [s, b]` int64 (`pos + t`); for a compressed layer also `entry [s, b]` (each
+    row's block), `last [s, b]` (the step's latest row in that block: the one whose entry stands once the step is done),
+    `complete [s, b]` bool (the row completes its block) and `visible [b, s]` (the entries the row sees)."""
+    positions: torch.Tensor
+    entry: torch.Tensor | None = None
+    last: torch.Tensor | None = None
+    complete: torch.Tensor | None = None
+    visible: torch.Tensor | None = None
+
+@patch
+def step_positions(self: CSACache, n: int) -> torch.Tensor:
+    "`[n, b]` int64: the positions of a step's `n` new tokens (`pos + t`)."
+    return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
+
+@patch
+def step_rows(self: CSACache, s: int) -> StepRows:
+    "The `StepRows` of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read)."
+    pt, r = self.step_positions(s), self.ratio
+    if not r: return StepRows(pt)
+    j, off = pt // r, pt % r
+    last = torch.clamp(self._iota(s).unsqueeze(1) + (r - 1 - off), max=s - 1)
+    complete = off == r - 1
+    return StepRows(pt, j, last, complete, (j + complete).t())
+
+@patch
+def _iota(self: CSACache, n: int) -> torch.Tensor:
+    "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
+    consts = self.__dict__.setdefault("_consts", {})
+    if n not in consts: consts[n] = torch.arange(n, device=self.pos.device)
+    return consts[n]
 
 def _rows_of(t, i, dim):
     return None if t is None else t.narrow(dim, i, 1)
@@ -97,11 +138,11 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
     state (their parameters' dtype); `device`: where it lives (default: the layer's)."""
     b, n = check_int("batch_size", batch_size, 1), check_int("max_seq_len", max_seq_len, 1)
     cfg, r, W = layer.cfg, layer.ratio, layer.cfg.window_size
-    E = -(-n // r) if r else 0
+    E, R = (-(-n // r) if r else 0), W + MAX_STEP - 1
     dev = torch.device(device) if device is not None else layer.attn_sink.device
     kw = dict(device=dev)
-    cache = CSACache(r, W, n, torch.zeros(W + E, b, cfg.head_dim, dtype=dtype, **kw), torch.zeros(b, dtype=torch.int64, **kw),
-                     owner=weakref.ref(layer), host_lengths=[0] * b, rows=tuple(range(b)))
+    cache = CSACache(r, W, n, torch.zeros(R + E, b, cfg.head_dim, dtype=dtype, **kw), torch.zeros(b, dtype=torch.int64, **kw),
+                     owner=weakref.ref(layer), host_lengths=[0] * b, rows=tuple(range(b)), slots=R)
     if layer.compressor is not None: cache.comp_ring = _ring(layer.compressor, b, dev, module_dtype)
     if layer.indexer is not None:
         cache.index_ring = _ring(layer.indexer.compressor, b, dev, module_dtype)
@@ -112,89 +153,154 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
                                  torch.ones(b, E, dtype=torch.float32, **kw))
     return cache
 
+# %% ../nbs/05_cache.ipynb #a7c0e51d
+@patch
+def __reduce_ex__(self: CSACache, protocol):
+    raise TypeError("a CSACache is not serialisable (torch.save, pickle): it is inference state tied to its layer (a weak "
+                    "reference). Save the model instead and prefill a new cache (layer.new_cache) after loading")
+
+@patch
+def __deepcopy__(self: CSACache, memo):
+    "An independent copy (tensors cloned, host lengths copied) that belongs to the same layer."
+    t = lambda x: None if x is None else x.clone()
+    tt = lambda x: None if x is None else tuple(t(y) for y in x)
+    return dataclasses.replace(self, kv=t(self.kv), pos=t(self.pos), comp_ring=tt(self.comp_ring),
+                               index_ring=tt(self.index_ring), index_keys=t(self.index_keys), index_keys8=tt(self.index_keys8),
+                               index_bad=t(self.index_bad), host_lengths=list(self.host_lengths))
+
 # %% ../nbs/05_cache.ipynb #e84f72de
-def _advance(cache: CSACache, n: int = 1):
+def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:
+    "Whether `t` holds a NaN or ±Inf over `dims` (bool, the other dims kept): `0·x` is NaN exactly there, and a sum keeps it (3 kernels)."
+    return torch.isnan((t * 0).sum(dims))
+
+@patch
+def advance(self: CSACache, n: int = 1):
     "Every sequence holds `n` more tokens (device counter and host mirror)."
-    cache.pos += n
-    for i in cache.rows: cache.host_lengths[i] += n
+    self.pos += n
+    for i in self.rows: self.host_lengths[i] += n
 
-def _ring_fill(ring, module, x, s: int):
-    "The projections of the tokens of a prefix of `s` that the streaming compressor still needs (see above), into `ring`."
-    r, S = module.ratio, ring[0].shape[0]
-    q0 = max(0, (s // r - (1 if module.overlap else 0)) * r)
-    if q0 >= s: return
-    q = torch.arange(q0, s, device=x.device) % S
-    ring[0][q] = module.wkv(x[q0:s]).to(ring[0].dtype)
-    ring[1][q] = module.wgate(x[q0:s]).to(ring[1].dtype)
-
-def _store_index_keys(cache, keys, at, bi=None):
-    "Indexer keys `keys` (`[b, n, Di]` at entries `at …`, or `[b, Di]` at entries `at [b]` with `bi`) and their FP8 form."
-    sl = (slice(None), slice(at, at + keys.shape[1])) if bi is None else (bi, at)
-    cache.index_keys[sl] = keys.to(cache.index_keys.dtype)
-    if cache.index_keys8 is not None:
-        k8, ks = fp8_rows(keys)
-        cache.index_keys8[0][sl], cache.index_keys8[1][sl] = k8.to(cache.index_keys8[0].dtype), ks
-
+@patch
 @torch.no_grad()
-def _fill_prefill(cache: CSACache, layer, kv, comp, k_idx, x):
-    """Store a whole-prefix forward's keys into an empty `cache`: raw keys `kv [s, b, D]`, entries `comp [s//r, b, D]` and
-    indexer keys `k_idx [s//r, b, Di]` (or `None`), the layer input `x [s, b, hidden]` (compressor rings)."""
-    s, W = kv.shape[0], cache.window
-    q = torch.arange(max(0, s - W), s, device=kv.device)
-    cache.kv[q % W] = kv[q].to(cache.kv.dtype)
-    if comp is not None: cache.kv[W:W + comp.shape[0]] = comp.to(cache.kv.dtype)
-    if layer.compressor is not None: _ring_fill(cache.comp_ring, layer.compressor, x, s)
-    if layer.indexer is not None:
-        _ring_fill(cache.index_ring, layer.indexer.compressor, x, s)
-        if k_idx is not None:
-            keys = k_idx.transpose(0, 1)
-            _store_index_keys(cache, keys, 0)
-            cache.index_bad |= ~torch.isfinite(keys).flatten(1).all(-1)
-    _advance(cache, s)
+def write_keys(self: CSACache, key: torch.Tensor, rows: StepRows):
+    "The raw keys `key [s, b, D]` of a step's `s <= MAX_STEP` new tokens (`rows`: its `StepRows`) into their window-ring slots."
+    slot = rows.positions % self.slots                                          # [s, b]: distinct, s <= MAX_STEP < R + 1
+    self.kv[slot, self._iota(self.batch_size)] = key.to(self.kv.dtype)
 
+@patch
 @torch.no_grad()
-def _write_token(cache: CSACache, layer, key, x, qr):
-    """One new token per sequence, at `cache.pos`: `key [b, D]`, `x [b, hidden]`, `qr [b, q_lora_rank]` (or `None` where the
-    layer has no compressor / indexer) → `(q_i [b, Hi, Di], w_i [b, Hi])` of the indexer, or `None`. Does not advance `pos`."""
-    p, W, r = cache.pos, cache.window, cache.ratio
-    bi = torch.arange(p.shape[0], device=p.device)
-    cache.kv[p % W, bi] = key.to(cache.kv.dtype)
-    if layer.compressor is not None:
-        cache.kv[W + p // r, bi] = layer.compressor._step(x, p, *cache.comp_ring).to(cache.kv.dtype)
-    if layer.indexer is None: return None
-    q_i, w_i, k_new = layer.indexer._step(x, qr, p, *cache.index_ring)
-    _store_index_keys(cache, k_new, p // r, bi)
-    cache.index_bad |= (p % r == r - 1) & ~torch.isfinite(k_new).all(-1)
-    return q_i, w_i
+def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, rows: StepRows):
+    """Projections `a`, `g [s, b, width]` of a step's tokens (`rows`) into the compressor ring `ring` (`comp_ring` or
+    `index_ring`): the last `min(s, S)` of them, token `p` at slot `p % S`."""
+    s, S = a.shape[0], ring[0].shape[0]
+    k = min(s, S)
+    slot = rows.positions[s - k:] % S
+    bi = self._iota(self.batch_size)
+    ring[0][slot, bi] = a[s - k:].to(ring[0].dtype)
+    ring[1][slot, bi] = g[s - k:].to(ring[1].dtype)
+
+# %% ../nbs/05_cache.ipynb #f6a4b5c3
+@patch
+@torch.no_grad()
+def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
+    """The compressor's entries `[s, b, D]` of a step's rows' blocks (`Compressor.step`) into the entry slots `R + block`:
+    each row writes the entry of its block's `last` row, so duplicate writes of a slot carry equal values."""
+    e = entries.gather(0, rows.last.unsqueeze(-1).expand_as(entries))
+    self.kv[self.slots + rows.entry, self._iota(self.batch_size)] = e.to(self.kv.dtype)
+
+@patch
+@torch.no_grad()
+def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torch.Tensor:
+    """The indexer's keys `[s, b, Di]` of a step's rows' blocks (`CSAIndexer.step`), with their FP8 form → `[s, b]` bool:
+    a complete indexer key of the sequence up to row `t` is not finite (the sequence's rows from there on are poisoned)."""
+    j, k = rows.entry, keys.gather(0, rows.last.unsqueeze(-1).expand_as(keys))
+    bi = self._iota(self.batch_size)
+    self.index_keys[bi, j] = k.to(self.index_keys.dtype)
+    if self.index_keys8 is not None:
+        k8, ks = fp8_rows(k)
+        self.index_keys8[0][bi, j], self.index_keys8[1][bi, j] = k8.to(self.index_keys8[0].dtype), ks
+    bad = rows.complete & _nonfinite(keys, -1)                                 # [s, b]: a completed key, not finite
+    rows_bad = self.index_bad | (bad.cumsum(0) > 0)
+    self.index_bad |= rows_bad[-1]
+    return rows_bad
+
+# %% ../nbs/05_cache.ipynb #b3f1d2a0
+def _ring_copy(buf, vals, p0: int):
+    "`vals [k, ...]` (`k <= len(buf)`) of positions `p0 … p0 + k − 1` into the ring `buf [S, ...]` at slots `p % S`: two slice copies at most."
+    S, k = buf.shape[0], vals.shape[0]
+    a = p0 % S
+    n = min(k, S - a)
+    buf[a:a + n] = vals[:n]
+    if n < k: buf[:k - n] = vals[n:]
+
+@patch
+@torch.no_grad()
+def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=()):
+    """Store what a forward over a whole prefix of `s` tokens computed into this empty cache, then advance it by `s`:
+    raw keys `kv [s, b, D]`, compressor entries `entries [s//r, b, D]` and indexer keys `index_keys [s//r, b, Di]` (or
+    `None`), and `rings`: `(ring, a, g)` triples — the projections `[k, b, width]` of the prefix's last `k` tokens."""
+    if any(self.lengths):
+        raise ValueError(f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)")
+    s, R = kv.shape[0], self.slots
+    k = min(s, R)
+    _ring_copy(self.kv[:R], kv[s - k:].to(self.kv.dtype), s - k)
+    if entries is not None: self.kv[R:R + entries.shape[0]] = entries.to(self.kv.dtype)
+    for ring, a, g in rings:
+        k = min(a.shape[0], ring[0].shape[0])
+        for buf, v in zip(ring, (a, g)): _ring_copy(buf, v[v.shape[0] - k:].to(buf.dtype), s - k)
+    if index_keys is not None:
+        keys = index_keys.transpose(0, 1)                                     # [b, s//r, Di]
+        self.index_keys[:, :keys.shape[1]] = keys.to(self.index_keys.dtype)
+        if self.index_keys8 is not None:
+            k8, ks = fp8_rows(keys)
+            self.index_keys8[0][:, :keys.shape[1]], self.index_keys8[1][:, :keys.shape[1]] = k8.to(torch.bfloat16), ks
+        self.index_bad |= _nonfinite(keys, (1, 2))
+    self.advance(s)
+    return self
 
 # %% ../nbs/05_cache.ipynb #25e49d4a
-def _decode_index(cache: CSACache, selected=None) -> torch.Tensor:
-    """`[b, 1, K]` int64 local `kv` slots of each sequence's token at `pos`: the window, then `W + j` for the entries `selected
-    [b, k]` (`-1` padded; `None`: all visible entries)."""
-    p, W, r = cache.pos, cache.window, cache.ratio
-    q = p.unsqueeze(1) - W + 1 + torch.arange(W, device=p.device)
-    parts = [torch.where(q >= 0, q % W, -1)]
-    if r and cache.entries:
+@patch
+def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
+    """`[b, s, K]` int64 local `kv` slots of a step's rows (`StepRows`; their keys written already): the window (`W` ring
+    slots, `-1` before token 0), then `R + j` for the entries `selected [b, s, k]` (`-1` padded; `None`: all visible)."""
+    pt, W = rows.positions.t().unsqueeze(-1), self.window                                 # [b, s, 1]
+    q = pt - W + 1 + self._iota(W)
+    parts = [torch.where(q >= 0, q % self.slots, -1)]
+    if self.ratio and self.entries:
         if selected is None:
-            e = torch.arange(cache.entries, device=p.device)
-            selected = torch.where(e < ((p + 1) // r).unsqueeze(1), e, -1)
-        parts.append(torch.where(selected >= 0, selected.long() + W, -1))
-    return torch.cat(parts, -1).unsqueeze(1)
+            e = self._iota(self.entries)
+            selected = torch.where(e < rows.visible.unsqueeze(-1), e, -1)
+        parts.append(torch.where(selected >= 0, selected + self.slots, -1))
+    return torch.cat(parts, -1)
 
 # %% ../nbs/05_cache.ipynb #715de266
+@patch
 @torch.no_grad()
+def grow(self: CSACache, max_seq_len: int) -> CSACache:
+    """A copy of this cache with room for `max_seq_len` tokens per sequence (>= its current `max_seq_len`): the window ring,
+    the entries, the rings and the counters copied over; it belongs to the same layer."""
+    n = check_int("max_seq_len", max_seq_len, self.max_seq_len)
+    b, R, E, r = self.batch_size, self.slots, self.entries, self.ratio
+    E2 = -(-n // r) if r else 0
+    def wider(t, dim, fill=0.0):
+        if t is None: return None
+        shape = list(t.shape); shape[dim] = (R + E2) if dim == 0 else E2
+        new = torch.full(shape, fill, dtype=t.dtype, device=t.device)
+        new.narrow(dim, 0, t.shape[dim]).copy_(t)
+        return new
+    keys8 = None if self.index_keys8 is None else (wider(self.index_keys8[0], 1), wider(self.index_keys8[1], 1, 1.0))
+    clone = lambda ring: None if ring is None else tuple(x.clone() for x in ring)
+    return dataclasses.replace(self, max_seq_len=n, kv=wider(self.kv, 0), pos=self.pos.clone(), comp_ring=clone(self.comp_ring),
+                               index_ring=clone(self.index_ring), index_keys=wider(self.index_keys, 1), index_keys8=keys8,
+                               index_bad=None if self.index_bad is None else self.index_bad.clone(),
+                               host_lengths=list(self.lengths), rows=tuple(range(b)))
+
 def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
-    "A copy of `cache` (of `layer`) with room for `max_seq_len` tokens per sequence (>= its current `max_seq_len`)."
-    n = check_int("max_seq_len", max_seq_len, cache.max_seq_len)
-    new = make_cache(layer, cache.batch_size, n, device=cache.kv.device, dtype=cache.kv.dtype,
-                     module_dtype=cache.comp_ring[0].dtype if cache.comp_ring else cache.kv.dtype)
-    W, E = cache.window, cache.entries
-    new.kv[:W + E] = cache.kv
-    new.pos.copy_(cache.pos); new.host_lengths[:] = cache.lengths
-    for a, b in ((new.comp_ring, cache.comp_ring), (new.index_ring, cache.index_ring)):
-        if a is not None: a[0].copy_(b[0]); a[1].copy_(b[1])
-    if cache.index_keys is not None:
-        new.index_keys[:, :E] = cache.index_keys; new.index_bad.copy_(cache.index_bad)
-    if cache.index_keys8 is not None:
-        new.index_keys8[0][:, :E] = cache.index_keys8[0]; new.index_keys8[1][:, :E] = cache.index_keys8[1]
-    return new
+    "`cache.grow(max_seq_len)`, once `cache` is checked to be a `CSACache` of `layer` (a `CompressedSparseAttention`)."
+    if not isinstance(cache, CSACache):
+        raise TypeError(f"`cache` must be a CSACache (grow_cache(cache, layer, max_seq_len)), got {type(cache).__name__}")
+    if not isinstance(layer, torch.nn.Module):
+        raise TypeError(f"`layer` must be the CompressedSparseAttention the cache belongs to, got {type(layer).__name__}")
+    if not cache.belongs_to(layer):
+        raise ValueError(f"`cache` (ratio {cache.ratio}) belongs to another layer than `layer` (ratio "
+                         f"{getattr(layer, 'ratio', '?')}): grow each layer's own cache")
+    return cache.grow(max_seq_len)

@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .checks import check_int
 
 # %% auto #0
-__all__ = ['capture_step', 'DecodeGraph', 'capture_decode']
+__all__ = ['capture_step', 'DecodeGraph', 'capture_decode', 'decode_step_ops']
 
 # %% ../nbs/08_graphs.ipynb #62368a9c
 _LEGACY_STREAM = "legacy stream"      # what CUDA's error says when a captured stream must wait on the default one
@@ -63,22 +64,68 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
 # %% ../nbs/08_graphs.ipynb #3692d361
 class DecodeGraph:
     "One captured decode step (`capture_decode`): `replay()` runs it on the static inputs' current values → the static output."
-    def __init__(self, graph, out, cache): self.graph, self.out, self.cache = graph, out, cache
+    def __init__(self, graph, out, cache, n: int = 1): self.graph, self.out, self.cache, self.n = graph, out, cache, n
     def replay(self) -> torch.Tensor:
         c = self.cache
-        if max(c.lengths) >= c.max_seq_len:
-            raise ValueError(f"the cache is full: a sequence holds max_seq_len={c.max_seq_len} tokens")
+        if max(c.lengths) + self.n > c.max_seq_len:
+            raise ValueError(f"the cache is full: a sequence holds {max(c.lengths)} of max_seq_len={c.max_seq_len} tokens, "
+                             f"a step adds {self.n}")
         self.graph.replay()
-        for i in c.rows: c.host_lengths[i] += 1
+        for i in c.rows: c.host_lengths[i] += self.n
         return self.out
 
 def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2) -> DecodeGraph:
-    """Capture one decode step of `layer` on `cache` in a CUDA graph (see above). `query [1, b, H, D]`, `key [1, b, 1, D]`,
-    `x`, `qr`: the step's static inputs (kept alive by the caller); `warmup`: eager steps before the capture (undone)."""
+    """Capture one decode step of `layer` on `cache` in a CUDA graph (see above). `query [s_new, b, H, D]`, `key [s_new, b,
+    1, D]`, `x`, `qr`: the step's static inputs (kept alive by the caller; `s_new` tokens per sequence: a single step,
+    or a batched multi-token step — a cache holding no token takes `s_new = 1` only, a longer first call being a
+    prefill); `warmup`: eager steps before the capture (undone)."""
+    n = query.shape[0]
+    if n > 1 and not any(cache.lengths):
+        raise ValueError(f"capture_decode: a step of {n} tokens on an empty cache is a prefill, not a decode step: prefill "
+                         f"the prompt eagerly first")
     saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
     try:
         graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     finally:
         for t, s in zip(cache.tensors(), saved): t.copy_(s)
         cache.host_lengths[:] = lengths
-    return DecodeGraph(graph, out, cache)
+    return DecodeGraph(graph, out, cache, n)
+
+# %% ../nbs/08_graphs.ipynb #b8c7d6e5
+_VIEW_OPS = frozenset("view _unsafe_view reshape _reshape_alias transpose t permute unsqueeze squeeze select slice expand "
+                      "narrow alias detach as_strided split split_with_sizes unbind unflatten flatten view_as_real "
+                      "view_as_complex lift_fresh empty empty_like empty_strided sym_size".split())
+
+class _OpCounter(TorchDispatchMode):
+    "Counts the aten operators dispatched inside it that are not views or allocations (a proxy of kernel launches)."
+    def __init__(self): super().__init__(); self.n = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ not in _VIEW_OPS: self.n += 1
+        return func(*args, **(kwargs or {}))
+
+def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
+    """What one decode step `layer(query, key, x, qr, cache=cache)` dispatches (see above) → `{"ops": int}`, plus on CUDA
+    `"kernels"` (device kernels, copies included) and `"launches"` (host kernel-launch calls). The step runs twice (a
+    warm-up, then the counted one); the cache's tensors and lengths are restored after each."""
+    saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
+    def restore():
+        for t, s in zip(cache.tensors(), saved): t.copy_(s)
+        cache.host_lengths[:] = lengths
+    step = lambda: layer(query, key, x, qr, cache=cache)
+    res = {}
+    try:
+        with torch.no_grad():
+            step(); restore()
+            with _OpCounter() as c: step()
+            res["ops"] = c.n; restore()
+            if query.is_cuda:
+                torch.cuda.synchronize()
+                acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+                with torch.profiler.profile(activities=acts) as prof:
+                    step(); torch.cuda.synchronize()
+                ev = prof.events()
+                res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
+                res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
+    finally:
+        restore()
+    return res

@@ -677,49 +677,52 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     return (idx, n_valid, poison) if poison is not None else (idx, n_valid)
 
 # %% ../nbs/01_reference.ipynb #b38657bc
-def _ring_take(ring, slots, bi):
-    "`ring [S, b, W]` at `slots [b, r]` per sequence → `[r, b, W]`."
-    return ring[slots.t(), bi]
+@patch
+def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
+    """The streaming compressor (see above), on the state it is given (it writes nothing): `s` new tokens `x [s, b, hidden]`
+    per sequence at `positions [s, b]` (int64, consecutive: `pos + t`), after the earlier tokens' projections in the rings `ring_a`,
+    `ring_g [S, b, width]` (token `p` at slot `p % S`; `S = 2·ratio` with the overlap, else `ratio`).
+    → `(entries [s, b, head_dim], a, g)`: row `t` is the entry of token `t`'s block (roped at the block start; equal to
+    `_compress`'s once the block is complete, partial before), in `x`'s dtype; `a`, `g [s, b, width]` the new tokens'
+    projections, for the rings (`CSACache.write_ring`)."""
+    s, b = x.shape[:2]
+    r, d, S = self.ratio, self.head_dim, ring_a.shape[0]
+    a_new, g_new = self.wkv(x), self.wgate(x)
+    src_a, src_g = torch.cat([ring_a, a_new.to(ring_a.dtype)]), torch.cat([ring_g, g_new.to(ring_g.dtype)])   # [S + s, b, ·]
+    pos, j = positions[0], positions // r
+    tok = (j * r).unsqueeze(1) + torch.arange(-r if self.overlap else 0, r, device=x.device).view(1, -1, 1)   # [s, m, b]
+    new = tok - pos
+    src = torch.where(new >= 0, S + new, tok % S).clamp(max=S + s - 1)     # past tokens from the ring, new ones after it
+    bi = torch.arange(b, device=x.device)
+    a, g = src_a[src, bi], src_g[src, bi]                                  # [s, m, b, width]: each token's block(s)
+    if self.overlap:                # [previous block, own block] of token t = blocks 2t, 2t + 1 of the pooling; block −1: none
+        none = (tok < 0).unsqueeze(-1)
+        a, g = a.masked_fill(none, 0.0).view(2 * s, r, b, -1), g.masked_fill(none, float("-inf")).view(2 * s, r, b, -1)
+    c = _gated_pool(a, g, self.ape, self.overlap)                          # as `_compress` pools (one Triton pass on CUDA)
+    if self.overlap: c = c[1::2]
+    c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
+    c = _rotate(c.reshape(s * b, d), (j * r).reshape(s * b), self.rotary_dim, self.inv_freq)   # rows [s·b]: one kernel pass
+    return c.view(s, b, d).to(x.dtype), a_new, g_new
 
 @patch
-def _step(self: Compressor, x, pos, ring_a, ring_g):
-    """The streaming compressor (see above): token `x [b, hidden]` at global positions `pos [b]` (int64) enters the rings
-    `ring_a`, `ring_g [S, b, width]` (`S = 2·ratio` with the overlap, else `ratio`) → the entry of block `pos // ratio`
-    `[b, head_dim]` in `x`'s dtype, roped at the block start; equal to `_compress`'s once the block is complete."""
-    r, d, b = self.ratio, self.head_dim, x.shape[0]
-    bi, k = torch.arange(b, device=x.device), torch.arange(r, device=x.device)
-    slot = pos % ring_a.shape[0]
-    ring_a[slot, bi] = self.wkv(x).to(ring_a.dtype)
-    ring_g[slot, bi] = self.wgate(x).to(ring_g.dtype)
-    j = pos // r
-    acc = _acc_dtype(x.dtype)
-    ape = self.ape.to(acc).unsqueeze(1)                                   # [r, 1, width]
-    cur = (j % 2 * r if self.overlap else torch.zeros_like(j)).unsqueeze(1) + k
-    a, g = _ring_take(ring_a, cur, bi), _ring_take(ring_g, cur, bi).to(acc) + ape
-    if self.overlap:                                                      # previous block's first half, own block's second
-        prev, first, half = ((j + 1) % 2 * r).unsqueeze(1) + k, (j == 0).view(1, b, 1), a.shape[-1] // 2
-        pa, pg = _ring_take(ring_a, prev, bi), _ring_take(ring_g, prev, bi).to(acc) + ape
-        a = torch.cat([pa[..., :half].masked_fill(first, 0.0), a[..., half:]], 0)
-        g = torch.cat([pg[..., :half].masked_fill(first, float("-inf")), g[..., half:]], 0)
-    e = torch.exp(g - g.amax(0))                                          # softmax over the slots (dim 0), written out:
-    c = (e * a).sum(0) / e.sum(0)                                         # torch.softmax(dim=0) is slow on CUDA here; [b, d]
-    c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
-    return _rotate(c, j * r, self.rotary_dim, self.inv_freq).to(x.dtype)
-
-@patch
-def _step(self: CSAIndexer, x, qr, pos, ring_a, ring_g):
-    """One token per sequence: `x [b, hidden]`, `qr [b, q_lora_rank]` at `pos [b]` → `(q_i [b, Hi, Di] roped at pos,
-    w_i [b, Hi], the entry of pos's block [b, Di])` (its compressor's `_step` on the rings)."""
-    b = x.shape[0]
-    q = _rotate(self.wq(qr).view(b, self.n_heads, self.head_dim), pos.view(b, 1), self.rotary_dim, self.compressor.inv_freq)
-    return q, self.weights_proj(x) * self.n_heads ** -0.5, self.compressor._step(x, pos, ring_a, ring_g)
+def step(self: CSAIndexer, x: torch.Tensor, qr: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor,
+         ring_g: torch.Tensor):
+    """`s` new tokens per sequence: `x [s, b, hidden]`, `qr [s, b, q_lora_rank]` at `positions [s, b]` (int64, `pos + t`)
+    → `(q_i [s, b, Hi, Di] roped at their positions, w_i [s, b, Hi], keys [s, b, Di], (a, g))`: the keys and ring
+    projections of its compressor's `step` on the rings `ring_a`, `ring_g`."""
+    s, b = x.shape[:2]
+    q = _rotate(self.wq(qr).view(s * b, self.n_heads, self.head_dim), positions.reshape(s * b, 1), self.rotary_dim,
+                self.compressor.inv_freq).view(s, b, self.n_heads, self.head_dim)
+    keys, a, g = self.compressor.step(x, positions, ring_a, ring_g)
+    return q, self.weights_proj(x) * self.n_heads ** -0.5, keys, (a, g)
 
 # %% ../nbs/01_reference.ipynb #db4f9e3e
 def decode_indexer_scores(q_i: torch.Tensor, k_idx: torch.Tensor, w_i: torch.Tensor, visible: torch.Tensor,
                           softmax_scale: float) -> torch.Tensor:
-    """`[b, E]` scores (accumulation dtype) of `q_i [b, Hi, Di]`, `w_i [b, Hi]` against `k_idx [b, E, Di]`: `Σ_h w·σ·ReLU(q·k)`,
-    `-inf` at entries `e >= visible[b]`."""
+    """`[b, s, E]` scores (accumulation dtype) of a step's `s` new rows per sequence, `q_i [b, s, Hi, Di]`, `w_i [b, s, Hi]`,
+    against `k_idx [b, E, Di]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` at entries `e >= visible[b, s]`. (One row: `q_i [b, Hi, Di]`,
+    `w_i [b, Hi]`, `visible [b]` → `[b, E]`.)"""
     acc = _acc_dtype(q_i.dtype)
-    s = torch.einsum("bh,bhe->be", w_i.to(acc) * softmax_scale,
-                     torch.relu(torch.einsum("bhd,bed->bhe", q_i.to(acc), k_idx.to(acc))))
-    return s.masked_fill(torch.arange(k_idx.shape[1], device=s.device) >= visible.unsqueeze(1), float("-inf"))
+    s = torch.einsum("b...h,b...he->b...e", w_i.to(acc) * softmax_scale,
+                     torch.relu(torch.einsum("b...hd,bed->b...he", q_i.to(acc), k_idx.to(acc))))
+    return s.masked_fill(torch.arange(k_idx.shape[1], device=s.device) >= visible.unsqueeze(-1), float("-inf"))
