@@ -48,7 +48,7 @@ def layer_ratio(hf_config, layer_idx: int) -> int:
     kind = kinds[check_int("layer_idx", layer_idx, 0, len(kinds) - 1)]
     return 0 if kind == "sliding_attention" else int(hf_config.compress_rates[kind])
 
-# %% ../nbs/10_hf.ipynb #ba127a8e
+# %% ../nbs/10_hf.ipynb #56149969
 def _hf_fields(hf_config) -> dict:
     "The `CSAConfig` fields that `hf_config` sets (see above)."
     rp = hf_config.rope_parameters
@@ -116,7 +116,7 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
         _share(layer.indexer.weights_proj, "weight", ind.scorer.weights_proj.weight)
     return layer
 
-# %% ../nbs/10_hf.ipynb #720d92f9
+# %% ../nbs/10_hf.ipynb #33c0a233
 class _Padding:
     "The 2-D `attention_mask` `[B, n]` and `position_ids` of one model call; `rows(S)` reads them on the host once (see above)."
     def __init__(self, mask, position_ids): self.mask, self.position_ids, self._rows = mask, position_ids, {}
@@ -149,7 +149,7 @@ def _real_rows(mask, position_ids, S: int):
     return types.SimpleNamespace(starts=first.tolist(), lengths=n.tolist(), flat=(s * B + i).to(mask.device), cu=cu,
                                  max_len=int(n.max()))
 
-# %% ../nbs/10_hf.ipynb #b418cde3
+# %% ../nbs/10_hf.ipynb #05841c66
 class _ModelHook:
     """Forward pre-hook of a `DeepseekV4Model` (with kwargs): refuses what the sparse core cannot give (attention weights,
     4-D masks) and hands its attention layers the call's 2-D `attention_mask` (a `_Padding`, through the layers' kwargs)."""
@@ -196,7 +196,7 @@ def _csa_cache(attn, past, layer, b, n_new, device, dtype):
     book[idx] = (c, seen + n_new)
     return c, seen == 0
 
-# %% ../nbs/10_hf.ipynb #c75ee7cb
+# %% ../nbs/10_hf.ipynb #e1238cb9
 def _gather(t, flat):
     "`t [S, B, ...]` → its rows `flat` of the `[S·B, ...]` flattening (a pack of the real tokens), or `None`."
     return None if t is None else t.flatten(0, 1).index_select(0, flat)
@@ -224,7 +224,7 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
         out[a:a + n, i:i + 1] = layer(seq(q), seq(kv), seq(x), seq(qr), cache=cache.sequence(i))[0]
     return out
 
-# %% ../nbs/10_hf.ipynb #b384376d
+# %% ../nbs/10_hf.ipynb #9215712e
 def _csa_attention_forward(self, hidden_states, position_embeddings, position_ids=None, attention_mask=None,
                            past_key_values=None, cache=None, fused_csa_padding=None, **kwargs):
     """`DeepseekV4Attention.forward` with the CSA core on this package (see above) → `(output, None)`. HF's cache comes as
@@ -275,7 +275,7 @@ def _model_hooks(model):
     return [(m, k) for m in model.modules() if isinstance(m, cls)
             for k, h in m._forward_pre_hooks.items() if isinstance(h, _ModelHook)]
 
-# %% ../nbs/10_hf.ipynb #7441f2fb
+# %% ../nbs/10_hf.ipynb #f25ac0b4
 def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrides) -> nn.Module:
     """Run the CSA core of every DeepSeek-V4 attention layer of the transformers `model` (any module tree holding
     `DeepseekV4Attention`s) on this package (see above). `dsa_kernel_backend`: `"cudnn"` (fused; bf16 CUDA models) or
