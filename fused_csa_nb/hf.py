@@ -42,13 +42,13 @@ def _check_hf_config(hf_config):
     return hf_config
 
 def layer_ratio(hf_config, layer_idx: int) -> int:
-    """The compression ratio (0, 4 or 128) of layer `layer_idx` (an int in `[0, num_hidden_layers)`) of `hf_config`, a
-    transformers `DeepseekV4Config`."""
+    """The compression ratio (0, 4 or 128) of one attention layer of a DeepSeek-V4 model. `hf_config`: the model's
+    transformers `DeepseekV4Config` (an instance); `layer_idx`: the layer's index, an int in `[0, num_hidden_layers)`."""
     kinds = _check_hf_config(hf_config).layer_types
     kind = kinds[check_int("layer_idx", layer_idx, 0, len(kinds) - 1)]
     return 0 if kind == "sliding_attention" else int(hf_config.compress_rates[kind])
 
-# %% ../nbs/10_hf.ipynb #56149969
+# %% ../nbs/10_hf.ipynb #4ee50a71
 def _hf_fields(hf_config) -> dict:
     "The `CSAConfig` fields that `hf_config` sets (see above)."
     rp = hf_config.rope_parameters
@@ -73,9 +73,10 @@ def _hf_fields(hf_config) -> dict:
     return fields
 
 def csa_config_from_hf(hf_config, **overrides) -> CSAConfig:
-    """A `CSAConfig` for the attention layers of `hf_config` (a transformers `DeepseekV4Config` instance). `overrides`: the
-    `CSAConfig` fields the HF configuration does not set (`dsa_kernel_backend`, `indexer_loss_coeff`,
-    `indexer_use_sparse_loss`, `indexer_precision`, …); one it sets (`window_size`, `num_heads`, …) must equal its value."""
+    """A `CSAConfig` for the attention layers of a DeepSeek-V4 model. `hf_config`: the model's transformers
+    `DeepseekV4Config` (an instance); `overrides`: the `CSAConfig` fields the HF configuration does not set
+    (`dsa_kernel_backend`, `indexer_loss_coeff`, `indexer_use_sparse_loss`, `indexer_precision`, …) — one it sets
+    (`window_size`, `num_heads`, …) must equal its value."""
     fields = _hf_fields(_check_hf_config(hf_config))
     clash = {k: (v, fields[k]) for k, v in overrides.items() if k in fields and v != fields[k]}
     if clash:
@@ -97,9 +98,9 @@ def _share_compressor(ours, hf):
     _share(ours, "ape", hf.position_bias); _share(ours, "norm_weight", hf.kv_norm.weight)
 
 def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
-    """The `CompressedSparseAttention` of `attn` (a transformers `DeepseekV4Attention` module) under `cfg` (a `CSAConfig`, as
-    `csa_config_from_hf` gives), sharing `attn`'s parameters: the sink, the compressor's and (ratio 4) the indexer's
-    projections, position biases and norms."""
+    """The `CompressedSparseAttention` of one HF attention layer, sharing its parameters: the sink, the compressor's and
+    (ratio 4) the indexer's projections, position biases and norms. `attn`: a transformers `DeepseekV4Attention` module;
+    `cfg`: the `CSAConfig` to build it under (`csa_config_from_hf` of the model's config)."""
     if not isinstance(attn, _deepseek_v4().DeepseekV4Attention):
         raise TypeError(f"`attn` must be a transformers DeepseekV4Attention module (model.model.layers[i].self_attn), "
                         f"got {_type_name(attn)}")
@@ -275,12 +276,13 @@ def _model_hooks(model):
     return [(m, k) for m in model.modules() if isinstance(m, cls)
             for k, h in m._forward_pre_hooks.items() if isinstance(h, _ModelHook)]
 
-# %% ../nbs/10_hf.ipynb #f25ac0b4
+# %% ../nbs/10_hf.ipynb #ff0402af
 def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrides) -> nn.Module:
-    """Run the CSA core of every DeepSeek-V4 attention layer of the transformers `model` (any module tree holding
-    `DeepseekV4Attention`s) on this package (see above). `dsa_kernel_backend`: `"cudnn"` (fused; bf16 CUDA models) or
-    `"none"` (native, any dtype and device); `overrides`: `CSAConfig` fields the HF config does not set
-    (`indexer_loss_coeff`, `indexer_use_sparse_loss`, `indexer_precision`, …). Returns `model`."""
+    """Run the CSA core of every DeepSeek-V4 attention layer on this package (see above) → `model`, switched in place.
+    `model`: a transformers module tree holding `DeepseekV4Attention`s (`DeepseekV4ForCausalLM`, `DeepseekV4Model`, a
+    layer); `dsa_kernel_backend`: `"cudnn"` (fused; bf16 CUDA models) or `"none"` (native, any dtype and device);
+    `overrides`: `CSAConfig` fields the HF config does not set (`indexer_loss_coeff`, `indexer_use_sparse_loss`,
+    `indexer_precision`, …)."""
     if not isinstance(model, nn.Module): raise TypeError(f"`model` must be a torch.nn.Module, got {_type_name(model)}")
     layers = _attention_layers(model)
     if not layers: raise ValueError("`model` holds no DeepseekV4Attention layer (a transformers DeepSeek-V4 model is expected)")
@@ -300,7 +302,7 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
     return model
 
 def restore_hf_attention(model: nn.Module) -> nn.Module:
-    "Undo `use_fused_csa`: every attention layer runs HF's own forward again (the parameters were never copied)."
+    "Undo `use_fused_csa` → `model`: every attention layer runs HF's own forward again. `model`: a module `use_fused_csa` switched."
     for attn in _attention_layers(model):
         for k in ("forward", "_fused_csa", "_fused_csa_loss"): attn.__dict__.pop(k, None)
     for m, k in _model_hooks(model):
@@ -308,7 +310,7 @@ def restore_hf_attention(model: nn.Module) -> nn.Module:
     return model
 
 def indexer_loss(model: nn.Module):
-    "The sum of the indexer losses of `model`'s layers from its last forward (0-d fp32), or `None` if none computed one."
+    "The sum of the indexer losses of the last forward (0-d fp32), or `None` if no layer computed one. `model`: a bridged model."
     losses = [a.__dict__.get("_fused_csa_loss") for a in _attention_layers(model)]
     losses = [l for l in losses if l is not None]
     return sum(losses[1:], losses[0]) if losses else None
