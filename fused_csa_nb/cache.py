@@ -304,3 +304,30 @@ def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
         raise ValueError(f"`cache` (ratio {cache.ratio}) belongs to another layer than `layer` (ratio "
                          f"{getattr(layer, 'ratio', '?')}): grow each layer's own cache")
     return cache.grow(max_seq_len)
+
+# %% ../nbs/05_cache.ipynb #9a460d44
+from .checks import check_tensor
+
+# %% ../nbs/05_cache.ipynb #aff5132f
+_BATCH_DIMS = dict(kv=1, pos=0, comp_ring=1, index_ring=1, index_keys=0, index_keys8=0, index_bad=0)
+
+def _batch_tensors(cache: CSACache) -> list:
+    "`[(tensor, its batch dim)]` for every tensor of `cache` (the fields of `_BATCH_DIMS`; a tuple field gives each of its tensors)."
+    out = []
+    for name, dim in _BATCH_DIMS.items():
+        v = getattr(cache, name)
+        out += [(t, dim) for t in (v if isinstance(v, tuple) else (v,)) if t is not None]
+    return out
+
+@patch
+def reorder(self: CSACache, beam_idx: torch.Tensor) -> CSACache:
+    """Sequence `j` becomes what sequence `beam_idx[j]` was (beam search; see above), in place → the cache.
+    `beam_idx`: integer tensor `[b]` (any device), the source sequence of each sequence, each in `[0, b)`."""
+    check_tensor("beam_idx", beam_idx, shape=(self.batch_size,), floating=False, what="[b]")
+    idx = beam_idx.to(device=self.pos.device, dtype=torch.int64)
+    lengths = self.lengths
+    with torch.no_grad():
+        for t, dim in _batch_tensors(self): t.copy_(t.index_select(dim, idx))
+    if len(set(lengths)) > 1:                                   # equal lengths stay as they are: no host read
+        for row, src in zip(self.rows, idx.tolist()): self.host_lengths[row] = lengths[src]
+    return self
