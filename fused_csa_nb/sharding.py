@@ -99,16 +99,15 @@ def check_fsdp_cp(module: nn.Module) -> nn.Module:
                     "mesh=mesh['dp', 'cp']._flatten()) — or use shard_model(model, mesh)")
     return module
 
-# %% ../nbs/07_sharding.ipynb #9605c233
-def _bind_cp(name, layer, group):
-    "Give `layer` the mesh's CP group (`None` for a CP dim of one rank), or refuse a `cp_group` it has that is another group."
+# %% ../nbs/07_sharding.ipynb #3890dd0a
+def _check_layer_group(name, layer, group):
+    "Refuse a `cp_group` of `layer` that is not `group`, the mesh's CP group (`None` for a CP dim of one rank)."
     if layer.cp_group is not None:
         want = None if group is None else _ranks(group)
         if _ranks(layer.cp_group) != want:
             raise ValueError(f"`{name}` has a cp_group of ranks {_ranks(layer.cp_group)}, which is not this rank's group of "
                              f"the mesh's context-parallel dim (ranks {want}): build the layer with cp_group=None "
                              "(shard_model binds the mesh's group) or with cp_group=mesh['cp'].get_group()")
-    layer.cp_group = group
 
 # %% ../nbs/07_sharding.ipynb #abfdd8ed
 def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp", cp_dim: str = "cp",
@@ -128,13 +127,14 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp"
     if mp_policy is not None and not isinstance(mp_policy, MixedPrecisionPolicy):
         raise TypeError(f"`mp_policy` must be a torch.distributed.fsdp.MixedPrecisionPolicy or None, got {type(mp_policy).__name__}")
     group = mesh[cp_dim].get_group() if mesh[cp_dim].size() > 1 else None
-    for name, layer in layers: _bind_cp(name, layer, group)
+    for name, layer in layers: _check_layer_group(name, layer, group)
+    for _, layer in layers: layer.cp_group = group                # every layer checked first: all bound, or none
+    check_fsdp_cp(model)                                          # layers the caller sharded already, before any sharding
     fsdp_mesh = mesh[dims[0]] if len(dims) == 1 else mesh[dims]._flatten("_".join(dims))
     kw = dict(mesh=fsdp_mesh, mp_policy=mp_policy or MixedPrecisionPolicy())
     if reshard_after_forward is not None: kw["reshard_after_forward"] = reshard_after_forward
-    for name, layer in layers:
-        if isinstance(layer, FSDPModule): check_fsdp_cp(layer)      # sharded by the caller: checked, not sharded again
-        else: fully_shard(layer, **kw)
+    for _, layer in layers:
+        if not isinstance(layer, FSDPModule): fully_shard(layer, **kw)   # one the caller sharded: checked above
     if not isinstance(model, FSDPModule): fully_shard(model, **kw)
     sum_only = dist.get_backend(fsdp_mesh.get_group()) != "nccl"   # gloo has no pre-scaled sum: FSDP divides itself
     for m in model.modules():
