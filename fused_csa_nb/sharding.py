@@ -31,8 +31,9 @@ def _check_mesh(mesh, dp_dim, cp_dim) -> tuple:
         if not isinstance(dim, str):
             raise TypeError(f"`{arg}` must be the name of a mesh dimension (a str), got {_describe(dim)} ({type(dim).__name__})")
         if dim not in names:
+            hint = " (or pass dp_dim=None for a mesh without a data-parallel dim)" if arg == "dp_dim" else ""
             raise ValueError(f"`{arg}`={dim!r} is not a dimension of `mesh`, whose dims are {names}: build the mesh with "
-                             "init_device_mesh(device, (dp, cp), mesh_dim_names=('dp', 'cp'))")
+                             f"init_device_mesh(device, (dp, cp), mesh_dim_names=('dp', 'cp')){hint}")
     if dp_dim == cp_dim: raise ValueError(f"`dp_dim` and `cp_dim` must name two different mesh dims, got {cp_dim!r} twice")
     dims = (cp_dim,) if dp_dim is None else (dp_dim, cp_dim)
     return dims, [mesh[d].size() for d in dims]
@@ -44,7 +45,8 @@ def split_batch(t: torch.Tensor, mesh: DeviceMesh, *, dp_dim: str | None = "dp",
 
     `t`: the whole batch (dim `batch_dim`, `B` sequences) of whole sequences (dim `seq_dim`, `S` tokens), e.g. SBHD
     `[S, B, H, D]` or `[S, B, hidden]`; every rank passes the same `t`.
-    `mesh`: a `DeviceMesh` with the named dims `dp_dim` and `cp_dim` (`dp_dim=None`: no data parallelism).
+    `mesh`: a `DeviceMesh` holding the two named dims. `dp_dim`, `cp_dim`: the names of its data-parallel dim (`None`:
+    no data parallelism, the whole batch on every rank) and of its context-parallel dim.
     `layout`: the layers' `cp_layout`, `"contiguous"` or `"zigzag"`. `seq_dim`, `batch_dim`: the dims of `t`.
     Returns `t`'s `[S/cp, B/dp, ...]` rows of this rank (`S/cp` and `B/dp` along `seq_dim` and `batch_dim`)."""
     check_tensor("t", t, min_ndim=2)
@@ -115,8 +117,9 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp"
     """Shard `model` with FSDP2 over the data × context ranks of `mesh`, its layers context-parallel over the CP dim.
 
     `model`: a module holding `CompressedSparseAttention` layers (or one layer), the same weights on every rank; it is
-    sharded in place (`fully_shard`) and returned. `mesh`: a `DeviceMesh` with the named dims `dp_dim` (`None`: no
-    data parallelism) and `cp_dim`. `mp_policy`: FSDP2's `MixedPrecisionPolicy` for every unit (default: none).
+    sharded in place (`fully_shard`) and returned. `mesh`: a `DeviceMesh` holding the two named dims.
+    `dp_dim`, `cp_dim`: the names of its data-parallel dim (`None`: no data parallelism, FSDP over the CP ranks alone)
+    and of its context-parallel dim. `mp_policy`: FSDP2's `MixedPrecisionPolicy` for every unit (default: none).
     `reshard_after_forward`: passed to `fully_shard` when given (default: FSDP's own).
     Each layer gets `cp_group = mesh[cp_dim].get_group()` (a layer built with another group is refused), each layer and
     then the model become FSDP units over `mesh[dp_dim, cp_dim]` flattened, and gradients are summed over the CP ranks
