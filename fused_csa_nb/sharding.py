@@ -75,7 +75,7 @@ def _layers(module) -> list:
     "`[(name, layer)]` of the `CompressedSparseAttention` layers in `module` (itself included)."
     if not isinstance(module, nn.Module):
         raise TypeError(f"`module` must be a torch.nn.Module, got {_describe(module)} ({type(module).__name__})")
-    return [(n or type(m).__name__, m) for n, m in module.named_modules() if isinstance(m, CompressedSparseAttention)]
+    return [(n or "layer", m) for n, m in module.named_modules() if isinstance(m, CompressedSparseAttention)]
 
 def _ranks(group) -> list:
     "The global ranks of a process group, in group order."
@@ -105,7 +105,7 @@ def check_fsdp_cp(module: nn.Module) -> nn.Module:
 def _check_layer_group(name, layer, group):
     "Refuse a `cp_group` of `layer` that is not `group`, the mesh's CP group (`None` for a CP dim of one rank)."
     if layer.cp_group is not None:
-        want = None if group is None else _ranks(group)
+        want = [dist.get_rank()] if group is None else _ranks(group)
         if _ranks(layer.cp_group) != want:
             raise ValueError(f"`{name}` has a cp_group of ranks {_ranks(layer.cp_group)}, which is not this rank's group of "
                              f"the mesh's context-parallel dim (ranks {want}): build the layer with cp_group=None "
@@ -139,9 +139,8 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp"
     for _, layer in layers:
         if not isinstance(layer, FSDPModule): fully_shard(layer, **kw)   # one the caller sharded: checked above
     if not isinstance(model, FSDPModule): fully_shard(model, **kw)
-    sum_only = dist.get_backend(fsdp_mesh.get_group()) != "nccl"   # gloo has no pre-scaled sum: FSDP divides itself
     for m in model.modules():
-        if isinstance(m, FSDPModule):
+        if isinstance(m, FSDPModule):                             # sum over CP, mean over DP
             m.set_gradient_divide_factor(float(sizes[0] if dp_dim is not None else 1))
-            if sum_only: m.set_force_sum_reduction_for_comms(True)
+            m.set_force_sum_reduction_for_comms(True)             # a plain sum, then FSDP divides (no pre-scaled sum)
     return check_fsdp_cp(model)
