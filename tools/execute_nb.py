@@ -44,6 +44,7 @@ written notebook (it keeps outputs: `clear_all = False` in settings.ini).
 import argparse
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -93,11 +94,21 @@ def _local_paths(outputs):
     return outputs
 
 
-def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None):
+class _Stopped(Exception):
+    "Raised in the running cell when the process is told to stop (SIGTERM)."
+
+
+def _stop(signum, frame):
+    raise _Stopped("stopped from outside (SIGTERM)")
+
+
+def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None, deadline=None):
     """Run the notebook's code cells in order; return the index of the failing cell or None.
 
     `mode`: `"gpu"` writes back only the outputs of `#| gpu` cells, `"cpu"` those of every cell that
-    ran (cells skipped by `skip` keep theirs), `None` those of every cell."""
+    ran (cells skipped by `skip` keep theirs), `None` those of every cell. `timings`: a file each cell's wall time is
+    appended to as it ends; `deadline`: seconds after which no further cell starts (the notebook counts as failed,
+    and what ran is written). A SIGTERM stops the running cell, which keeps its old outputs; what ran is written."""
     nb_path = Path(nb_path).resolve()
     nb = read_nb(nb_path)
     cwd = os.getcwd()
@@ -107,21 +118,31 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
     if mode == "cpu":   # torch seeds its default generator at random on import: unseeded cells would differ run to run
         shell.run("import random as _r, numpy as _np, torch as _t\n_r.seed(0); _np.random.seed(0); _t.manual_seed(0)\n"
                   "del _r, _np, _t")
-    failed, ran, skipped = None, 0, 0
+    failed, ran, skipped, late = None, 0, 0, []
+    stop_at = time.monotonic() + deadline if deadline else None
+    signal.signal(signal.SIGTERM, _stop)          # a run stopped from outside still writes what its cells gave
     try:
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code" or _no_eval(cell): continue
             if flags(cell) & set(skip):
                 skipped += 1; continue
+            if stop_at is not None and time.monotonic() > stop_at:
+                late.append(i); continue
             kept = cell.get("outputs", [])
             cell["outputs"] = []                  # a cell that prints nothing now must not keep what it printed before
             t0 = time.perf_counter()
             shell.cell(cell)
-            if timings is not None: timings.append((nb_path.name, i, sorted(flags(cell)), time.perf_counter() - t0))
+            dt = time.perf_counter() - t0
+            if timings is not None:
+                with open(timings, "a", encoding="utf-8") as f:
+                    f.write(f"{nb_path.name}\t{i}\t{' '.join(sorted(flags(cell))) or '-'}\t{dt:.2f}\n")
             ran += 1
             cell["outputs"] = _local_paths(cell.get("outputs", []))
             err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
             if mode == "gpu" and "gpu" not in flags(cell): cell["outputs"] = kept      # only the GPU evidence changes
+            if err and err.get("ename") == "_Stopped":
+                cell["outputs"] = kept; failed = i
+                print(f"{nb_path.name}: stopped from outside in cell {i}", file=sys.stderr); break
             if err:
                 failed = i
                 print(f"{nb_path.name}: cell {i} failed: {err.get('ename')}: {err.get('evalue')}", file=sys.stderr)
@@ -129,6 +150,10 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
                 break
     finally:
         os.chdir(cwd)
+    if late:
+        failed = late[0]
+        print(f"{nb_path.name}: {len(late)} cells not run after the {deadline:.0f}-s deadline (from cell {late[0]})",
+              file=sys.stderr)
     dst = Path(out) if out else nb_path
     write_nb(nb, dst)
     _clean(dst)
@@ -177,6 +202,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="where to write the executed notebook (one notebook; default: in place)")
     ap.add_argument("--benchmarks", default=None, help="also write benchmarks_markdown(res) here")
     ap.add_argument("--timings", default=None, help="append each cell's wall time to this file (notebook, cell, flags, s)")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds per notebook after which no further cell starts")
     args = ap.parse_args(argv)
     if args.cpu: os.environ["CUDA_VISIBLE_DEVICES"] = ""          # before torch is imported (here or in a child)
     if not args.notebooks:
@@ -193,17 +219,14 @@ def main(argv=None):
         from concurrent.futures import ThreadPoolExecutor
         common = (["--gpu"] if args.gpu else ["--cpu"] if args.cpu else []) + ["--skip", " ".join(skip)] + \
                  (["--benchmarks", args.benchmarks] if args.benchmarks else []) + \
-                 (["--timings", args.timings] if args.timings else [])
+                 (["--timings", args.timings] if args.timings else []) + \
+                 (["--deadline", str(args.deadline)] if args.deadline else [])
         run = lambda nb: subprocess.run([sys.executable, __file__, nb, *common]).returncode
         with ThreadPoolExecutor(max(1, args.jobs or (2 if args.cpu else 1))) as ex:
             failed = [nb for nb, rc in zip(args.notebooks, ex.map(run, args.notebooks)) if rc != 0]
     else:
-        tim = [] if args.timings else None
         failed = [nb for nb in args.notebooks
-                  if execute(nb, args.out, mode, skip, args.benchmarks, tim) is not None]
-        if tim:
-            with open(args.timings, "a", encoding="utf-8") as f:
-                for name, i, fl, dt in tim: f.write(f"{name}\t{i}\t{' '.join(fl) or '-'}\t{dt:.2f}\n")
+                  if execute(nb, args.out, mode, skip, args.benchmarks, args.timings, args.deadline) is not None]
     if failed: print("failed: " + " ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 

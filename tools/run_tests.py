@@ -74,12 +74,12 @@ def has_gpu_cells(nb):
 ENV = None   # the notebooks' environment: set in main (CPU threads shared among the workers)
 
 
-def run_one(nb, flags, store):
+def run_one(nb, flags, store, extra=()):
     print(f"START {nb.name}", flush=True)
     if store and has_gpu_cells(nb):
         skip = " ".join(sorted(test_flags() - set(flags.split())))
         cmd = [sys.executable, str(ROOT / "tools" / "execute_nb.py"), str(nb), "--gpu", "--skip", skip,
-               "--benchmarks", str(ROOT / "BENCHMARKS.md")]          # the bench chapter's tables also land there
+               "--benchmarks", str(ROOT / "BENCHMARKS.md"), *extra]  # the bench chapter's tables also land there
     else:
         exe = shutil.which("nbdev_test") or str(Path(sys.executable).parent / "nbdev_test")
         cmd = [exe, "--path", str(nb), "--n_workers", "0"] + (["--flags", flags] if flags else [])
@@ -94,11 +94,15 @@ def main(argv=None):
     ap.add_argument("--flags", default="", help='extra test flags, e.g. "gpu" or "gpu slow"')
     ap.add_argument("--store", action="store_true", help="with --flags gpu: write the outputs of the #| gpu cells "
                     "back into the notebooks (tools/execute_nb.py --gpu)")
+    ap.add_argument("--timings", default=None, help="with --store: append each cell's wall time to this file as it ends")
+    ap.add_argument("--deadline", type=float, default=None, help="with --store: seconds per notebook after which no "
+                    "further cell starts (the notebook fails; what ran is written)")
     ap.add_argument("paths", nargs="*", help="notebooks to test (default: all in nbs/)")
     args = ap.parse_args(argv)
     if args.store and "gpu" not in args.flags.split(): ap.error("--store writes GPU outputs: pass --flags gpu too")
     nbs = notebooks(args.paths)
     flags = args.flags.split()
+    extra = (["--timings", args.timings] if args.timings else []) + (["--deadline", str(args.deadline)] if args.deadline else [])
     global ENV
     ENV = dict(os.environ)
     if args.workers > 1 and "OMP_NUM_THREADS" not in ENV:    # torch in each worker would take every core
@@ -120,8 +124,8 @@ def main(argv=None):
                 print("\n".join("      " + line for line in out.splitlines()[-60:]), flush=True)
 
     with ThreadPoolExecutor(max(1, args.workers)) as ex:
-        report(ex.map(lambda n: run_one(n, args.flags, args.store), rest))
-    report(run_one(nb, args.flags, args.store) for nb in timed)
+        report(ex.map(lambda n: run_one(n, args.flags, args.store, extra), rest))
+    report(run_one(nb, args.flags, args.store, extra) for nb in timed)
     print(f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}; "
           f"{skipped} code cells skipped by flags)")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
