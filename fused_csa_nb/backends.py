@@ -14,9 +14,8 @@ from torch.utils.checkpoint import checkpoint
 from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
 from .kernels import _radix_topk, kernel_limits, padded_num_heads, sm_major
-from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _pack_entries,
-                                 _pack_window, _row_blocks, cached_index,
-                                 compressed_topk_idxs, window_slots)
+from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _row_blocks,
+                                 cached_index, compressed_topk_idxs)
 from .reference import (blocked_indexer_topk, _dequantized, decode_indexer_scores, fp8_rows, indexer_input_poison, indexer_scores, indexer_topk, selection_scores,
                                     unfused_csa_attention)
 from .teacher import csa_indexer_loss
@@ -68,23 +67,24 @@ class NativeBackend:
             raise RuntimeError("deterministic=True on the native path (CUDA) needs torch.use_deterministic_algorithms(True) "
                                "(and CUBLAS_WORKSPACE_CONFIG=:4096:8): its gathers' backward adds with atomics otherwise")
 
-    def block_rows(self, q_idx: torch.Tensor, n_comp: int) -> int:
-        "Query rows per indexer block: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes`."
-        acc = 8 if q_idx.dtype == torch.float64 else 4
-        return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, q_idx.shape[1], _NATIVE_BYTES_PER_ENTRY * acc)
+    def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.float32) -> int:
+        """Query rows per indexer block: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes` (the fused
+        backend's signature; `dtype`: the indexer's, float64 accumulates in float64; the native loss is blocked either way)."""
+        acc = 8 if dtype == torch.float64 else 4
+        return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _NATIVE_BYTES_PER_ENTRY * acc)
 
     def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
         """`(out [n, b, H·D], indexer loss or None)` of the query rows `rows` over `keys` (see above); `sink [H]` fp32;
         `train`: training with gradients; `loss`: compute the indexer loss (the layer wants one)."""
         r, (n, b) = self.ratio, query.shape[:2]
-        window = cached_index(window_slots, n, b, self.window, rows.start, keys.halo, device=query.device)
+        window = rows.window(self.window, keys.halo, b, query.device)       # the row set's window slots
         attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
         if not keys.n_comp: return attn(window), None
         if keys.indexer is None:                # ratio 128 or dense mode: all causal entries
             entries = cached_index(_entry_rows, n, b, r, keys.slot0, rows.start, device=query.device)
             return attn(torch.cat([window, entries], -1)), None
         q_i, k_i, w_i = keys.indexer
-        block = self.block_rows(q_i, keys.n_comp)
+        block = self.block_rows(keys.n_comp, b, dtype=q_i.dtype)
         scores, topk, poison = self._selection(q_i, k_i, w_i, rows, block)         # scores None: query blocks
         idx = torch.cat([window, _entry_slots(topk, keys.slot0)], -1)
         if not loss: return _poisoned(attn(idx), poison), None
@@ -185,8 +185,8 @@ class FusedBackend:
             raise TypeError(f"the fused CSA path (dsa_kernel_backend='cudnn') runs bfloat16 tensors, got {query.dtype}: "
                             "cast the layer and its inputs to bfloat16, or use dsa_kernel_backend='none'")
 
-    def block_rows(self, n_comp: int, b: int, dense: bool) -> int:
-        "Query rows per indexer block: `[b, rows, n_comp]` score entries of `_FUSED_BYTES_PER_ENTRY` bytes within the budget."
+    def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.bfloat16) -> int:
+        "Query rows per indexer block: `[b, rows, n_comp]` score entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within the budget."
         return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _FUSED_BYTES_PER_ENTRY[dense])
 
 # %% ../nbs/05_backends.ipynb #1915b805

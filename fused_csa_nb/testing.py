@@ -107,7 +107,7 @@ def _major():
     return getattr(_kernels._PLATFORMS[-1], "major", 9)
 
 # %% ../nbs/03_testing.ipynb #b961818f
-def _flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
+def _stand_in_flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
     assert q.shape[1] in (64, 128), "stand-in FlashMLA: H must be 64 or 128"
     assert indices.shape[-1] % (128 if _major() == 9 else 64) == 0, "stand-in FlashMLA: K not a multiple of the block"
     assert q.is_contiguous() and kv.is_contiguous() and indices.is_contiguous()
@@ -116,7 +116,7 @@ def _flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length, row_
     if row_poison is not None: bad = bad | (row_poison != 0).view(-1, 1, 1)         # (NaN != 0 is True)
     return out.to(q.dtype).masked_fill(bad, float("nan")), lse
 
-def _sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
+def _stand_in_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
     if topk_length is not None:
         assert bool((indices >= 0).all()), "stand-in DSA backward: negative slot with topk_length"
     _, _, parts = _sparse_attn(q, kv, indices, sm_scale, attn_sink, topk_length)
@@ -129,12 +129,12 @@ def _dequant(q, k, q_scale, k_scale):
     if q_scale is None: return q, k
     return q.float() * q_scale.unsqueeze(-1), k.float() * k_scale.unsqueeze(-1)
 
-def _indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
+def _stand_in_indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
     q, k = _dequant(q, k, q_scale, k_scale)
     s = _index_logits(q, k, w, sm_scale)
     return s.masked_fill(~_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
 
-def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
+def _stand_in_indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
     q, k = _dequant(q, k, q_scale, k_scale)
     out = torch.full((q.shape[0], max_k), float("-inf"))
     for d in range(cu_q.shape[0] - 1):                           # document d: its query rows against its own keys
@@ -152,7 +152,7 @@ def _radix_key(values):
     bits = values.contiguous().view(torch.int32)
     return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
 
-def _radix_topk(values, lengths, top_k, deterministic=True):
+def _stand_in_radix_topk(values, lengths, top_k, deterministic=True):
     assert 0 < top_k <= 2048 and top_k <= values.shape[1]
     cols = torch.arange(values.shape[1], device=values.device)[None]
     hidden = (cols >= lengths[:, None].long()) | torch.isneginf(values)
@@ -162,17 +162,17 @@ def _radix_topk(values, lengths, top_k, deterministic=True):
     if deterministic: idx = idx.sort(-1).values                                        # ascending ids (else best first)
     return torch.where(idx == values.shape[1], -1, idx).to(torch.int32)
 
-def _sparse_indexer_predict(q, k, w, indices, sm_scale):
+def _stand_in_sparse_indexer_predict(q, k, w, indices, sm_scale):
     idx = indices.long()
     keys = torch.stack([k[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])          # [B,S,K,D]
     logits = torch.einsum("bsh,bshk->bsk", w.float(), torch.relu(torch.einsum("bshd,bskd->bshk", q.float(), keys))) * sm_scale
     return torch.softmax(logits.masked_fill(idx < 0, float("-inf")), -1).nan_to_num(0.0)
 
-def _compactify(indices):
+def _stand_in_compactify(indices):
     packed, n = _compact(indices)
     return packed.to(torch.int32), n
 
-def _sparse_score_recompute(q, kv, lse, indices, sm_scale):
+def _stand_in_sparse_score_recompute(q, kv, lse, indices, sm_scale):
     idx = indices.long()
     keys = torch.stack([kv[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])   # [B,S,K,D]
     p = torch.exp(torch.einsum("bshd,bskd->bshk", q.float(), keys) * sm_scale - lse[..., None])
@@ -180,22 +180,22 @@ def _sparse_score_recompute(q, kv, lse, indices, sm_scale):
     return p / p.sum(-1, keepdim=True)
 
 # %% ../nbs/03_testing.ipynb #5f9346e9
-def _dense_attn_score_recompute(q, kv, lse, sm_scale, ratio, q_causal_offsets):
+def _stand_in_dense_attn_score_recompute(q, kv, lse, sm_scale, ratio, q_causal_offsets):
     s = torch.einsum("bshd,bjd->bshj", q.float(), kv.float()) * sm_scale - lse[..., None]
     p = torch.exp(s).sum(2) * _causal(q.shape[1], kv.shape[1], ratio, q.device, q_causal_offsets)
     return p, p.sum(-1)
 
-def _dense_indexer_score_recompute(q, k, w, ratio, sm_scale, q_causal_offsets):
-    s = _indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets)
+def _stand_in_dense_indexer_score_recompute(q, k, w, ratio, sm_scale, q_causal_offsets):
+    s = _stand_in_indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets)
     return s, torch.logsumexp(s, -1)
 
-def _indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+def _stand_in_indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     assert indices.shape[-1] % 128 == 0
     b, s = q.shape[:2]
     g = _score_grad(target, predict, loss_coeff / (b * s) * grad_loss[0])
     return _indexer_grad(q, w, k, g, sm_scale, gather=indices)
 
-def _dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff,
+def _stand_in_dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff,
                        ratio, q_causal_offsets):
     b, s = q.shape[:2]
     t = (attn_scores / attn_denom[..., None]).nan_to_num(0.0)
@@ -205,16 +205,17 @@ def _dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse
     return _indexer_grad(q, w, k, g, sm_scale)
 
 # %% ../nbs/03_testing.ipynb #005683ed
-STAND_INS = {f.__name__[1:]: f for f in (
-    _flash_mla_sparse_fwd, _sparse_attn_bwd, _indexer_fwd, _indexer_fwd_thd, _radix_topk, _compactify, _sparse_score_recompute,
-    _sparse_indexer_predict,
-    _dense_attn_score_recompute, _dense_indexer_score_recompute, _indexer_bwd, _dense_indexer_bwd)}
-STAND_INS["sparse_attn_bwd_deterministic"] = _sparse_attn_bwd   # the float32 references: deterministic on CPU
+STAND_INS = {f.__name__.removeprefix("_stand_in_"): f for f in (        # op name → its CPU stand-in
+    _stand_in_flash_mla_sparse_fwd, _stand_in_sparse_attn_bwd, _stand_in_indexer_fwd, _stand_in_indexer_fwd_thd,
+    _stand_in_radix_topk, _stand_in_compactify, _stand_in_sparse_score_recompute, _stand_in_sparse_indexer_predict,
+    _stand_in_dense_attn_score_recompute, _stand_in_dense_indexer_score_recompute, _stand_in_indexer_bwd,
+    _stand_in_dense_indexer_bwd)}
+STAND_INS["sparse_attn_bwd_deterministic"] = _stand_in_sparse_attn_bwd   # the float32 references: deterministic on CPU
 
-def _index_dk_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+def _stand_in_index_dk_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     return _indexer_grad(q, w, k, _score_grad(target, predict, loss_coeff / (q.shape[0] * q.shape[1]) * grad_loss[0]),
                          sm_scale, gather=indices)[2]
-STAND_INS["index_dk_deterministic"] = _index_dk_deterministic
+STAND_INS["index_dk_deterministic"] = _stand_in_index_dk_deterministic
 
 def _register_stand_ins():
     "Register the CPU kernels of the `fused_csa` ops that lack one (inside `stand_in_kernels`, whenever an op was redefined)."
