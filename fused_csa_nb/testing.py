@@ -326,8 +326,10 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"run_ranks: {fn.__name__} did not finish within {timeout} s")
         except Exception as e: failed = e           # a rank's exit (its own error is read below), or the timeout
-        finally:
+        finally:                                 # a failed rank's peers get a few seconds to write their own errors
+            grace = time.monotonic() + (10.0 if failed is not None else 0.0)
             for p in ctx.processes:
+                p.join(timeout=max(0.0, grace - time.monotonic()))
                 if p.is_alive(): p.kill()
         errs = {r: open(f).read() for r in range(world_size) if os.path.exists(f := os.path.join(tmp, f"rank{r}.err"))}
         if errs:                                 # the ranks' own exceptions, not the teardown they caused elsewhere
