@@ -676,7 +676,86 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
                 poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, q_offset + t0)
     return (idx, n_valid, poison) if poison is not None else (idx, n_valid)
 
+# %% ../nbs/01_reference.ipynb #e9f0a1b2
+if triton is not None:
+    @triton.jit
+    def _stream_tile(ring_ptr, new_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, col0, D, valid, ch):
+        """Projections of tokens `q [RP]` (where `valid`) of sequence `bb` at channels `col0 + ch` in fp32: a token of the
+        step (`q >= p0`) from the new rows, an earlier one from its ring slot `q % S` → `(x, mask)`."""
+        m = valid[:, None] & (ch < D)[None, :]
+        new = q >= p0
+        rn = tl.where(new, q - p0, 0).to(tl.int64)
+        rr = tl.where(new | (q < 0), 0, q % S).to(tl.int64)
+        off_n = (rn * ns0 + bb * ns1 + col0)[:, None] + ch[None, :]
+        off_r = (rr * rs0 + bb * rs1 + col0)[:, None] + ch[None, :]
+        x = (tl.load(new_ptr + off_n, mask=m & new[:, None], other=0.0).to(tl.float32)
+             + tl.load(ring_ptr + off_r, mask=m & ~new[:, None], other=0.0).to(tl.float32))
+        return x, m
+
+    @triton.jit
+    def _stream_pool_kernel(ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, pos_ptr, c_ptr, B, S, W, R, D, C0, rs0, rs1, ns0, ns1,
+                            RP: tl.constexpr, BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr):
+        "The pooled entry of new token `t`'s block of sequence `bb` (channels of one block) → `c [s, B, D]` fp32."
+        t, bb = tl.program_id(0), tl.program_id(1)
+        ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
+        p0 = tl.load(pos_ptr + bb)
+        p = p0 + t
+        q = (p // R) * R + k                                       # the block's tokens; those after `p` are not in yet
+        a2, m2 = _stream_tile(ra_ptr, na_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, C0, D, (k < R) & (q <= p), ch)
+        g2, _ = _stream_tile(rg_ptr, ng_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, C0, D, (k < R) & (q <= p), ch)
+        g2 = tl.where(m2, g2 + tl.load(ape_ptr + k[:, None] * W + C0 + ch[None, :], mask=m2, other=0.0).to(tl.float32),
+                      float("-inf"))
+        mx = tl.max(g2, 0)
+        if OVERLAP:                                                # the previous block's first half (none before block 1)
+            q1 = q - R
+            a1, m1 = _stream_tile(ra_ptr, na_ptr, q1, p0, S, bb, rs0, rs1, ns0, ns1, 0, D, (k < R) & (q1 >= 0), ch)
+            g1, _ = _stream_tile(rg_ptr, ng_ptr, q1, p0, S, bb, rs0, rs1, ns0, ns1, 0, D, (k < R) & (q1 >= 0), ch)
+            g1 = tl.where(m1, g1 + tl.load(ape_ptr + k[:, None] * W + ch[None, :], mask=m1, other=0.0).to(tl.float32),
+                          float("-inf"))
+            mx = tl.maximum(mx, tl.max(g1, 0))
+            e1 = tl.exp(g1 - mx[None, :])
+            num, den = tl.sum(e1 * a1, 0), tl.sum(e1, 0)
+        else:
+            num, den = tl.zeros((BLOCK_D,), tl.float32), tl.zeros((BLOCK_D,), tl.float32)
+        e2 = tl.exp(g2 - mx[None, :])
+        num, den = num + tl.sum(e2 * a2, 0), den + tl.sum(e2, 0)
+        tl.store(c_ptr + (t * B + bb).to(tl.int64) * D + ch, num / den, mask=ch < D)
+
+def _stream_pool(ring_a, ring_g, a, g, ape, pos, overlap: bool):
+    """`Compressor.step`'s pooling in one Triton pass: the entry of each new token's block from the rings `[S, b, W]` and
+    the new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64) → `[s, b, d]` fp32 (a block's tokens after
+    the row's own are left out: a partial entry pools what is in)."""
+    s, b, w = a.shape
+    r, d = ape.shape[0], (w // 2 if overlap else w)
+    a, g, ape, pos = a.contiguous(), g.contiguous(), ape.contiguous(), pos.contiguous()
+    c = torch.empty(s, b, d, device=a.device, dtype=torch.float32)
+    rp = triton.next_power_of_2(r)
+    bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
+    _stream_pool_kernel[(s, b, triton.cdiv(d, bd))](ring_a, ring_g, a, g, ape, pos, c, b, ring_a.shape[0], w, r, d,
+                                                    d if overlap else 0, ring_a.stride(0), ring_a.stride(1), a.stride(0),
+                                                    a.stride(1), RP=rp, BLOCK_D=bd, OVERLAP=overlap)
+    return c
+
 # %% ../nbs/01_reference.ipynb #b38657bc
+def _stream_pool_torch(ring_a, ring_g, a_new, g_new, ape, positions, overlap: bool):
+    """`_stream_pool` in PyTorch ops: each new token's block (and with the overlap the block before it) gathered from the
+    ring `[S, b, W]` and the new projections `[s, b, W]` (tokens at `positions [s, b]`), pooled as `_compress` pools →
+    `[s, b, d]` in acc (a partial block's later slots hold unused values: its entry is read only once complete)."""
+    s, b = positions.shape
+    r, S = ape.shape[0], ring_a.shape[0]
+    src_a, src_g = torch.cat([ring_a, a_new]), torch.cat([ring_g, g_new])                # [S + s, b, ·]
+    pos = positions[0]
+    tok = (positions // r * r).unsqueeze(1) + torch.arange(-r if overlap else 0, r, device=pos.device).view(1, -1, 1)   # [s, m, b]
+    new = tok - pos
+    src = torch.where(new >= 0, S + new, tok % S).clamp(max=S + s - 1)     # past tokens from the ring, new ones after it
+    bi = torch.arange(b, device=pos.device)
+    a, g = src_a[src, bi], src_g[src, bi]                                  # [s, m, b, width]: each token's block(s)
+    if overlap:                     # [previous block, own block] of token t = blocks 2t, 2t + 1 of the pooling; block −1: none
+        none = (tok < 0).unsqueeze(-1)
+        a, g = a.masked_fill(none, 0.0).view(2 * s, r, b, -1), g.masked_fill(none, float("-inf")).view(2 * s, r, b, -1)
+    c = _gated_pool(a, g, ape, overlap)                                    # as `_compress` pools
+    return c[1::2] if overlap else c
+
 @patch
 def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
     """The streaming compressor (see above), on the state it is given (it writes nothing): `s` new tokens `x [s, b, hidden]`
@@ -686,22 +765,14 @@ def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: tor
     `_compress`'s once the block is complete, partial before), in `x`'s dtype; `a`, `g [s, b, width]` the new tokens'
     projections, for the rings (`CSACache.write_ring`)."""
     s, b = x.shape[:2]
-    r, d, S = self.ratio, self.head_dim, ring_a.shape[0]
     a_new, g_new = self.wkv(x), self.wgate(x)
-    src_a, src_g = torch.cat([ring_a, a_new.to(ring_a.dtype)]), torch.cat([ring_g, g_new.to(ring_g.dtype)])   # [S + s, b, ·]
-    pos, j = positions[0], positions // r
-    tok = (j * r).unsqueeze(1) + torch.arange(-r if self.overlap else 0, r, device=x.device).view(1, -1, 1)   # [s, m, b]
-    new = tok - pos
-    src = torch.where(new >= 0, S + new, tok % S).clamp(max=S + s - 1)     # past tokens from the ring, new ones after it
-    bi = torch.arange(b, device=x.device)
-    a, g = src_a[src, bi], src_g[src, bi]                                  # [s, m, b, width]: each token's block(s)
-    if self.overlap:                # [previous block, own block] of token t = blocks 2t, 2t + 1 of the pooling; block −1: none
-        none = (tok < 0).unsqueeze(-1)
-        a, g = a.masked_fill(none, 0.0).view(2 * s, r, b, -1), g.masked_fill(none, float("-inf")).view(2 * s, r, b, -1)
-    c = _gated_pool(a, g, self.ape, self.overlap)                          # as `_compress` pools (one Triton pass on CUDA)
-    if self.overlap: c = c[1::2]
+    fused = _triton_runs_on(a_new) and ring_a.stride(-1) == 1 and not torch.is_grad_enabled()    # the kernel has no backward
+    pool = _stream_pool if fused else _stream_pool_torch
+    c = pool(ring_a, ring_g, a_new.to(ring_a.dtype), g_new.to(ring_g.dtype), self.ape,
+             positions[0] if pool is _stream_pool else positions, self.overlap)   # [s, b, d] in acc
+    j, d = positions // self.ratio, self.head_dim
     c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
-    c = _rotate(c.reshape(s * b, d), (j * r).reshape(s * b), self.rotary_dim, self.inv_freq)   # rows [s·b]: one kernel pass
+    c = _rotate(c.reshape(s * b, d), (j * self.ratio).reshape(s * b), self.rotary_dim, self.inv_freq)   # rows [s·b]: one kernel pass
     return c.view(s, b, d).to(x.dtype), a_new, g_new
 
 @patch
