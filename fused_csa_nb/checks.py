@@ -29,7 +29,13 @@ def _is_bool(value) -> bool:
     return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
 
 def check_int(name: str, value, minimum: int | None = 0, maximum: int | None = None) -> int:
-    "`value` as a Python `int` if `operator.index` accepts it (not a bool, nor a tensor of one or more dims) and it lies in `[minimum, maximum]`."
+    """`value` as a Python `int` if `operator.index` accepts it (not a bool, nor a tensor of one or more dims) and it lies in `[minimum, maximum]`.
+
+    `name`: the argument's name as the caller spells it, quoted in the error message; `value`: the object to check (a
+    Python or numpy integer, a 0-dim integer tensor, anything with `__index__`); `minimum`, `maximum`: inclusive bounds
+    (`None`: no bound on that side; the default lower bound 0 asks for a non-negative value).
+    Returns the value as an `int`; a bool, a float or a non-integer is a `TypeError`, a value out of range
+    a `ValueError`."""
     if (_is_bool(value) or isinstance(value, float)
             or (isinstance(value, torch.Tensor) and (value.dtype == torch.bool or value.dim() != 0))):
         raise TypeError(f"`{name}` must be an integer, got {_describe(value)} ({type(value).__name__})")
@@ -45,7 +51,10 @@ def check_int(name: str, value, minimum: int | None = 0, maximum: int | None = N
 
 # %% ../nbs/00_checks.ipynb #4d13eda6
 def check_bool(name: str, value) -> bool:
-    "`value` if it is a `bool` (numpy's `bool_` too); anything else, `'yes'` and `1` included, is a `TypeError`."
+    """`value` if it is a `bool` (numpy's `bool_` too); anything else, `'yes'` and `1` included, is a `TypeError`.
+
+    `name`: the argument's name, quoted in the error message; `value`: the object to check.
+    Returns `value` as a Python `bool`."""
     if isinstance(value, bool): return value
     if _is_bool(value): return bool(value)
     raise TypeError(f"`{name}` must be a bool (True or False), got {_describe(value)} ({type(value).__name__})")
@@ -53,7 +62,14 @@ def check_bool(name: str, value) -> bool:
 # %% ../nbs/00_checks.ipynb #e9a4e1f6
 def check_float(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
                 positive: bool = False, finite: bool = True, allow_none: bool = False):
-    "`value` as a `float` if it is a real number (not `bool`), finite, `> 0` when `positive`, within `[minimum, maximum]`."
+    """`value` as a `float` if it is a real number (not `bool`), finite, `> 0` when `positive`, within `[minimum, maximum]`.
+
+    `name`: the argument's name, quoted in the error messages; `value`: the object to check (an `int`, a `float`, a
+    numpy real scalar; not a bool); `minimum`, `maximum`: inclusive bounds (`None`: no bound on that side); `positive`:
+    also require `value` > 0; `finite`: reject `inf` and `-inf` (NaN is rejected whatever `finite` says); `allow_none`:
+    let `None` through (returned as `None`; otherwise `None` is a `TypeError`).
+    Returns the value as a `float` (or `None`); a wrong type is a `TypeError`, a value breaking a condition
+    a `ValueError`."""
     if value is None and allow_none: return None
     if _is_bool(value) or not isinstance(value, numbers.Real):
         what = "a real number" + (" or None" if allow_none else "")
@@ -70,7 +86,11 @@ def check_float(name: str, value, *, minimum: float | None = None, maximum: floa
     return v
 
 def check_scale(name: str, value, default=None, *, required: bool = False):
-    "A finite positive number as `float` (a softmax scale, a rotary base, an epsilon); `None` gives `default` unless `required`."
+    """A finite positive number as `float` (a softmax scale, a rotary base, an epsilon); `None` gives `default` unless `required`.
+
+    `name`: the argument's name, quoted in the error messages; `value`: the number to check, or `None`; `default`: what
+    a `None` value gives (returned as it is, unchecked; default `None`); `required`: `None` is a `TypeError` instead.
+    Returns `value` as a `float`, or `default`; zero, a negative number, `inf` or NaN is a `ValueError`."""
     if value is None and not required: return default
     if value is None: raise TypeError(f"`{name}` must be a finite number > 0, got None")
     return check_float(name, value, positive=True)
@@ -84,7 +104,11 @@ def _kind(value):
 
 def check_choice(name: str, value, choices):
     """The member of `choices` equal to `value` (`==`; a bool, numpy's too, matches only a bool, a float never an int);
-    a tensor or an array is a `TypeError` (its `==` is elementwise), any other non-member a `ValueError`."""
+    a tensor or an array is a `TypeError` (its `==` is elementwise), any other non-member a `ValueError`.
+
+    `name`: the argument's name, quoted in the error messages; `value`: the object to look up (a Python value);
+    `choices`: the allowed values, any iterable (read once; listed in the error message).
+    Returns the matching member of `choices` itself (an `int` `value` equal to a float choice gives the float)."""
     choices = tuple(choices)
     if isinstance(value, torch.Tensor) or (type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"):
         raise TypeError(f"`{name}` must be one of {choices}, got a {type(value).__name__} (pass a Python value)")
@@ -98,7 +122,17 @@ def check_choice(name: str, value, choices):
 def check_tensor(name: str, t, *, ndim: int | None = None, min_ndim: int | None = None, shape=None, dtype=None,
                  floating: bool | None = None, contiguous: bool = False, like=None, device_like=None,
                  like_name: str = "the reference tensor", what: str = ""):
-    "Return `t` if it is a tensor meeting every given condition; else raise `TypeError` / `ValueError` naming `name`."
+    """Check that `t` is a tensor meeting every given condition; else a `TypeError` (type, dtype) or `ValueError` (dims, shape, layout, device) naming `name`.
+
+    `name`: the argument's name, quoted in every message; `t`: the object to check (must be a `torch.Tensor`); `ndim`:
+    the exact number of dims; `min_ndim`: the least number of dims; `shape`: the expected shape, one entry per dim, each
+    an `int` or `None` (any size); `dtype`: a `torch.dtype` or a tuple of the allowed ones; `floating`: `True` asks for
+    a floating-point dtype, `False` for an integer one (not bool, not complex), `None` for either; `contiguous`:
+    require `t.is_contiguous()`; `like`: a tensor whose dtype and device `t` must have; `device_like`: a tensor whose device
+    (only) `t` must be on; `like_name`: what the messages call `like` or `device_like`; `what`: the expected layout in
+    words (such as `"[B, S, H, D]"`), added to the messages about the type, the dims and the shape.
+    A condition left at its default (`None`, `False`) is not checked.
+    Returns `t` itself, unchanged."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor{' ' + what if what else ''}, got {type(t).__name__}")
     if ndim is not None and t.dim() != ndim:
@@ -131,7 +165,12 @@ def check_tensor(name: str, t, *, ndim: int | None = None, min_ndim: int | None 
 
 # %% ../nbs/00_checks.ipynb #cf5fc59b
 def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner: str = "layer") -> torch.Tensor:
-    "Return `t` if it has the dtype and device of `module`'s parameters; else `TypeError` (dtype) / `ValueError` (device) naming `owner.to(...)`."
+    """Check that tensor `t` has the dtype and device of `module`'s parameters; else a `TypeError` (dtype) or `ValueError` (device) naming `owner.to(...)`.
+
+    `name`: the argument's name, quoted in the messages; `t`: the input tensor (any shape); `module`:
+    the `torch.nn.Module` whose first parameter sets the expected dtype and device (a module without parameters accepts any
+    tensor); `owner`: what the messages call the module, in the advice `owner.to(...)` (default `"layer"`).
+    Returns `t` itself, unchanged."""
     check_tensor(name, t)
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"`module` must be a torch.nn.Module (the {owner}), got {type(module).__name__}")
@@ -169,8 +208,13 @@ def _usable(name: str, dev: torch.device) -> torch.device:
 
 # %% ../nbs/00_checks.ipynb #8c1d5e3a
 def check_device(name: str, device, allow_none: bool = True) -> torch.device | None:
-    """`device` as a `torch.device` that can be used here: a `torch.device`, a device string or a CUDA ordinal (`int`);
-    `None` stays `None` when `allow_none`."""
+    """`device` as a `torch.device` that can be used here (from a `torch.device`, a device string or a CUDA ordinal);
+    `None` stays `None` when `allow_none`.
+
+    `name`: the argument's name, quoted in the messages; `device`: a `torch.device`, a string such as `'cpu'`
+    or `'cuda:1'`, a CUDA ordinal, or `None`; `allow_none`: let `None` through (`False`: `None` is a `TypeError`).
+    Returns a `torch.device` this process can allocate on (CPU and meta always; CUDA only with a GPU of that ordinal),
+    or `None`; a device that cannot be used here is a `ValueError`."""
     if device is None and allow_none: return None
     if isinstance(device, torch.device): return _usable(name, device)
     if isinstance(device, str):
@@ -192,15 +236,24 @@ _INDEX_CHECKS = [os.environ.get("FUSED_CSA_CHECK_INDICES", "0").strip().lower() 
 
 @contextlib.contextmanager
 def index_checks(enabled: bool = True):
-    "Within the block, check index *values* of CUDA tensors too (a device → host sync per check); `enabled=False` turns them off."
+    """Within the block, check index *values* of CUDA tensors too (a device → host sync per check); `enabled=False` turns them off.
+
+    `enabled`: whether index values of CUDA tensors are checked inside the block (`False`: not, e.g. inside an
+    outer `index_checks()` block or with the environment variable `FUSED_CSA_CHECK_INDICES=1` set); CPU tensors are always
+    checked."""
     check_bool("enabled", enabled)
     _INDEX_CHECKS.append(enabled)
     try: yield
     finally: _INDEX_CHECKS.pop()
 
 def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "slots") -> torch.Tensor:
-    """Return `idx`, an integer tensor, if every entry is `-1` or in `[0, upper)`; values are read on the CPU always,
-    on CUDA only under `index_checks()` (no sync otherwise), never while `torch.compile` traces (that would break the graph)."""
+    """Check that every entry of the integer tensor `idx` is `-1` or in `[0, upper)`; values are read on the CPU always,
+    on CUDA only under `index_checks()` (no sync otherwise), never while `torch.compile` traces (that would break the graph).
+
+    `name`: the argument's name, quoted in the messages; `idx`: an integer tensor of any shape, `-1` marking padding;
+    `upper`: the exclusive upper bound of a valid entry (a table's slot count, say); `what`: what the entries index,
+    named in the message (default `"slots"`).
+    Returns `idx` itself, unchanged; an entry out of range is a `ValueError`."""
     check_tensor(name, idx, floating=False)
     upper = check_int("upper", upper)
     if idx.device.type == "meta" or idx.numel() == 0 or torch.compiler.is_compiling(): return idx
@@ -226,7 +279,10 @@ def _triton_runs_on(x: torch.Tensor) -> bool:
 
 # %% ../nbs/00_checks.ipynb #514aa970
 def first_order_only(what: str):
-    "Decorator of an `autograd.Function`'s `backward`: under `create_graph=True` a `RuntimeError` naming `what`, else the backward."
+    """Decorator of an `autograd.Function`'s `backward`: under `create_graph=True` a `RuntimeError` naming `what`, else the backward.
+
+    `what`: the operation named in the error message (such as `"the Triton rotation"`).
+    Returns the decorator: it wraps `backward(ctx, *grads)` into a function of the same signature."""
     def decorate(backward):
         @functools.wraps(backward)
         def first_order(ctx, *grads):

@@ -67,7 +67,11 @@ _BOOL_FIELDS = (
 
 # %% ../nbs/09_cli.ipynb #5816600f
 def add_csa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    "Add the CSA options (all defaulting to `None` = not given) to `parser`; returns `parser`."
+    """Add the CSA options (all defaulting to `None` = not given) to `parser`.
+
+    `parser`: the `argparse.ArgumentParser` (or subcommand parser) that gets a "compressed sparse attention" argument
+    group.
+    Returns `parser` itself, for chaining."""
     g = parser.add_argument_group("compressed sparse attention")
     g.add_argument("--attention-variant", choices=ATTENTION_VARIANTS, default=None,
                    help="dsv4_hybrid (DeepSeek-V4 CSA/HCA) or dsa (ordinary DSA); default dsv4_hybrid")
@@ -84,7 +88,11 @@ def add_csa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     return parser
 
 def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) -> CSAConfig:
-    "A `CSAConfig` from parsed arguments: given options override `base` (default `CSAConfig()`); the backend is resolved."
+    """A `CSAConfig` from parsed arguments: given options override `base` (default `CSAConfig()`); the backend is resolved.
+
+    `args`: the `argparse.Namespace` of a parser that `add_csa_arguments` extended (an option left `None` is not given);
+    `base`: the `CSAConfig` the options override (`None`: `CSAConfig()`).
+    Returns a new `CSAConfig` with `dsa_kernel_backend` set to the backend it resolves to."""
     if not isinstance(args, argparse.Namespace):
         raise TypeError(f"`args` must be an argparse.Namespace (from `parser.parse_args()`), got {type(args).__name__}")
     if base is not None and not isinstance(base, CSAConfig):
@@ -103,7 +111,10 @@ _FLAG_OF = {"attention_variant": "--attention-variant", "dsa_kernel_backend": "-
             **{f: flag for flag, f, _ in _BOOL_FIELDS}}
 
 def cli_message(msg: str) -> str:
-    "`msg` with each `field=value`, `` `field`=value `` and `` `field` `` of a CSA option written as its command-line flag (see above)."
+    """`msg` with each `field=value`, `` `field`=value `` and `` `field` `` of a CSA option written as its command-line flag (see above).
+
+    `msg`: an error message (a string, or an exception, taken as `str(msg)`).
+    Returns the message with the flags in it; other names stay as they were."""
     def flag(m):
         name, value = m.group(1), m.group(2)
         if name not in _FLAG_OF: return m.group(0)
@@ -135,7 +146,10 @@ def _no_gpu_reason(device=None):
     return None
 
 def default_backend_report(cfg: CSAConfig | None = None) -> str:
-    "One line: the backend `cfg` (default: the V4-Flash preset, backend omitted) resolves to, and whether it runs here."
+    """One line: the backend `cfg` (default: the V4-Flash preset, backend omitted) resolves to, and whether it runs here.
+
+    `cfg`: the `CSAConfig` to report on (`None`: `CSAConfig.v4_flash()`).
+    Returns the line as a `str`, with the reason when the fused backend is refused here."""
     cfg = CSAConfig.v4_flash() if cfg is None else cfg
     backend = cfg.kernel_backend
     how = f"{cfg.attention_variant} default" if cfg.dsa_kernel_backend is None else "explicit"
@@ -178,7 +192,10 @@ def environment_info() -> dict:
     return info
 
 def cmd_info(args) -> int:
-    "`fused-csa info`: print the environment report."
+    """`fused-csa info`: print the environment report.
+
+    `args`: the parsed command line (`argparse.Namespace`; `info` has no options of its own).
+    Returns the exit code 0."""
     for k, v in environment_info().items():
         print(f"{k:36s} {v}")
     return 0
@@ -189,7 +206,10 @@ _PRESETS = {"flash": CSAConfig.v4_flash, "pro": CSAConfig.v4_pro}
 _LAYER_KIND = {0: "window only", 4: "CSA: compressor + indexer", 128: "HCA: compressor, all causal entries"}
 
 def resolve_device(value: str | None) -> torch.device:
-    "The device of `--device` (default: cuda if available, else cpu); `ValueError` with a one-line reason if it cannot compute here."
+    """The device of `--device` (default: cuda if available, else cpu); `ValueError` with a one-line reason if it cannot compute here.
+
+    `value`: the `--device` text (`'cpu'`, `'cuda'`, `'cuda:N'`), or `None` when the flag is not given.
+    Returns the `torch.device` (CPU or an existing CUDA device)."""
     if value is None: return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try: dev = torch.device(value)
     except (RuntimeError, TypeError, ValueError):
@@ -248,7 +268,10 @@ def _fmt_bytes(n):
 _PROGRESS_DELAY = 1.0          # seconds a stage runs before it is announced
 
 class Progress:
-    "Stage messages on `stream` (default stderr) for stages running longer than `_PROGRESS_DELAY` s; nothing when `quiet`."
+    """Stage messages on `stream` (default stderr) for stages running longer than `_PROGRESS_DELAY` s; nothing when `quiet`.
+
+    `prog`: the prefix of every message (the command, such as `"fused-csa demo"`); `quiet`: print nothing at all;
+    `stream`: the text stream the messages go to (`None`: `sys.stderr`)."""
     def __init__(self, prog: str, quiet: bool = False, stream=None):
         self.prog, self.quiet, self.stream = prog, quiet, stream
         self.t0, self._timer = time.perf_counter(), None
@@ -257,7 +280,9 @@ class Progress:
         print(f"{self.prog}: {msg} ({time.perf_counter() - self.t0:.1f} s)", file=self.stream or sys.stderr, flush=True)
 
     def stage(self, msg: str):
-        "Begin stage `msg` (ending the previous one); it is printed once it has run `_PROGRESS_DELAY` seconds."
+        """Begin stage `msg` (ending the previous one); it is printed once it has run `_PROGRESS_DELAY` seconds.
+
+        `msg`: the stage's message, printed with the prefix and the seconds since the start."""
         self.done()
         if self.quiet: return
         if _PROGRESS_DELAY <= 0: self._emit(msg); return
@@ -266,7 +291,9 @@ class Progress:
         self._timer.start()
 
     def log(self, msg):
-        "Print `msg` now (unless quiet)."
+        """Print `msg` now (unless quiet).
+
+        `msg`: the message, printed with the prefix and the seconds since the start."""
         if not self.quiet: self._emit(msg)
 
     def done(self):
@@ -394,7 +421,10 @@ def _demo_report(args, layer, cfg, why, device, dtype, inputs, run: _DemoRun) ->
 
 # %% ../nbs/09_cli.ipynb #6c1fc06c
 def cmd_demo(args) -> int:
-    "`fused-csa demo`: build one CSA layer from a preset, run forward + backward, print a report."
+    """`fused-csa demo`: build one CSA layer from a preset, run forward + backward, print a report.
+
+    `args`: the parsed `demo` command line (`argparse.Namespace` of `build_parser()`).
+    Returns the exit code 0 (errors are raised; `main` reports them)."""
     progress = Progress("fused-csa demo", quiet=args.quiet)
     try:
         args, layer, cfg, why, device, dtype = _demo_layer(args, progress)
@@ -429,7 +459,12 @@ def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     """`text` (a `BENCHMARKS.md`) with the `## ` blocks whose heading starts with `header` — a prefix, or a tuple of them: the
     headings one section owns (`BENCH_SECTIONS`) — replaced by `section`'s blocks, where the first of them was, or appended;
     every other block stays as it was. A preamble of `section` (text before its first `## `: the file's title) replaces
-    `text`'s. A block of `section` under a heading `header` does not own is a `ValueError`: it would replace another section's."""
+    `text`'s. A block of `section` under a heading `header` does not own is a `ValueError`: it would replace another section's.
+
+    `text`: the Markdown file's current contents; `section`: the Markdown of the section just measured; `header`: the
+    heading prefix the section owns, or a tuple or list of them, each starting with `## ` (default the long-context
+    heading).
+    Returns the merged Markdown as a `str`."""
     for name, v in (("text", text), ("section", section)):
         if not isinstance(v, str): raise TypeError(f"`{name}` must be a str (Markdown), got {type(v).__name__}")
     owned = (header,) if isinstance(header, str) else tuple(header) if isinstance(header, (tuple, list)) else None
@@ -480,7 +515,10 @@ def _check_path(flag: str, path, suffix: str, what: str):
 def bench_section(args) -> str:
     """The `BENCH_SECTIONS` key `fused-csa bench` measures for parsed `args`, after checking them: one section flag at most,
     no option of another section, `--out` (an existing Markdown file we can read, or a new one) and `--plot` writable —
-    all before any measurement. Fills the section's defaults into `args`; a `ValueError` naming the flags otherwise."""
+    all before any measurement. Fills the section's defaults into `args`; a `ValueError` naming the flags otherwise.
+
+    `args`: the parsed `bench` command line (`argparse.Namespace` of `build_parser()`), completed in place.
+    Returns the section's key: `"main"`, `"long-context"`, `"packed"` or `"decode"`."""
     if not isinstance(args, argparse.Namespace):
         raise TypeError(f"`args` must be an argparse.Namespace (from `build_parser().parse_args(...)`), got {type(args).__name__}")
     given = [f for f in ("long_context", "packed", "decode") if getattr(args, f, False)]
@@ -561,7 +599,10 @@ def _check_bench_size(key: str, args, have: int | None = None):
 
 def cmd_bench(args) -> int:
     """`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown — the main tables, or one section
-    (`--long-context`, `--packed`, `--decode`); `--out` merges it into a file, replacing only that section's blocks."""
+    (`--long-context`, `--packed`, `--decode`); `--out` merges it into a file, replacing only that section's blocks.
+
+    `args`: the parsed `bench` command line (`argparse.Namespace` of `build_parser()`; a copy is completed, not `args`).
+    Returns the exit code 0 (errors are raised; `main` reports them)."""
     args = copy.copy(args)
     key = bench_section(args)                                   # the command line, checked before anything runs
     reason = _bench_unavailable()
@@ -649,8 +690,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/09_cli.ipynb #a6c3e9d2
 def main(argv=None) -> int:
-    """Entry point of the `fused-csa` console script; returns the exit code (0 ok, 2 an error reported on one line).
-    `argv`: the command line without the program name, a list of strings (`None`: `sys.argv[1:]`)."""
+    """Entry point of the `fused-csa` console script.
+
+    `argv`: the command line without the program name, a list of strings (`None`: `sys.argv[1:]`).
+    Returns the exit code: 0 ok, 2 an error reported on one line, 130 interrupted (a command-line error
+    raises `SystemExit(2)`)."""
     if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple))
                              or not all(isinstance(a, str) for a in argv)):
         raise TypeError(f"`argv` must be a list of strings (the command line without the program name, e.g. "

@@ -114,7 +114,10 @@ def _cuda_major(index) -> int:
     return _CUDA_MAJOR[index]
 
 def sm_major(device) -> int:
-    "Compute-capability major of `device` (another device's: the active platform's, e.g. the value `testing.stand_in_kernels` declares)."
+    """Compute-capability major of `device` (another device's: the active platform's, e.g. the value `testing.stand_in_kernels` declares).
+
+    `device`: a `torch.device`, a device string or a CUDA ordinal; a CUDA device's major is read once and cached.
+    Returns the major as an `int` (9 on H100/H200); a device without one is a `ValueError`."""
     device = torch.device(device)
     if device.type == "cuda": return _cuda_major(device.index)
     return _PLATFORMS[-1].major_of(device)
@@ -131,7 +134,16 @@ def detected_kernels() -> bool:
 # %% ../nbs/03_kernels.ipynb #36ed20a1
 @dataclasses.dataclass(frozen=True)
 class KernelLimits:
-    "What the fused kernels accept on one GPU generation (see the table above)."
+    """What the fused kernels accept on one GPU generation (see the table above).
+
+    `query_heads`: the query head counts the sparse attention kernels run (a divisor of the smallest is padded to it);
+    `head_dims`: the head dims D of `q` and `kv` they accept; `v_head_dim`: the value and output head dim (the first
+    channels of `kv`); `topk_multiple`: the granularity of their top-K width (indices are padded with `-1` to a
+    multiple); `max_topk`: the largest `top_k` of `radix_topk`; `index_heads`: the index head counts of the bf16 indexer
+    forward; `fp8_index_heads`: those of the FP8 indexer forward (empty: no FP8 indexer); `index_bwd_heads`: those of
+    the sparse indexer backward; `index_head_dim`: the indexer's head dim; `indexer_bwd_topk_multiple`: the granularity
+    of the sparse indexer backward's K (padded to a multiple); `min_bwd_heads`: the least query heads of the sparse
+    attention backward; `score_head_multiple`: `sparse_attn_score_recompute` pads the query heads to a multiple of it."""
     query_heads: tuple = (64, 128)
     head_dims: tuple = (512, 576)
     v_head_dim: int = 512
@@ -148,7 +160,10 @@ class KernelLimits:
 KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, fp8_index_heads=(), index_bwd_heads=(32, 64))}
 
 def kernel_limits(sm_major: int) -> KernelLimits:
-    "The `KernelLimits` of compute-capability major `sm_major` (the newest entry at or below it); `ValueError` below SM90."
+    """The `KernelLimits` of compute-capability major `sm_major` (the newest entry at or below it); `ValueError` below SM90.
+
+    `sm_major`: the GPU's compute-capability major, an int (9: SM90, 10: SM100; see `sm_major()`).
+    Returns the `KernelLimits` entry of `KERNEL_LIMITS` that applies."""
     check_int("sm_major", sm_major)
     if sm_major < min(KERNEL_LIMITS):
         raise ValueError(f"`sm_major`={sm_major}: the fused kernels need compute capability >= "
@@ -162,11 +177,18 @@ def _anywhere(field):
 
 # %% ../nbs/03_kernels.ipynb #4a2db6fa
 def round_up(n: int, multiple: int) -> int:
-    "The smallest multiple of `multiple` that is `>= n` (`n >= 0`, `multiple >= 1`; plain ints, no checks: internal arithmetic)."
+    """The smallest multiple of `multiple` that is `>= n` (plain ints, no checks: internal arithmetic).
+
+    `n`: the value to round, an int >= 0; `multiple`: the granularity, an int >= 1.
+    Returns the rounded value as an `int`."""
     return -(-n // multiple) * multiple
 
 def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
-    "Head count the sparse kernels run for `num_heads` query heads (`query_heads` of the table); `ValueError` if unsupported."
+    """Head count the sparse kernels run for `num_heads` query heads (`query_heads` of the table); `ValueError` if unsupported.
+
+    `num_heads`: the layer's query heads H (>= 1); `sm_major`: the GPU's compute-capability major (default 9, SM90).
+    Returns `num_heads` itself when the kernels run it, else the smallest supported count when `num_heads` divides it
+    (the extra heads are zero padding)."""
     check_int("num_heads", num_heads, 1); heads = kernel_limits(sm_major).query_heads
     if num_heads in heads: return num_heads
     if num_heads < heads[0] and heads[0] % num_heads == 0: return heads[0]
@@ -174,11 +196,17 @@ def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
                      f"or a divisor of {heads[0]} (padded to {heads[0]})")
 
 def topk_multiple(sm_major: int = 9) -> int:
-    "Top-K granularity of the sparse kernels on `sm_major` (128 on SM90, 64 on SM100+)."
+    """Top-K granularity of the sparse kernels on `sm_major` (128 on SM90, 64 on SM100+).
+
+    `sm_major`: the GPU's compute-capability major (default 9, SM90).
+    Returns the granularity as an `int`."""
     return kernel_limits(sm_major).topk_multiple
 
 def padded_topk(topk: int, sm_major: int = 9) -> int:
-    "`topk` rounded up to the kernel granularity (at least one block)."
+    """`topk` rounded up to the kernel granularity (at least one block).
+
+    `topk`: the top-K width, an int >= 0; `sm_major`: the GPU's compute-capability major (default 9, SM90).
+    Returns the padded width, a multiple of `topk_multiple(sm_major)` and at least one multiple."""
     check_int("topk", topk); m = topk_multiple(sm_major)
     return max(m, round_up(topk, m))
 
@@ -467,10 +495,16 @@ def _sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poiso
 def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
                          attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None,
                          row_poison: torch.Tensor | None = None):
-    """FlashMLA sparse prefill, checked: `q [s_q,H,D]` bf16, `kv [s_kv,D]` bf16, global `indices [s_q,K]` int32 (`-1` or
-    `>= s_kv`: no key), `sm_scale` > 0, `attn_sink [H]` fp32 (None: no sink), `topk_length [s_q]` int32 (valid prefix of
-    compact rows) and `row_poison [s_q]` fp32 (0 or NaN: NaN rows get a NaN output), all contiguous on one CUDA device.
-    → `(out [s_q,H,512] bf16, lse [s_q,H] fp32)`; differentiable in `q`, `kv` and `attn_sink` (cuDNN backward), `lse` detached."""
+    """FlashMLA sparse prefill, checked: flat tensors, all contiguous on one CUDA device.
+
+    `q [s_q,H,D]` bf16: the queries, H heads (64 or 128, or a divisor of 64, padded), D 512 or 576; `kv [s_kv,D]` bf16:
+    the keys, whose first 512 channels are also the values; `indices [s_q,K]` int32: each query row's global `kv` rows
+    (`-1` or `>= s_kv`: no key); `sm_scale`: the softmax scale (> 0); `attn_sink [H]` fp32: each head's sink logit,
+    added to the softmax denominator (None: no sink); `topk_length [s_q]` int32: the valid prefix of each row of
+    compact `indices` (None: every slot is read); `row_poison [s_q]` fp32: 0 or NaN per row, NaN rows get a NaN output (None:
+    none).
+    Returns `(out [s_q,H,512] bf16, lse [s_q,H] fp32)`; differentiable in `q`, `kv` and `attn_sink` (cuDNN backward),
+    `lse` detached."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
     if d not in _anywhere("head_dims"): raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
@@ -517,9 +551,14 @@ def _sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length
     return _run("sparse_attn_bwd", q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None):
-    """cuDNN DSA sparse-attention backward, checked: `q [s_q,H,D]`, `kv [s_kv,D]`, `out`/`dout [s_q,H,512]` bf16, `lse [s_q,H]`
-    fp32 (sink excluded), `attn_sink [H]` fp32, global `indices [s_q,K]` int32, `sm_scale`, optional `topk_length [s_q]`
-    int32 (then every slot must be >= 0). → `(dq [s_q,H,D], dkv [s_kv,D], d_sink [H] fp32)`."""
+    """cuDNN DSA sparse-attention backward, checked: flat tensors, all contiguous on one CUDA device.
+
+    `q [s_q,H,D]` bf16: the forward's queries (H >= 2, D 512 or 576); `kv [s_kv,D]` bf16: the forward's keys and values;
+    `out [s_q,H,512]` bf16: the forward's output; `dout [s_q,H,512]` bf16: the gradient of `out`; `lse [s_q,H]` fp32:
+    the forward's log-sum-exp (sink excluded); `attn_sink [H]` fp32: the sink logits (`-inf`: no sink);
+    `indices [s_q,K]` int32: the forward's global indices; `sm_scale`: the forward's softmax scale (> 0);
+    `topk_length [s_q]` int32: optional valid prefix of each row (then every slot must be >= 0).
+    Returns `(dq [s_q,H,D], dkv [s_kv,D], d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
     dv = _anywhere("v_head_dim")[0]
@@ -566,11 +605,16 @@ def _check_index_heads(h, major, fp8):
 def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, sm_scale: float,
                 q_offset: int | torch.Tensor | None = None, *, q_scale: torch.Tensor | None = None,
                 k_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Indexer scores, checked: BSHD `q [B,S_q,H,128]` bf16, `k [B,S_k,128]` bf16 (`S_k >= 1`), `w [B,S_q,H]` bf16 or fp32,
-    `ratio >= 1`, `sm_scale` > 0; `q_offset` (int >= 0, or a `(B,)` int32 tensor): global token index of `q[:, 0]` for the
-    causal rule. → `[B, S_q, S_k]` fp32, `-inf` where `j >= (q_offset + t + 1) // ratio`.
-    FP8 (SM90): `q`, `k` float8_e4m3fn with their fp32 descales `q_scale [B,S_q,H]` (per token and head) and `k_scale [B,S_k]`
-    (per entry), `w` bf16: the scores of the dequantised `q·q_scale`, `k·k_scale` (`reference.fp8_indexer_inputs` makes them)."""
+    """Indexer scores, checked: BSHD tensors, all contiguous on one CUDA device.
+
+    `q [B,S_q,H,128]` bf16: the index queries, H index heads (`index_heads` of the table); `k [B,S_k,128]` bf16: the
+    compressed index keys (`S_k >= 1`); `w [B,S_q,H]` bf16 or fp32: each head's weight; `ratio`: the compression ratio
+    (>= 1); `sm_scale`: the score scale (> 0); `q_offset`: the global token index of `q[:, 0]` for the causal rule, an
+    int >= 0 or a `(B,)` int32 tensor (None: 0); `q_scale [B,S_q,H]` fp32: FP8 only, the descale of `q` per token and
+    head; `k_scale [B,S_k]` fp32: FP8 only, the descale of `k` per entry.
+    For FP8 scores (SM90) `q` and `k` are float8_e4m3fn and come with both scales, and `w` is bf16: the scores are those
+    of the dequantised `q·q_scale`, `k·k_scale` (`reference.fp8_indexer_inputs` makes them).
+    Returns `[B, S_q, S_k]` fp32, `-inf` where `j >= (q_offset + t + 1) // ratio`."""
     check_tensor("q", q, shape=(None, None, None, 128), what="[B, S_q, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
     if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
@@ -604,11 +648,16 @@ def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causa
 
 def indexer_fwd_thd(q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
                     q_causal_offsets=None, *, q_scale=None, k_scale=None):
-    """THD indexer scores, checked: `q [T, H, 128]` bf16, `k [T_k, 128]` bf16, `w [T, H]` bf16/fp32; `cu_seqlens_q`,
-    `cu_seqlens_k` int32 `[N+1]` (each document's query rows and keys); `max_seqlen_q`, `max_seqlen_k`: bounds of a
-    document's query rows and keys (Python ints); `q_causal_offsets` int32 `[N]`: the position of each document's first
-    query row (default 0). → `[T, max_seqlen_k]` fp32 in document-local columns, `-inf` where not visible.
-    FP8 (SM90) as in `indexer_fwd`: e4m3 `q`, `k` with `q_scale [T, H]`, `k_scale [T_k]` fp32, `w` bf16."""
+    """THD indexer scores of packed documents, checked: all tensors contiguous on one CUDA device.
+
+    `q [T, H, 128]` bf16: the index queries of all documents, packed; `k [T_k, 128]` bf16: the packed compressed index
+    keys; `w [T, H]` bf16 or fp32: each head's weight; `ratio`: the compression ratio (>= 1); `sm_scale`: the score
+    scale (> 0); `cu_seqlens_q`, `cu_seqlens_k` int32 `[N+1]`: the cumulative starts of the N documents' query rows and
+    keys; `max_seqlen_q`, `max_seqlen_k`: bounds of a document's query rows and keys (Python ints >= 1);
+    `q_causal_offsets` int32 `[N]`: the position of each document's first query row (None: 0); `q_scale [T, H]` fp32:
+    FP8 only, the descale of `q` per row and head; `k_scale [T_k]` fp32: FP8 only, the descale of `k` per entry.
+    FP8 (SM90) as in `indexer_fwd`: e4m3 `q`, `k` with both scales, `w` bf16.
+    Returns `[T, max_seqlen_k]` fp32 in document-local columns, `-inf` where not visible."""
     check_tensor("q", q, shape=(None, None, 128), what="[T, H, 128]", contiguous=True)
     T, h, _ = q.shape
     if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
@@ -636,10 +685,12 @@ def _radix_topk(values, lengths, top_k, deterministic: bool = True):
     return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1]), deterministic), top_k)
 
 def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int, deterministic: bool = True) -> torch.Tensor:
-    """Radix top-k, checked: `values [rows, n]` fp32 (non-empty), `lengths [rows]` int32 (columns considered per row),
-    `1 <= top_k <= max_topk`; among equal values the smaller column wins (`-0.0` equals `+0.0`); `deterministic`: the
-    selected ids in ascending order, bitwise repeatable (else in the kernel's order). → column ids `[rows, top_k]` int32,
-    `-1` fill."""
+    """Radix top-k, checked: among equal values the smaller column wins (`-0.0` equals `+0.0`).
+
+    `values [rows, n]` fp32: the scores, non-empty, contiguous on a CUDA device (left unchanged); `lengths [rows]`
+    int32: the columns considered per row; `top_k`: how many columns to select, `1 <= top_k <= max_topk`;
+    `deterministic`: the selected ids in ascending order, bitwise repeatable (False: in the kernel's order).
+    Returns column ids `[rows, top_k]` int32, `-1` fill."""
     check_tensor("values", values, dtype=torch.float32, shape=(None, None), what="[rows, n]", contiguous=True)
     rows, n = values.shape
     if rows < 1 or n < 1: raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
@@ -673,8 +724,12 @@ def _sparse_score(q, kv, lse, indices, sm_scale, head_multiple: int):
     return _run("sparse_score_recompute", q, kv, lse, indices, sm_scale)
 
 def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
-    """Sparse teacher target, checked: `q [B,S,H,D]` bf16 (H in 1…64 or a multiple of 64), `kv [B,S_k,D]` bf16, full
-    `lse [B,S,H]` fp32 (window + sink + compressed), local `indices [B,S,K]` int32, `sm_scale`. → `target [B,S,K]` fp32."""
+    """Sparse teacher target of the indexer loss, checked: BSHD tensors, all contiguous on one CUDA device.
+
+    `q [B,S,H,D]` bf16: the attention queries (H in 1…64 or a multiple of 64); `kv [B,S_k,D]` bf16: the compressed keys;
+    `lse [B,S,H]` fp32: the full log-sum-exp of the attention (window + sink + compressed); `indices [B,S,K]` int32:
+    each row's selected entries, local to its batch; `sm_scale`: the softmax scale (> 0).
+    Returns `target [B,S,K]` fp32, the teacher over each row's selected entries."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), what="[B, S, H, D]", contiguous=True)
     b, s, h, d = q.shape
     if h > 64 and h % 64: raise ValueError(f"`q` head count {h} is not supported (1..64, or a multiple of 64)")
@@ -712,9 +767,12 @@ def _sparse_indexer_predict(q, k, w, indices, sm_scale):
     return _run("sparse_indexer_predict", q, k, w, indices, sm_scale)
 
 def sparse_indexer_predict(q, k, w, indices, sm_scale: float):
-    """The indexer's prediction over selected entries, checked: `q [B,S,H,128]` bf16, `k [B,S_k,128]` bf16, `w [B,S,H]` bf16,
-    local `indices [B,S,K]` int32 (`-1` padded), `sm_scale` > 0. → `softmax(σ Σ_h w·ReLU(q·k))` over each row's entries,
-    `[B,S,K]` fp32, 0 on `-1` slots."""
+    """The indexer's prediction over selected entries, checked: BSHD tensors, all contiguous on one CUDA device.
+
+    `q [B,S,H,128]` bf16: the index queries; `k [B,S_k,128]` bf16: the compressed index keys; `w [B,S,H]` bf16: each
+    head's weight; `indices [B,S,K]` int32: each row's selected entries, local to its batch (`-1` padded); `sm_scale`:
+    the score scale σ (> 0).
+    Returns `softmax(σ Σ_h w·ReLU(q·k))` over each row's entries, `[B,S,K]` fp32, 0 on `-1` slots."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
@@ -736,8 +794,12 @@ def _dense_indexer_score(q, k, w, ratio, sm_scale, q_offset=0):
 
 # %% ../nbs/03_kernels.ipynb #757df893
 def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int, q_offset=None):
-    """Dense teacher, checked: `q [B,S,H,D]` bf16, `kv [B,S_k,D]` bf16, full `lse [B,S,H]` fp32, `sm_scale`, `ratio`,
-    `q_offset` as in `indexer_fwd`. → `(scores [B,S,S_k], denom [B,S])` fp32: `Σ_h exp(τ q_h·kv_j − lse_h)` over ratio-causal `j`."""
+    """Dense teacher of the indexer loss over all ratio-causal entries, checked: BSHD tensors, contiguous on one CUDA device.
+
+    `q [B,S,H,D]` bf16: the attention queries; `kv [B,S_k,D]` bf16: the compressed keys; `lse [B,S,H]` fp32: the full
+    log-sum-exp (window + sink + all causal compressed); `sm_scale`: the softmax scale τ (> 0); `ratio`: the compression
+    ratio (>= 1); `q_offset`: the global token index of `q[:, 0]`, as in `indexer_fwd` (None: 0).
+    Returns `(scores [B,S,S_k], denom [B,S])` fp32: `Σ_h exp(τ q_h·kv_j − lse_h)` over ratio-causal `j`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), what="[B, S, H, D]", contiguous=True)
     b, s, h, d = q.shape
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
@@ -749,8 +811,12 @@ def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int, q_offset
     return _run("dense_attn_score_recompute", q, kv, lse, sm_scale, ratio, qco)
 
 def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float, q_offset=None):
-    """Dense indexer scores (the dense loss's predict), checked: `q [B,S,H,128]`, `k [B,S_k,128]`, `w [B,S,H]` bf16, `ratio`,
-    `sm_scale`, `q_offset` as in `indexer_fwd`. → `(scores [B,S,S_k], lse [B,S])` fp32 over ratio-causal entries."""
+    """Dense indexer scores (the dense loss's predict), checked: BSHD tensors, contiguous on one CUDA device.
+
+    `q [B,S,H,128]` bf16: the index queries; `k [B,S_k,128]` bf16: the compressed index keys; `w [B,S,H]` bf16: each
+    head's weight; `ratio`: the compression ratio (>= 1); `sm_scale`: the score scale (> 0); `q_offset`: the global
+    token index of `q[:, 0]`, as in `indexer_fwd` (None: 0).
+    Returns `(scores [B,S,S_k], lse [B,S])` fp32 over ratio-causal entries."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, 128), what="[B, S, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
@@ -797,9 +863,15 @@ def _check_indexer_bwd_common(q, w, k, d_index_k, grad_loss, sm_scale):
     return b, s, h, _check_scale("sm_scale", sm_scale)
 
 def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, loss_coeff: float, d_index_k=None):
-    """Sparse KL indexer backward, checked: `q [B,S,H,128]`, `w [B,S,H]`, `k [B,S_k,128]` bf16; `target`, `predict [B,S,K]`
-    fp32 aligned with local `indices [B,S,K]` int32; `grad_loss [1]` fp32; `sm_scale`; `loss_coeff` (differentiates
-    `loss_coeff · mean`); `d_index_k`: optional output `[B,S_k,128]`. → `(d_q, d_w, d_k)`."""
+    """Sparse KL indexer backward, checked: BSHD tensors, all contiguous on one CUDA device.
+
+    `q [B,S,H,128]` bf16: the index queries (H in `index_bwd_heads`); `w [B,S,H]` bf16: each head's weight;
+    `k [B,S_k,128]` bf16: the compressed index keys; `target [B,S,K]` fp32: the teacher (`sparse_attn_score_recompute`);
+    `predict [B,S,K]` fp32: the indexer's prediction (`sparse_indexer_predict`); `indices [B,S,K]` int32: the selected
+    entries both are aligned with, local to each batch; `grad_loss [1]` fp32: the gradient of the loss; `sm_scale`: the
+    score scale (> 0); `loss_coeff`: the loss weight (the kernel differentiates `loss_coeff · mean`);
+    `d_index_k [B,S_k,128]` bf16 or fp32: optional output the gradient of `k` is written into.
+    Returns `(d_q, d_w, d_k)`: `d_k` in `k`'s dtype, or `d_index_k` itself when given."""
     b, s, h, sm_scale = _check_indexer_bwd_common(q, w, k, d_index_k, grad_loss, sm_scale)
     check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
     kk = indices.shape[2]
@@ -816,9 +888,16 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
 
 def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss,
                       sm_scale: float, loss_coeff: float, ratio: int, q_offset=None, d_index_k=None):
-    """Dense KL indexer backward over all ratio-causal entries, checked: `q`, `w`, `k` as in `indexer_bwd`; `attn_scores`,
-    `index_scores [B,S,S_k]` and `attn_denom`, `index_lse [B,S]` fp32; `grad_loss`, `sm_scale`, `loss_coeff`, `ratio`;
-    `q_offset` as in `indexer_fwd`; `d_index_k` as in `indexer_bwd`. → `(d_q, d_w, d_k)`."""
+    """Dense KL indexer backward over all ratio-causal entries, checked: BSHD tensors, contiguous on one CUDA device.
+
+    `q [B,S,H,128]` bf16: the index queries (as in `indexer_bwd`); `w [B,S,H]` bf16: each head's weight; `k [B,S_k,128]`
+    bf16: the compressed index keys; `attn_scores [B,S,S_k]` fp32: the teacher's scores (`dense_attn_score_recompute`);
+    `attn_denom [B,S]` fp32: the teacher's denominators; `index_scores [B,S,S_k]` fp32: the indexer's scores
+    (`dense_indexer_score_recompute`); `index_lse [B,S]` fp32: their log-sum-exp; `grad_loss [1]` fp32: the gradient of
+    the loss; `sm_scale`: the score scale (> 0); `loss_coeff`: the loss weight (differentiates `loss_coeff · mean`);
+    `ratio`: the compression ratio (>= 1); `q_offset`: the global token index of `q[:, 0]`, as in `indexer_fwd` (None:
+    0); `d_index_k`: optional output for the gradient of `k`, as in `indexer_bwd`.
+    Returns `(d_q, d_w, d_k)`."""
     b, s, h, sm_scale = _check_indexer_bwd_common(q, w, k, d_index_k, grad_loss, sm_scale)
     sk = k.shape[1]
     check_tensor("attn_scores", attn_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True)

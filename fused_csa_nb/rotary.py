@@ -33,7 +33,12 @@ def _check_theta(theta, name: str = "theta") -> float:
     return v
 
 def rope_inv_freq(rotary_dim: int, theta: float, device=None) -> torch.Tensor:
-    "Plain RoPE frequencies `θ^(-2i/rotary_dim)` (radians per token) of the `rotary_dim // 2` pairs: float64 `[rotary_dim // 2]`."
+    """Plain RoPE frequencies `θ^(-2i/rotary_dim)` (radians per token) of the `rotary_dim // 2` pairs: float64 `[rotary_dim // 2]`.
+
+    `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ, a finite number > 1;
+    `device`: where the table is made (a `torch.device`, a string or a CUDA ordinal; `None`: the default torch device,
+    normally the CPU).
+    Returns the float64 tensor `[rotary_dim // 2]` of frequencies, falling with the pair index `i`."""
     rotary_dim, theta, device = _check_rotary_dim(rotary_dim), _check_theta(theta), check_device("device", device)
     return theta ** (-torch.arange(rotary_dim // 2, device=device, dtype=torch.float64) * 2 / rotary_dim)
 
@@ -48,7 +53,14 @@ def _check_yarn(original_seq_len, beta_fast, beta_slow, names=("original_seq_len
 
 def yarn_correction_range(rotary_dim: int, theta: float, original_seq_len: int, beta_fast: float,
                           beta_slow: float) -> tuple[int, int]:
-    "Pair indices `(low, high)` at which a pair turns `beta_fast` resp. `beta_slow` times over `original_seq_len` tokens."
+    """Pair indices `(low, high)` at which a pair turns `beta_fast` resp. `beta_slow` times over `original_seq_len` tokens.
+
+    `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ (> 1);
+    `original_seq_len`: YaRN's training length in tokens (>= 1); `beta_fast`, `beta_slow`: turn counts over that length
+    (finite, > 0, with `beta_fast` > `beta_slow`): pairs turning more often than `beta_fast` keep their frequency, those
+    turning fewer than `beta_slow` times are interpolated fully.
+    Returns `(low, high)` as Python ints, clamped to `[0, rotary_dim - 1]`; the ramp of `yarn_inv_freq` runs between
+    them."""
     rotary_dim, theta = _check_rotary_dim(rotary_dim), _check_theta(theta)
     seq, fast, slow = _check_yarn(original_seq_len, beta_fast, beta_slow)
     dim = lambda beta: rotary_dim * math.log(seq / (beta * 2 * math.pi)) / (2 * math.log(theta))
@@ -56,7 +68,14 @@ def yarn_correction_range(rotary_dim: int, theta: float, original_seq_len: int, 
 
 def yarn_inv_freq(rotary_dim: int, theta: float, factor: float, original_seq_len: int, beta_fast: float,
                   beta_slow: float, device=None) -> torch.Tensor:
-    "DeepSeek-V4 YaRN frequencies, float64 `[rotary_dim // 2]`; `factor = 1` returns `rope_inv_freq(rotary_dim, theta)` unchanged (every argument is checked, whatever the factor)."
+    """DeepSeek-V4 YaRN frequencies, float64 `[rotary_dim // 2]`; `factor = 1` returns `rope_inv_freq(rotary_dim, theta)` unchanged (every argument is checked, whatever the factor).
+
+    `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ (> 1); `factor`: the
+    context-extension factor (>= 1): fully interpolated pairs turn `factor` times slower; `original_seq_len`: YaRN's
+    training length in tokens (>= 1); `beta_fast`, `beta_slow`: the turn counts bounding the ramp between kept and
+    interpolated pairs (see `yarn_correction_range`); `device`: where the table is made (`None`: the default torch
+    device, normally the CPU).
+    Returns the float64 tensor `[rotary_dim // 2]`: each pair's plain frequency blended with it divided by `factor`."""
     base = rope_inv_freq(rotary_dim, theta, device)
     factor = check_float("factor", factor, minimum=1.0)
     low, high = yarn_correction_range(rotary_dim, theta, original_seq_len, beta_fast, beta_slow)
@@ -231,12 +250,19 @@ def _cfg_table_key(cfg, ratio: int) -> tuple:
 
 # %% ../nbs/00_rotary.ipynb #26171191
 class RotaryTable(NamedTuple):
-    "A layer's rotary: frequencies `inv_freq` (float64 `[rotary_dim // 2]`, radians per token) for the last `rotary_dim` channels."
+    """A layer's rotary: frequencies `inv_freq` (float64 `[rotary_dim // 2]`, radians per token) for the last `rotary_dim` channels.
+
+    `inv_freq`: the float64 tensor `[rotary_dim // 2]` of frequencies, radians per token; `rotary_dim`: the number of
+    rotated channels (the last ones of a row), even."""
     inv_freq: torch.Tensor
     rotary_dim: int
 
     def apply(self, x: torch.Tensor, positions) -> torch.Tensor:
-        "Rope the last `rotary_dim` channels of `x [..., d]` at `positions` (broadcasting to `x.shape[:-1]`), interleaved."
+        """Rope the last `rotary_dim` channels of `x [..., d]` at `positions` (broadcasting to `x.shape[:-1]`), interleaved.
+
+        `x`: a float16, bfloat16, float32 or float64 tensor `[..., d]` with `d >= rotary_dim`; `positions`: token
+        positions, a real tensor (on `x`'s device or the CPU) broadcasting to `x.shape[:-1]`, or a finite number.
+        Returns a new tensor of `x`'s shape and dtype (see `apply_rotary_interleaved`)."""
         return apply_rotary_interleaved(x, positions, self.rotary_dim, inv_freq=self.inv_freq)
 
 def _kept_table(cfg, ratio, device) -> RotaryTable:
@@ -247,7 +273,12 @@ def _kept_table(cfg, ratio, device) -> RotaryTable:
     return RotaryTable(_cached_table(*key, device), key[0])
 
 def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
-    "The rotary table of a ratio-`ratio` layer under `cfg`: plain `rope_theta` for ratio 0, YaRN `compress_rope_theta` otherwise; the caller's own copy."
+    """The rotary table of a ratio-`ratio` layer under `cfg`: plain `rope_theta` for ratio 0, YaRN `compress_rope_theta` otherwise; the caller's own copy.
+
+    `cfg`: a `CSAConfig` (or an object with its rotary fields `rotary_dim`, `rope_theta`, `compress_rope_theta`,
+    `rope_factor`, `original_seq_len`, `beta_fast`, `beta_slow`); `ratio`: the layer's compression ratio, 0, 4 or 128;
+    `device`: where the table lives (a `torch.device`, a string or a CUDA ordinal; `None`: the CPU).
+    Returns a `RotaryTable` whose `inv_freq` is a fresh copy the caller may change."""
     kept = _kept_table(cfg, ratio, device)
     return RotaryTable(kept.inv_freq.clone(), kept.rotary_dim)
 
@@ -260,6 +291,11 @@ def _cached_table(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_s
 
 def apply_layer_rotary(x: torch.Tensor, positions, cfg, ratio: int) -> torch.Tensor:
     """Rope `x [..., d]` (a ratio-`ratio` layer's queries or keys, e.g. `[sq, b, H, D]`) at global token `positions`
-    (e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`) with the layer's table `layer_rotary(cfg, ratio)` (read, not copied)."""
+    (e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`) with the layer's table `layer_rotary(cfg, ratio)` (read, not copied).
+
+    `x`: the queries or keys, a float tensor `[..., d]` (`d >= cfg.rotary_dim`); `positions`: global token positions, a
+    real tensor broadcasting to `x.shape[:-1]` or a number; `cfg`: the `CSAConfig` the table is made from; `ratio`: the
+    layer's compression ratio, 0 (plain RoPE), 4 or 128 (YaRN).
+    Returns a new tensor of `x`'s shape and dtype, the last `cfg.rotary_dim` channels rotated."""
     check_tensor("x", x)
     return _kept_table(cfg, ratio, x.device).apply(x, positions)
