@@ -402,7 +402,9 @@ def bench_deterministic(sq: int = 4096, heads: int = 64, topk: int = 640, n_comp
     deterministic one with a bf16 contribution buffer (`det_bwd_bf16_part_ms`, `sim_dkv_bf16_part`: a candidate default).
     `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
     entries; a multiple of 128); `n_comp`: compressed entries (the kv rows after the `sq` raw ones, and the top-k's score
-    columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed."""
+    columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed.
+    Returns a `dict` of these numbers: the shape (`sq`, `heads`, `topk`), the times in ms (keys ending in `_ms`), the
+    deterministic backward's slowdown `det_bwd_x`, the similarities and `repeat`."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
     kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()

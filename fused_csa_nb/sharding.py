@@ -85,7 +85,8 @@ def check_fsdp_cp(module: nn.Module) -> nn.Module:
     """`module` if every `CompressedSparseAttention` in it with a `cp_group` has its FSDP-sharded parameters on a mesh
     that holds all of its CP ranks; else a `ValueError` naming the layer, the mesh's ranks and the CP ranks left out.
 
-    `module`: a model (or one layer), after `fully_shard`; parameters that are not `DTensor`s (not sharded) are skipped."""
+    `module`: a model (or one layer), after `fully_shard`; parameters that are not `DTensor`s (not sharded) are skipped.
+    Returns `module` itself, unchanged."""
     for name, layer in _layers(module):
         if layer.cp_group is None: continue
         cp = _ranks(layer.cp_group)
@@ -123,7 +124,8 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp"
     `reshard_after_forward`: passed to `fully_shard` when given (default: FSDP's own).
     Each layer gets `cp_group = mesh[cp_dim].get_group()` (a layer built with another group is refused), each layer and
     then the model become FSDP units over `mesh[dp_dim, cp_dim]` flattened, and gradients are summed over the CP ranks
-    and averaged over the data-parallel ones."""
+    and averaged over the data-parallel ones.
+    Returns `model`, sharded in place (an FSDP module)."""
     dims, sizes = _check_mesh(mesh, dp_dim, cp_dim)
     layers = _layers(model)
     if not layers: raise ValueError(f"`model` ({type(model).__name__}) holds no CompressedSparseAttention layer to shard")
