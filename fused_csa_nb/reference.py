@@ -626,8 +626,10 @@ def _row_len(name: str, x) -> int:
     return n
 
 def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
-    """`x [..., n]` (float16, bfloat16, float32 or float64; `n` a power of two) times the orthonormal `H_n / √n` along its
-    last dim, computed in float32 whatever `x`'s dtype (float64 stays float64) → float32 (float64)."""
+    """The rows of `x` times the orthonormal `H_n / √n` along the last dim, computed in float32 (float64 stays float64).
+
+    `x [..., n]`: float16, bfloat16, float32 or float64, `n` a power of two.
+    Returns the rotated rows `[..., n]`, float32 (float64 for a float64 `x`), differentiable in `x`."""
     n, acc = _row_len("x", x), _acc_dtype(x.dtype)
     if x.is_cuda and x.dtype != acc and not (torch.is_grad_enabled() and x.requires_grad):
         y = torch.mm(x.reshape(-1, n), hadamard(n, x.dtype, x.device), out_dtype=acc).view(x.shape)  # exact ±x products, float32 sums
@@ -642,10 +644,13 @@ def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(t), e - (m == 0.5).to(e.dtype))
 
 def fp8_quantize(x: torch.Tensor):
-    """`x [..., n]` (float16, bfloat16, float32 or float64, `n >= 1`) → `(x8 [..., n] float8_e4m3fn, scale [...] float32)`,
-    computed in float32, one power-of-two scale per row of `n` values: `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`,
-    `x8 = e4m3(clamp(x / scale, ±448))`; `x ≈ x8 · scale`. A row holding a NaN or ±Inf in float32 (a float64 value beyond
-    float32's range too) is not quantised: its scale and every one of its `x8` are NaN, so `x8 · scale` is NaN there."""
+    """Per-row FP8 (e4m3) quantisation, one power-of-two scale per row, computed in float32.
+
+    `x [..., n]` (float16, bfloat16, float32 or float64, `n >= 1`): the rows.
+    The scale of a row of `n` values is `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`, and `x8 = e4m3(clamp(x / scale, ±448))`,
+    so `x ≈ x8 · scale`. A row holding a NaN or ±Inf in float32 (a float64 value beyond float32's range too) is not
+    quantised: its scale and every one of its `x8` are NaN, so `x8 · scale` is NaN there.
+    Returns `(x8 [..., n] float8_e4m3fn, scale [...] float32)`."""
     check_tensor("x", x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
     if x.shape[-1] == 0: raise ValueError(f"`x` [..., n] must have n >= 1 values per row, got shape {list(x.shape)}")
     xf = x.float()
@@ -665,8 +670,11 @@ def fp8_rows(x: torch.Tensor):
     with torch.no_grad(): return fp8_quantize(hadamard_rotate(x.float() if x.dtype == torch.float64 else x))
 
 def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
-    """The FP8 recipe's inputs: `q_idx [..., Hi, Di]` → `(q8, q_scale [..., Hi])`, and `k_idx [..., Di]` → `(k8, k_scale [...])`
-    (`fp8_rows` of each, NaN rows included); `Di` a power of two."""
+    """The FP8 recipe's inputs: `fp8_rows` of the indexer queries and of the indexer keys (NaN rows included).
+
+    `q_idx [..., Hi, Di]` (float): the indexer queries, `Di` a power of two; `k_idx [..., Di]` (float): the indexer keys.
+    Returns `(q8 [..., Hi, Di] float8_e4m3fn, q_scale [..., Hi] float32, k8 [..., Di] float8_e4m3fn, k_scale [...] float32)`,
+    no gradient."""
     _row_len("q_idx", q_idx); _row_len("k_idx", k_idx)
     return (*fp8_rows(q_idx), *fp8_rows(k_idx))
 

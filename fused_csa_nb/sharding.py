@@ -47,7 +47,8 @@ def split_batch(t: torch.Tensor, mesh: DeviceMesh, *, dp_dim: str | None = "dp",
     `[S, B, H, D]` or `[S, B, hidden]`; every rank passes the same `t`.
     `mesh`: a `DeviceMesh` holding the two named dims. `dp_dim`, `cp_dim`: the names of its data-parallel dim (`None`:
     no data parallelism, the whole batch on every rank) and of its context-parallel dim.
-    `layout`: the layers' `cp_layout`, `"contiguous"` or `"zigzag"`. `seq_dim`, `batch_dim`: the dims of `t`.
+    `layout`: the layers' `cp_layout`, `"contiguous"` or `"zigzag"`. `seq_dim`: the sequence dim of `t` (default 0);
+    `batch_dim`: its batch dim (default 1).
     Returns `t`'s `[S/cp, B/dp, ...]` rows of this rank (`S/cp` and `B/dp` along `seq_dim` and `batch_dim`)."""
     check_tensor("t", t, min_ndim=2)
     seq_dim = check_int("seq_dim", seq_dim, -t.dim(), t.dim() - 1) % t.dim()
