@@ -274,12 +274,14 @@ def deterministic_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_
                                   *, part_bytes: int = 1 << 30):
     """The deterministic sparse-attention backward, checked (bitwise repeatable; cuDNN's contract, see above).
 
-    `q [s_q, H, D]`, `kv [s_kv, D]` bf16 (`D` a multiple of 64); `out`, `dout [s_q, H, DV]` bf16 (`DV <= D`, a multiple
-    of 64): the forward's output and its gradient; `lse [s_q, H]` fp32: the forward's natural-log LSE, sink excluded
-    (`+inf`: no key); `attn_sink [H]` fp32 (`-inf`: none); `indices [s_q, K]` int32: flat `kv` rows, `-1` or
-    `>= s_kv` = none; `sm_scale`: the logit scale; `topk_length [s_q]` int32 or None: the valid prefix of each row;
-    `part_bytes`: the budget of one chunk's contribution buffer (`rows·K·D` fp32). CUDA tensors (CPU ones under
-    `TRITON_INTERPRET=1`). → `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
+    `q [s_q, H, D]` bf16: the queries (`D` a multiple of 64); `kv [s_kv, D]` bf16: the shared key rows, whose first `DV`
+    columns are the values; `out [s_q, H, DV]` bf16: the forward's output (`DV <= D`, a multiple of 64); `dout [s_q, H, DV]`
+    bf16: its gradient; `lse [s_q, H]` fp32: the forward's natural-log LSE, sink excluded (`+inf`: no key);
+    `attn_sink [H]` fp32: the per-head sink logits (`-inf`: none); `indices [s_q, K]` int32: flat `kv` rows, `-1` or
+    `>= s_kv` = none; `sm_scale`: the logit scale (required); `topk_length [s_q]` int32 or None: the valid prefix of each
+    row (`None`: all `K`); `part_bytes`: the budget of one chunk's contribution buffer (`rows·K·D` fp32; default 1 GiB).
+    All tensors contiguous, on one CUDA device (CPU ones under `TRITON_INTERPRET=1`).
+    Returns `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
     if d % 64: raise ValueError(f"`q` head dim must be a multiple of 64, got {d}")
@@ -402,7 +404,9 @@ def bench_deterministic(sq: int = 4096, heads: int = 64, topk: int = 640, n_comp
     deterministic one with a bf16 contribution buffer (`det_bwd_bf16_part_ms`, `sim_dkv_bf16_part`: a candidate default).
     `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
     entries; a multiple of 128); `n_comp`: compressed entries (the kv rows after the `sq` raw ones, and the top-k's score
-    columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed."""
+    columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed.
+    Returns a `dict` of these numbers: the shape (`sq`, `heads`, `topk`), the times in ms (keys ending in `_ms`), the
+    deterministic backward's slowdown `det_bwd_x`, the similarities and `repeat`."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
     kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()

@@ -43,7 +43,9 @@ def _check_hf_config(hf_config):
 
 def layer_ratio(hf_config, layer_idx: int) -> int:
     """The compression ratio (0, 4 or 128) of one attention layer of a DeepSeek-V4 model. `hf_config`: the model's
-    transformers `DeepseekV4Config` (an instance); `layer_idx`: the layer's index, an int in `[0, num_hidden_layers)`."""
+    transformers `DeepseekV4Config` (an instance); `layer_idx`: the layer's index, an int in `[0, num_hidden_layers)`.
+    Returns the ratio, an int: 0 for a sliding-window layer (no compression), else the config's `compress_rates` entry of
+    the layer's type."""
     kinds = _check_hf_config(hf_config).layer_types
     kind = kinds[check_int("layer_idx", layer_idx, 0, len(kinds) - 1)]
     return 0 if kind == "sliding_attention" else int(hf_config.compress_rates[kind])
@@ -76,7 +78,8 @@ def csa_config_from_hf(hf_config, **overrides) -> CSAConfig:
     """A `CSAConfig` for the attention layers of a DeepSeek-V4 model. `hf_config`: the model's transformers
     `DeepseekV4Config` (an instance); `overrides`: the `CSAConfig` fields the HF configuration does not set
     (`dsa_kernel_backend`, `indexer_loss_coeff`, `indexer_use_sparse_loss`, `indexer_precision`, …) — one it sets
-    (`window_size`, `num_heads`, …) must equal its value."""
+    (`window_size`, `num_heads`, …) must equal its value.
+    Returns the `CSAConfig`: the fields read from `hf_config`, then `overrides`."""
     fields = _hf_fields(_check_hf_config(hf_config))
     clash = {k: (v, fields[k]) for k, v in overrides.items() if k in fields and v != fields[k]}
     if clash:
@@ -100,7 +103,9 @@ def _share_compressor(ours, hf):
 def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     """The `CompressedSparseAttention` of one HF attention layer, sharing its parameters: the sink, the compressor's and
     (ratio 4) the indexer's projections, position biases and norms. `attn`: a transformers `DeepseekV4Attention` module;
-    `cfg`: the `CSAConfig` to build it under (`csa_config_from_hf` of the model's config)."""
+    `cfg`: the `CSAConfig` to build it under (`csa_config_from_hf` of the model's config).
+    Returns the new layer, of ratio `layer_ratio(attn.config, attn.layer_idx)`, on the device of `attn`'s sink; its shared
+    parameters are `attn`'s own tensors (no copy)."""
     if not isinstance(attn, _deepseek_v4().DeepseekV4Attention):
         raise TypeError(f"`attn` must be a transformers DeepseekV4Attention module (model.model.layers[i].self_attn), "
                         f"got {_type_name(attn)}")
@@ -302,7 +307,8 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
     return model
 
 def restore_hf_attention(model: nn.Module) -> nn.Module:
-    "Undo `use_fused_csa` → `model`: every attention layer runs HF's own forward again. `model`: a module `use_fused_csa` switched."
+    """Undo `use_fused_csa`: every attention layer runs HF's own forward again. `model`: a module `use_fused_csa` switched.
+    Returns `model`, switched back in place."""
     for attn in _attention_layers(model):
         for k in ("forward", "_fused_csa", "_fused_csa_loss"): attn.__dict__.pop(k, None)
     for m, k in _model_hooks(model):
@@ -310,7 +316,8 @@ def restore_hf_attention(model: nn.Module) -> nn.Module:
     return model
 
 def indexer_loss(model: nn.Module):
-    "The sum of the indexer losses of the last forward (0-d fp32), or `None` if no layer computed one. `model`: a bridged model."
+    """The sum of the indexer losses of the last forward (0-d fp32), or `None` if no layer computed one. `model`: a bridged model.
+    Returns the loss (a 0-d float32 tensor, differentiable in the indexers' parameters) or `None`."""
     losses = [a.__dict__.get("_fused_csa_loss") for a in _attention_layers(model)]
     losses = [l for l in losses if l is not None]
     return sum(losses[1:], losses[0]) if losses else None

@@ -72,7 +72,14 @@ def _attention_chunk(q_c, kv_flat, sink, idx_c, scale, acc):
 def attention_chunk_rows(batch_size: int, num_heads: int, head_dim: int, topk: int,
                          dtype: torch.dtype = torch.float32, max_chunk_bytes: int = 1 << 30,
                          grad: bool = False):
-    "Query rows per chunk for `unfused_csa_attention`, and the temporary bytes one query row needs."
+    """Query rows per chunk for `unfused_csa_attention`, and the temporary bytes one query row needs.
+
+    `batch_size`: b, the sequences of the call; `num_heads`: H, the query heads; `head_dim`: D, the width of a query head
+    and of a `kv_full` row; `topk`: K, the selected keys per query row; `dtype`: the inputs' float `torch.dtype` (the
+    temporaries are held in it and in its accumulation dtype, float32 or float64); `max_chunk_bytes`: the temporary-memory
+    budget of one chunk, in bytes (default 1 GiB); `grad`: whether a backward will recompute the chunks (doubles the bytes
+    per row).
+    Returns `(rows, per_row)`, two ints: the query rows of one chunk (at least 1) and the bytes one query row needs."""
     e = torch.empty((), dtype=dtype).element_size()
     a = torch.empty((), dtype=_acc_dtype(dtype)).element_size()
     per_row = batch_size * (3 * 8 * topk + topk * head_dim * (e + a)
@@ -86,6 +93,13 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
                           return_lse: bool = False, *, max_chunk_bytes: int = 1 << 30):
     """Native sparse MQA with a per-head sink over local `topk_idxs [b, sq, K]` (`-1` = no key).
 
+    `query [sq, b, H, D]`: the queries, float16, bfloat16, float32 or float64; `kv_full [skv, b, D]`: the shared rows
+    (keys and values alike, one head), in `query`'s dtype and on its device; `attn_sink [H]` (float): one sink logit per
+    query head, in the softmax's denominator only (`-inf`: no sink); `topk_idxs [b, sq, K]` (integer): each query row's
+    selected rows of `kv_full`, in `0 … skv − 1`, `-1` = no key; `softmax_scale`: the logit scale (default `D ** -0.5`);
+    `return_lse`: also return the log-sum-exp (default False); `max_chunk_bytes`: the temporary-memory budget of one chunk
+    of query rows, in bytes (default 1 GiB; see `attention_chunk_rows`).
+    Differentiable in `query`, `kv_full` and `attn_sink`.
     Returns `out [sq, b, H·D]` in `query.dtype`, and with `return_lse=True` also
     `lse [b, sq, H]` (float32; float64 for float64 inputs), natural log over the selected keys,
     sink excluded, `-inf` for rows without a valid key (whose output is 0)."""
@@ -320,6 +334,8 @@ class Compressor(nn.Module):
     `hidden_size`: width of the input `x`; `head_dim`: width `D` of an entry; `ratio`: tokens per entry (>= 2).
     `rotary`: the layer's `RotaryTable` (`rotary.layer_rotary(cfg, ratio)`: YaRN of `compress_rope_theta`);
     without it, plain RoPE of `rope_theta` (default 10000) on `rotary_dim` (default 64) channels.
+    `rotary_dim`: the roped channels, the last ones of an entry (even, <= `head_dim`; default 64, or the table's own, which a
+    given value must equal); `rope_theta`: the base of the plain RoPE (default 10000; not with `rotary`);
     `eps`: the RMSNorm epsilon (`cfg.rms_norm_eps`)."""
     def __init__(self, hidden_size: int, head_dim: int, ratio: int, rotary_dim: int | None = None,
                  rope_theta: float | None = None, eps: float = 1e-6, *, rotary: RotaryTable | None = None):
@@ -342,9 +358,12 @@ class Compressor(nn.Module):
         self.norm_weight = nn.Parameter(torch.ones(head_dim))
 
     def forward(self, x: torch.Tensor, start_pos: int = 0) -> torch.Tensor | None:
-        """`x [sq, b, hidden]` (float, the module's dtype and device) of the tokens at global positions `start_pos …` (a
-        multiple of `ratio`) → entries `[sq // ratio, b, head_dim]` in `x.dtype` (entry `j` roped at `start_pos + j·ratio`),
-        or `None` if `sq < ratio`. A trailing partial block is dropped."""
+        """The entries of `x`: one per whole block of `ratio` tokens (a trailing partial block is dropped).
+
+        `x [sq, b, hidden]` (float, the module's dtype and device): the tokens at global positions `start_pos …`;
+        `start_pos`: the global position of row 0, a multiple of `ratio` (default 0: the sequence's start).
+        Returns the entries `[sq // ratio, b, head_dim]` in `x.dtype` (entry `j` roped at `start_pos + j·ratio`),
+        or `None` if `sq < ratio`."""
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
@@ -393,6 +412,9 @@ Compressor._apply = _keep_float64_table
 class CSAIndexer(nn.Module):
     """Lightning indexer: `forward(x, qr, start_pos=0)` → `(q_idx [sq,b,Hi,Di], k_idx [n_comp,b,Di] | None, weights [sq,b,Hi])`.
 
+    `hidden_size`: width of the input `x`; `q_lora_rank`: width of the query latent `qr`; `n_heads`: Hi, the indexer heads
+    (default 64); `head_dim`: Di, the width of an indexer query head and of an indexer key (default 128); `ratio`: tokens per
+    compressed entry (default 4, the layers that select).
     `rotary`, `rotary_dim`, `rope_theta`, `eps`: as for `Compressor` (the indexer's own compressor holds the table,
     the queries use the same one)."""
     def __init__(self, hidden_size: int, q_lora_rank: int, n_heads: int = 64, head_dim: int = 128,
@@ -408,9 +430,13 @@ class CSAIndexer(nn.Module):
         self.weights_proj = nn.Linear(hidden_size, n_heads, bias=False)
 
     def forward(self, x: torch.Tensor, qr: torch.Tensor, start_pos: int = 0):
-        """`x [sq, b, hidden]`, `qr [sq, b, q_lora_rank]` (float, the module's dtype and device) of the tokens at global
-        positions `start_pos …` (a multiple of `ratio`) → `(q_idx [sq,b,Hi,Di], k_idx [sq//ratio,b,Di] | None,
-        weights [sq,b,Hi])`, all computed from detached inputs (the indexer learns from its loss only)."""
+        """The indexer's queries, keys and head weights of `sq` tokens.
+
+        `x [sq, b, hidden]` (float, the module's dtype and device): the tokens at global positions `start_pos …`;
+        `qr [sq, b, q_lora_rank]`: their query latents, in `x`'s dtype and device; `start_pos`: the global position of row 0, a multiple of `ratio`
+        (default 0: the sequence's start).
+        Returns `(q_idx [sq,b,Hi,Di], k_idx [sq//ratio,b,Di] | None, weights [sq,b,Hi])` in `x`'s dtype, all computed from
+        detached inputs (the indexer learns from its loss only); `k_idx` is `None` if `sq < ratio`."""
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES); check_tensor("qr", qr, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
@@ -444,7 +470,14 @@ class CSAIndexer(nn.Module):
 def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
                    softmax_scale: float | None = None, *, max_chunk_bytes: int = 1 << 30, q_offset: int = 0) -> torch.Tensor:
     """Lightning-indexer scores `[b, sq, n_comp]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` where `j >= (t+1)//ratio`.
-    `q_offset`: global position of query row 0 (`t = q_offset + row`), for a block of a longer sequence."""
+
+    `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None` (no entries yet): the
+    indexer keys; `weights [sq, b, Hi]` (float): the head weights `w`; `ratio`: the layer's compression ratio (entry `j`
+    pools tokens `j·ratio …`); `softmax_scale`: `σ` (default `Di ** -0.5`); `max_chunk_bytes`: the temporary-memory
+    budget of one chunk of query rows, in bytes (default 1 GiB; with gradients, chunks are recomputed in the backward);
+    `q_offset`: global position of query row 0 (`t = q_offset + row`), for a block of a longer sequence.
+    Returns the scores `[b, sq, n_comp]`, float32 (float64 for float64 inputs), differentiable in `q_idx`, `k_idx` and
+    `weights`."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
     check_tensor("weights", weights, ndim=3, dtype=_FLOAT_DTYPES)
     check_int("ratio", ratio, 1); check_scale("softmax_scale", softmax_scale)
@@ -484,7 +517,12 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
 
 # %% ../nbs/01_reference.ipynb #c907735e
 def indexer_topk(scores: torch.Tensor, topk: int):
-    "Top-`topk` visible entries per row of `scores [b, sq, n_comp]` → `(idx [b, sq, topk] int64, -1 padded; topk_length int32)`."
+    """Top-`topk` visible entries per row of indexer scores; among equal scores the smaller entry index wins.
+
+    `scores [b, sq, n_comp]` (float): the selection scores, `-inf` at entries a row does not see (NaN and `±inf` scores are
+    never selected); `topk`: entries kept per row (a row that sees fewer keeps fewer).
+    Returns `(idx [b, sq, topk] int64, topk_length [b, sq] int32)`: each row's entries by descending score, `-1` padded
+    past its `topk_length` selected ones."""
     check_tensor("scores", scores, ndim=3, dtype=_FLOAT_DTYPES)
     check_int("topk", topk)
     b, sq, n = scores.shape
@@ -502,7 +540,10 @@ def indexer_topk(scores: torch.Tensor, topk: int):
 
 # %% ../nbs/01_reference.ipynb #5da0e9a1
 def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
-    "`[b, sq]` float32 from indexer `scores [b, sq, n_comp]`: NaN where a row holds a NaN or `+inf` score, else 0 (no sync)."
+    """NaN poison of the rows of indexer scores that hold a NaN or `+inf` score (no sync).
+
+    `scores [b, sq, n_comp]` (float): indexer scores (`-inf` at hidden entries is fine).
+    Returns `[b, sq]` float32: NaN where a row holds a NaN or `+inf` score, else 0."""
     check_tensor("scores", scores, ndim=3, dtype=_FLOAT_DTYPES)
     bad = (torch.isnan(scores) | torch.isposinf(scores)).any(-1)
     return torch.zeros(bad.shape, dtype=torch.float32, device=scores.device).masked_fill(bad, float("nan"))
@@ -516,11 +557,13 @@ def _poison_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
 @torch.no_grad()                                                 # a constant: no gradient to its inputs
 def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
                          q_offset: int = 0) -> torch.Tensor:
-    """`[b, sq]` float32, NaN on query rows whose indexer inputs are not finite, else 0 (no sync).
+    """NaN poison of the query rows whose indexer inputs are not finite (no sync, no gradient).
 
-    `q_idx [sq, b, Hi, Di]` and `weights [sq, b, Hi]`: the rows' own indexer queries and weights; `k_idx [n_comp, b, Di]`
+    `q_idx [sq, b, Hi, Di]` (float): the rows' own indexer queries; `weights [sq, b, Hi]` (float): their head weights; `k_idx [n_comp, b, Di]`
     (or `None`): the indexer keys — row `t` (global position `q_offset + t`) sees entry `j` iff
-    `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite."""
+    `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite; `ratio`: the layer's compression
+    ratio; `q_offset`: global position of query row 0 (default 0: the sequence's start).
+    Returns `[b, sq]` float32: NaN on the poisoned rows, else 0."""
     check_tensor("q_idx", q_idx, ndim=4, floating=True); check_tensor("weights", weights, ndim=3, floating=True)
     check_int("ratio", ratio, 1); check_int("q_offset", q_offset, 0)
     if k_idx is not None and k_idx.shape[0]: check_tensor("k_idx", k_idx, ndim=3, floating=True)
@@ -557,7 +600,11 @@ FP8_MIN_AMAX = 1e-4     # rows below it share the scale of 1e-4 (all-zero rows q
 _HADAMARD: dict = {}
 
 def hadamard(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
-    "The `[n, n]` Sylvester Hadamard matrix of ±1 (`n` a power of two; a float `dtype`) on `device`: `H / √n` is orthonormal and symmetric (cached)."
+    """The `[n, n]` Sylvester Hadamard matrix of ±1: `H / √n` is orthonormal and symmetric.
+
+    `n`: the order, a power of two; `dtype`: a float `torch.dtype` (float16, bfloat16, float32 or float64; default
+    float32); `device`: where it lives (default `None`: the CPU).
+    Returns the `[n, n]` tensor of ±1, cached per `(n, dtype, device)`: shared between calls, not to be modified."""
     check_int("n", n, 1)
     if n & (n - 1): raise ValueError(f"`n` must be a power of two (the Hadamard rotation), got {n}")
     if not isinstance(dtype, torch.dtype): raise TypeError(f"`dtype` must be a torch.dtype, got {_describe(dtype)} ({type(dtype).__name__})")
@@ -579,8 +626,10 @@ def _row_len(name: str, x) -> int:
     return n
 
 def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
-    """`x [..., n]` (float16, bfloat16, float32 or float64; `n` a power of two) times the orthonormal `H_n / √n` along its
-    last dim, computed in float32 whatever `x`'s dtype (float64 stays float64) → float32 (float64)."""
+    """The rows of `x` times the orthonormal `H_n / √n` along the last dim, computed in float32 (float64 stays float64).
+
+    `x [..., n]`: float16, bfloat16, float32 or float64, `n` a power of two.
+    Returns the rotated rows `[..., n]`, float32 (float64 for a float64 `x`), differentiable in `x`."""
     n, acc = _row_len("x", x), _acc_dtype(x.dtype)
     if x.is_cuda and x.dtype != acc and not (torch.is_grad_enabled() and x.requires_grad):
         y = torch.mm(x.reshape(-1, n), hadamard(n, x.dtype, x.device), out_dtype=acc).view(x.shape)  # exact ±x products, float32 sums
@@ -595,10 +644,13 @@ def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(t), e - (m == 0.5).to(e.dtype))
 
 def fp8_quantize(x: torch.Tensor):
-    """`x [..., n]` (float16, bfloat16, float32 or float64, `n >= 1`) → `(x8 [..., n] float8_e4m3fn, scale [...] float32)`,
-    computed in float32, one power-of-two scale per row of `n` values: `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`,
-    `x8 = e4m3(clamp(x / scale, ±448))`; `x ≈ x8 · scale`. A row holding a NaN or ±Inf in float32 (a float64 value beyond
-    float32's range too) is not quantised: its scale and every one of its `x8` are NaN, so `x8 · scale` is NaN there."""
+    """Per-row FP8 (e4m3) quantisation, one power-of-two scale per row, computed in float32.
+
+    `x [..., n]` (float16, bfloat16, float32 or float64, `n >= 1`): the rows.
+    The scale of a row of `n` values is `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`, and `x8 = e4m3(clamp(x / scale, ±448))`,
+    so `x ≈ x8 · scale`. A row holding a NaN or ±Inf in float32 (a float64 value beyond float32's range too) is not
+    quantised: its scale and every one of its `x8` are NaN, so `x8 · scale` is NaN there.
+    Returns `(x8 [..., n] float8_e4m3fn, scale [...] float32)`."""
     check_tensor("x", x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
     if x.shape[-1] == 0: raise ValueError(f"`x` [..., n] must have n >= 1 values per row, got shape {list(x.shape)}")
     xf = x.float()
@@ -608,16 +660,21 @@ def fp8_quantize(x: torch.Tensor):
     return (xf / scale.unsqueeze(-1)).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
 
 def fp8_rows(x: torch.Tensor):
-    """The FP8 recipe on rows `x [..., n]` (float16, bfloat16, float32 or float64; `n` a power of two): rotate, then quantise
-    per row, in float32 whatever `x`'s dtype → `(x8 [..., n] float8_e4m3fn, scale [...] float32)`, no gradient. A row
-    that is not finite in float32 — a NaN or ±Inf, a float64 value beyond float32's range, or a rotation past it
-    (|x|·√n > 3.4e38) — comes out NaN: its scale and all its `x8` (never a finite stand-in such as ±448)."""
+    """The FP8 recipe on rows: rotate (`hadamard_rotate`), then quantise per row (`fp8_quantize`), in float32, no gradient.
+
+    `x [..., n]`: the rows, float16, bfloat16, float32 or float64, `n` a power of two.
+    A row that is not finite in float32 — a NaN or ±Inf, a float64 value beyond float32's range, or a rotation past it
+    (|x|·√n > 3.4e38) — comes out NaN: its scale and all its `x8` (never a finite stand-in such as ±448).
+    Returns `(x8 [..., n] float8_e4m3fn, scale [...] float32)`, `x`'s rotated rows ≈ `x8 · scale`."""
     _row_len("x", x)
     with torch.no_grad(): return fp8_quantize(hadamard_rotate(x.float() if x.dtype == torch.float64 else x))
 
 def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
-    """The FP8 recipe's inputs: `q_idx [..., Hi, Di]` → `(q8, q_scale [..., Hi])`, and `k_idx [..., Di]` → `(k8, k_scale [...])`
-    (`fp8_rows` of each, NaN rows included); `Di` a power of two."""
+    """The FP8 recipe's inputs: `fp8_rows` of the indexer queries and of the indexer keys (NaN rows included).
+
+    `q_idx [..., Hi, Di]` (float): the indexer queries, `Di` a power of two; `k_idx [..., Di]` (float): the indexer keys.
+    Returns `(q8 [..., Hi, Di] float8_e4m3fn, q_scale [..., Hi] float32, k8 [..., Di] float8_e4m3fn, k_scale [...] float32)`,
+    no gradient."""
     _row_len("q_idx", q_idx); _row_len("k_idx", k_idx)
     return (*fp8_rows(q_idx), *fp8_rows(k_idx))
 
@@ -631,7 +688,12 @@ def fp8_indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights:
                        softmax_scale: float | None = None, *, q_offset: int = 0) -> torch.Tensor:
     """The FP8 selection scores `[b, sq, n_comp]` (no gradient): `indexer_scores` of the rotated, e4m3-quantised indexer
     queries and keys (see above), in the accumulation dtype; `-inf` where `j >= (q_offset + t + 1) // ratio`.
-    Arguments as for `indexer_scores`; `Di` (the indexer head dim) a power of two."""
+
+    `q_idx [sq, b, Hi, Di]` (float): the indexer queries, `Di` a power of two; `k_idx [n_comp, b, Di]` (float) or `None`
+    (no entries yet): the indexer keys; `weights [sq, b, Hi]` (float): the head weights, not quantised; `ratio`: the
+    layer's compression ratio; `softmax_scale`: the weights' scale (default `Di ** -0.5`); `q_offset`: global position of
+    query row 0 (default 0), as for `indexer_scores`.
+    Returns the scores `[b, sq, n_comp]`, float32 (float64 for float64 inputs)."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
     if k_idx is None: return indexer_scores(q_idx, None, weights, ratio, softmax_scale, q_offset=q_offset)
     check_tensor("k_idx", k_idx, ndim=3, dtype=_FLOAT_DTYPES)
@@ -644,7 +706,13 @@ def fp8_indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights:
 
 def selection_scores(q_idx, k_idx, weights, ratio: int, softmax_scale=None, *, q_offset: int = 0,
                      precision: str = "bf16") -> torch.Tensor:
-    "The scores the top-k selects by: `indexer_scores` (`precision='bf16'`: the inputs' own dtype) or `fp8_indexer_scores` (`'fp8'`), no gradient."
+    """The scores the top-k selects by, in the layer's indexer precision, no gradient.
+
+    `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None`: the indexer
+    keys; `weights [sq, b, Hi]` (float): the head weights; `ratio`: the layer's compression ratio; `softmax_scale`: the weights' scale (default
+    `Di ** -0.5`); `q_offset`: global position of query row 0 (default 0); `precision`: `'bf16'` (default: `indexer_scores`
+    in the inputs' own dtype) or `'fp8'` (`fp8_indexer_scores`), `CSAConfig.indexer_precision`.
+    Returns the scores `[b, sq, n_comp]`, float32 (float64 for float64 inputs), `-inf` at the entries a row does not see."""
     if precision not in INDEXER_PRECISIONS:
         raise ValueError(f"`precision` must be one of {INDEXER_PRECISIONS}, got {precision!r}")
     fn = fp8_indexer_scores if precision == "fp8" else indexer_scores
@@ -656,10 +724,12 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
                          q_offset: int = 0, precision: str = "bf16"):
     """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
 
-    `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]` (float), `k_idx [n_comp, b, Di]` or `None`; `ratio` the compression
-    ratio; `topk` ids per row; `block_rows >= 1`; `softmax_scale` as in `indexer_scores`; `q_offset`: global position
+    `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None`: the indexer keys;
+    `weights [sq, b, Hi]` (float): the head weights; `ratio`: the compression ratio; `topk`: ids per row; `block_rows`: query
+    rows per block (>= 1), which bounds the scores' memory; `softmax_scale`: as in `indexer_scores`; `q_offset`: global position
     of query row 0 (a shard of a longer sequence: the causal rule `j < (q_offset + t + 1) // ratio`); `precision`: the
-    selection scores' (`'bf16'`: `indexer_scores` in the inputs' dtype; `'fp8'`: `fp8_indexer_scores`, see below).
+    selection scores' (`'bf16'`: `indexer_scores` in the inputs' dtype; `'fp8'`: `fp8_indexer_scores`, see below);
+    `return_poison`: also return the rows' `indexer_input_poison` (default False).
     Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`, and with `return_poison=True` also
     `indexer_input_poison` of the rows, `[b, sq]` (NaN on rows whose indexer inputs are not finite)."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES); check_int("topk", topk); check_int("block_rows", block_rows, 1)
@@ -790,9 +860,14 @@ def step(self: CSAIndexer, x: torch.Tensor, qr: torch.Tensor, positions: torch.T
 # %% ../nbs/01_reference.ipynb #db4f9e3e
 def decode_indexer_scores(q_i: torch.Tensor, k_idx: torch.Tensor, w_i: torch.Tensor, visible: torch.Tensor,
                           softmax_scale: float) -> torch.Tensor:
-    """`[b, s, E]` scores (accumulation dtype) of a step's `s` new rows per sequence, `q_i [b, s, Hi, Di]`, `w_i [b, s, Hi]`,
-    against `k_idx [b, E, Di]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` at entries `e >= visible[b, s]`. (One row: `q_i [b, Hi, Di]`,
-    `w_i [b, Hi]`, `visible [b]` → `[b, E]`.)"""
+    """Indexer scores of a decoding step's `s` new rows per sequence against the cached entries: `Σ_h w·σ·ReLU(q·k)`.
+
+    `q_i [b, s, Hi, Di]`: the new rows' indexer queries; `k_idx [b, E, Di]`: the indexer keys of the cache's `E` entry
+    slots; `w_i [b, s, Hi]`: the rows' head weights `w`; `visible [b, s]` (integer): the entries each row sees, `e < visible`;
+    `softmax_scale`: `σ`, a float.
+    One row per sequence works too: `q_i [b, Hi, Di]`, `w_i [b, Hi]`, `visible [b]`.
+    Returns the scores `[b, s, E]` (`[b, E]` for one row) in the accumulation dtype (float32; float64 for float64 inputs),
+    `-inf` at entries `e >= visible`."""
     acc = _acc_dtype(q_i.dtype)
     s = torch.einsum("b...h,b...he->b...e", w_i.to(acc) * softmax_scale,
                      torch.relu(torch.einsum("b...hd,bed->b...he", q_i.to(acc), k_idx.to(acc))))

@@ -47,7 +47,8 @@ def split_batch(t: torch.Tensor, mesh: DeviceMesh, *, dp_dim: str | None = "dp",
     `[S, B, H, D]` or `[S, B, hidden]`; every rank passes the same `t`.
     `mesh`: a `DeviceMesh` holding the two named dims. `dp_dim`, `cp_dim`: the names of its data-parallel dim (`None`:
     no data parallelism, the whole batch on every rank) and of its context-parallel dim.
-    `layout`: the layers' `cp_layout`, `"contiguous"` or `"zigzag"`. `seq_dim`, `batch_dim`: the dims of `t`.
+    `layout`: the layers' `cp_layout`, `"contiguous"` or `"zigzag"`. `seq_dim`: the sequence dim of `t` (default 0);
+    `batch_dim`: its batch dim (default 1).
     Returns `t`'s `[S/cp, B/dp, ...]` rows of this rank (`S/cp` and `B/dp` along `seq_dim` and `batch_dim`)."""
     check_tensor("t", t, min_ndim=2)
     seq_dim = check_int("seq_dim", seq_dim, -t.dim(), t.dim() - 1) % t.dim()
@@ -85,7 +86,8 @@ def check_fsdp_cp(module: nn.Module) -> nn.Module:
     """`module` if every `CompressedSparseAttention` in it with a `cp_group` has its FSDP-sharded parameters on a mesh
     that holds all of its CP ranks; else a `ValueError` naming the layer, the mesh's ranks and the CP ranks left out.
 
-    `module`: a model (or one layer), after `fully_shard`; parameters that are not `DTensor`s (not sharded) are skipped."""
+    `module`: a model (or one layer), after `fully_shard`; parameters that are not `DTensor`s (not sharded) are skipped.
+    Returns `module` itself, unchanged."""
     for name, layer in _layers(module):
         if layer.cp_group is None: continue
         cp = _ranks(layer.cp_group)
@@ -123,7 +125,8 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp"
     `reshard_after_forward`: passed to `fully_shard` when given (default: FSDP's own).
     Each layer gets `cp_group = mesh[cp_dim].get_group()` (a layer built with another group is refused), each layer and
     then the model become FSDP units over `mesh[dp_dim, cp_dim]` flattened, and gradients are summed over the CP ranks
-    and averaged over the data-parallel ones."""
+    and averaged over the data-parallel ones.
+    Returns `model`, sharded in place (an FSDP module)."""
     dims, sizes = _check_mesh(mesh, dp_dim, cp_dim)
     layers = _layers(model)
     if not layers: raise ValueError(f"`model` ({type(model).__name__}) holds no CompressedSparseAttention layer to shard")
