@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 
 from .checks import _TRITON_IMPORT_ERROR, check_int, check_scale, check_tensor, first_order_only, tl, triton
-from .kernels import _bwd_indices, _check_devices, _op, _pad_idx, _radix_topk_cuda, _run, _sparse_bwd, round_up
+from .kernels import (_SparseAttention, _bwd_indices, _check_devices, _op, _pad_idx, _radix_topk_cuda, _run,
+                                  _sparse_bwd, round_up)
 from .layout import _pad_heads
 
 # %% auto #0
@@ -241,16 +242,8 @@ def _sparse_bwd_det(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_le
     return _run("sparse_attn_bwd_deterministic", q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 # %% ../nbs/04_deterministic.ipynb #fb33aeb4
-class _DeterministicSparseAttention(torch.autograd.Function):
-    "FlashMLA forward and the deterministic backward on padded flat tensors: `(out, lse)`, `lse` not differentiable."
-    @staticmethod
-    def forward(ctx, q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
-        out, lse = _run("flash_mla_sparse_fwd", q, kv, indices, sm_scale, attn_sink, topk_length, row_poison)
-        ctx.save_for_backward(q, kv, out, lse, attn_sink, _bwd_indices(indices, topk_length), topk_length)
-        ctx.sm_scale = sm_scale
-        ctx.mark_non_differentiable(lse)
-        return out, lse
-
+class _DeterministicSparseAttention(_SparseAttention):
+    "FlashMLA forward (`kernels._SparseAttention`'s) and the deterministic backward on padded flat tensors: `(out, lse)`."
     @staticmethod
     @first_order_only("the deterministic sparse attention (FlashMLA forward, deterministic backward)")
     @torch.autograd.function.once_differentiable

@@ -52,7 +52,7 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
    Screenshots of the index, attention, fused, bench, config and hf pages at both widths are written to
    `_docs/screenshots/`. `--allow-missing-outputs` (development) reports the missing-output rule
    as warnings; `--warn RULES` does so for any comma-separated rules (`missing-output`,
-   `missing-gpu-output`, `raw-output`).
+   `missing-gpu-output`, `raw-output`, `raw-gpu-output`: the same in a `#| gpu` cell's stored output).
 
 Exit code 0 when everything built (and checked) cleanly.
 """
@@ -77,7 +77,7 @@ ASSETS = TOOLS / "docs_assets"
 _DIRECTIVE = re.compile(r"^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
 SCREENSHOT_PAGES = {"index", "attention", "fused", "bench", "config", "hf"}
 WIDTHS = (1400, 390)
-RULES = ("missing-output", "missing-gpu-output", "raw-output")
+RULES = ("missing-output", "missing-gpu-output", "raw-output", "raw-gpu-output")
 
 
 def notebooks():
@@ -274,18 +274,19 @@ def missing_outputs(nbs):
 
 
 def raw_outputs(nbs):
-    """[(notebook, cell index, what)] of stored outputs a reader should not get: a warning printed to stderr, or a raw
+    """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to stderr, or a raw
     dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
     out = []
     for nb_path in nbs:
         for i, c in enumerate(_read(nb_path)["cells"]):
+            gpu = "gpu" in directives(_text(c.get("source", "")))
             for o in c.get("outputs", []):
                 text = _text(o.get("text", "")) or _text(o.get("data", {}).get("text/plain", ""))
                 if o.get("name") == "stderr" and re.search(r"\w*Warning\b", text):
                     out.append((nb_path.name, i, f"a warning in the output: {text.strip().splitlines()[0][:100]!r} "
-                                                 "(fix its cause, or silence it where it is raised with a reason)"))
+                                                 "(fix its cause, or silence it where it is raised with a reason)", gpu))
                 elif re.search(r"^\s*\[?\{'\w+': ", text, re.M) and "text/markdown" not in o.get("data", {}):
-                    out.append((nb_path.name, i, f"a raw dict in the output: {text.strip()[:80]!r} (show a table or a sentence)"))
+                    out.append((nb_path.name, i, f"a raw dict in the output: {text.strip()[:80]!r} (show a table or a sentence)", gpu))
     return out
 
 
@@ -1065,8 +1066,8 @@ def check(warn=(), nbs=None):
         what = ("GPU cell without a stored output (python tools/execute_nb.py --gpu on the GPU, or #| no_output_ok)"
                 if kind == "gpu" else "cell ending in an expression has no stored output (python tools/execute_nb.py --cpu)")
         rule("missing-gpu-output" if kind == "gpu" else "missing-output", f"{nb}: cell {i} ({first!r}): {what}")
-    for nb, i, what in raw_outputs(nbs or notebooks()):
-        rule("raw-output", f"{nb}: cell {i}: {what}")
+    for nb, i, what, gpu in raw_outputs(nbs or notebooks()):     # a GPU cell's output changes only on the GPU
+        rule("raw-gpu-output" if gpu else "raw-output", f"{nb}: cell {i}: {what}" + (" (run it on the GPU again)" if gpu else ""))
     for m in warnings: print("WARN", m, file=sys.stderr)
     for m in problems: print("FAIL", m, file=sys.stderr)
     print(f"check: {len(pages)} pages, {len(links)} links, {len(sources)} source links, {n_names} public names; "
