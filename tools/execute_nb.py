@@ -144,6 +144,7 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
                 cell["outputs"] = kept; failed = i
                 print(f"{nb_path.name}: stopped from outside in cell {i}", file=sys.stderr); break
             if err:
+                if mode == "gpu": cell["outputs"] = kept     # a traceback is no evidence: the last good run's stays
                 failed = i
                 print(f"{nb_path.name}: cell {i} failed: {err.get('ename')}: {err.get('evalue')}", file=sys.stderr)
                 print("\n".join(err.get("traceback", [])), file=sys.stderr)
