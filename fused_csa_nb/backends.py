@@ -53,7 +53,10 @@ def _global_window(window, rows, halo):
 
 # %% ../nbs/05_backends.ipynb #8d29a3bb
 class NativeBackend:
-    "The native PyTorch backend of a ratio-`ratio` layer under `cfg` (see above): the reference semantics, any dtype and device."
+    """The native PyTorch backend of a ratio-`ratio` layer under `cfg` (see above): the reference semantics, any dtype and device.
+
+    `cfg`: the layer's frozen `CSAConfig` (scales, window, top-k and indexer precision are read once, here); `ratio`: the
+    layer's compression ratio (0, 4 or 128)."""
     fused = False
 
     def __init__(self, cfg: CSAConfig, ratio: int):
@@ -62,20 +65,32 @@ class NativeBackend:
         self.precision, self.topk = cfg.indexer_precision, cfg.index_topk
 
     def check_inputs(self, query: torch.Tensor):
-        "Every float dtype runs natively; `deterministic=True` on CUDA needs torch's deterministic algorithms (`RuntimeError`)."
+        """Refuse what the native path cannot run, before any work: every float dtype runs natively; `deterministic=True` on
+        CUDA needs torch's deterministic algorithms (`RuntimeError`). `query [n, b, H, D]`: the layer's query (only its device
+        is read)."""
         if self.cfg.deterministic and query.is_cuda and not torch.are_deterministic_algorithms_enabled():
             raise RuntimeError("deterministic=True on the native path (CUDA) needs torch.use_deterministic_algorithms(True) "
                                "(and CUBLAS_WORKSPACE_CONFIG=:4096:8): its gathers' backward adds with atomics otherwise")
 
     def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.float32) -> int:
-        """Query rows per indexer block: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes` (the fused
-        backend's signature; `dtype`: the indexer's, float64 accumulates in float64; the native loss is blocked either way)."""
+        """Query rows per indexer block: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes`, each
+        `_NATIVE_BYTES_PER_ENTRY` accumulation-dtype values (the scores, their gradient, the loss temporaries).
+
+        `n_comp`: the compressed entries a row chooses among; `b`: the batch size; `dense`: unused (the fused backend's
+        signature: the native loss is blocked either way); `dtype`: the indexer's dtype — float64 accumulates in float64
+        (8 bytes a value), any other in float32 (4). Returns the number of rows, at least 1."""
         acc = 8 if dtype == torch.float64 else 4
         return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _NATIVE_BYTES_PER_ENTRY * acc)
 
     def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
-        """`(out [n, b, H·D], indexer loss or None)` of the query rows `rows` over `keys` (see above); `sink [H]` fp32;
-        `train`: training with gradients; `loss`: compute the indexer loss (the layer wants one)."""
+        """The attention of the query rows `rows` over `keys` (see above), and their indexer loss when asked.
+
+        `query [n, b, H, D]`: the rows' queries, any float dtype; `keys`: their `KeySet` (raw keys, compressed entries,
+        indexer tensors); `rows`: which rows they are (a `layout.QueryRows`: a sequence, a shard, or a pack's documents as a
+        padded batch with their loss `mask`);
+        `sink [H]` (float): one sink logit per query head; `train`: training with gradients; `loss`: compute the indexer
+        loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share of
+        the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
         r, (n, b) = self.ratio, query.shape[:2]
         window = rows.window(self.window, keys.halo, b, query.device)       # the row set's window slots
         attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
@@ -160,7 +175,10 @@ class _Kernels(NamedTuple):
     heads: int                # the padded query heads FlashMLA runs
 
 class FusedBackend:
-    "The fused backend of a ratio-`ratio` layer under `cfg` (see above): FlashMLA + cuDNN DSA kernels on bf16 tensors."
+    """The fused backend of a ratio-`ratio` layer under `cfg` (see above): FlashMLA + cuDNN DSA kernels on bf16 tensors.
+
+    `cfg`: the layer's frozen `CSAConfig` (scales, window, top-k, FP8 selection, loss settings and determinism are read
+    once, here); `ratio`: the layer's compression ratio (0, 4 or 128)."""
     fused = True
 
     def __init__(self, cfg: CSAConfig, ratio: int):
@@ -173,27 +191,41 @@ class FusedBackend:
         self._by_major: dict = {}                          # compute-capability major → _Kernels
 
     def kernels(self, device) -> _Kernels:
-        "The kernel limits and padded head count of `device`'s GPU generation (bound on first use)."
+        """The kernel limits and padded head count of `device`'s GPU generation (bound on first use, then kept).
+
+        `device`: the inputs' `torch.device` (CUDA, or a CPU device under `testing.stand_in_kernels`). Returns a `_Kernels`
+        pair: `lim`, the `kernels.KernelLimits` of that compute capability, and `heads`, the padded query heads FlashMLA runs."""
         major = sm_major(device)
         k = self._by_major.get(major)
         if k is None: k = self._by_major[major] = _Kernels(kernel_limits(major), padded_num_heads(self.cfg.num_heads, major))
         return k
 
     def check_inputs(self, query: torch.Tensor):
-        "The kernels run bfloat16: anything else is refused (`TypeError`), before any work."
+        """The kernels run bfloat16: anything else is refused (`TypeError`), before any work. `query [n, b, H, D]`: the
+        layer's query (only its dtype is read)."""
         if query.dtype != torch.bfloat16:
             raise TypeError(f"the fused CSA path (dsa_kernel_backend='cudnn') runs bfloat16 tensors, got {query.dtype}: "
                             "cast the layer and its inputs to bfloat16, or use dsa_kernel_backend='none'")
 
     def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.bfloat16) -> int:
-        "Query rows per indexer block: `[b, rows, n_comp]` score entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within the budget."
+        """Query rows per indexer block: `[b, rows, n_comp]` score entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within
+        `cfg.indexer_block_bytes`.
+
+        `n_comp`: the compressed entries a row chooses among; `b`: the batch size; `dense`: the block computes the dense
+        indexer loss (32 bytes an entry, else 8); `dtype`: unused (the native backend's signature: the kernels run bf16).
+        Returns the number of rows, at least 1."""
         return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _FUSED_BYTES_PER_ENTRY[dense])
 
 # %% ../nbs/05_backends.ipynb #1915b805
 @patch
 def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
-    """`(out [n, b, H·D], indexer loss or None)` of the query rows `rows` (a sequence, a shard or a pack) over `keys`: path
-    A, B or C (see above); `sink [H]` fp32; `train`: training with gradients (path B); `loss`: compute the indexer loss."""
+    """The attention of the query rows `rows` over `keys` on path A, B or C (see above), and their indexer loss when asked.
+
+    `query [n, b, H, D]` bf16: the rows' queries; `keys`: their `KeySet` (raw keys, compressed entries, indexer tensors);
+    `rows`: which rows they are (a `layout.QueryRows`: a sequence or a shard, or a `layout.PackRows`: a pack); `sink [H]`
+    (float): one sink logit per query head; `train`: training with gradients (path B); `loss`: compute the indexer loss
+    (the layer wants one). Returns `(out [n, b, H·D], loss)`: the bf16 output (a pack's padding rows zeroed) and the
+    rows' share of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
     r, b, dev = self.ratio, query.shape[1], query.device
     lim, heads = self.kernels(dev)
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
@@ -224,9 +256,13 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
 # %% ../nbs/05_backends.ipynb #522baf00
 @patch
 def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
-    """Top-k entries `[b, s, k]` (`-1` padded; `k = min(index_topk, E)`) of a step's `s` new tokens per sequence (at
-    `cache.pos + t`, their keys in the cache already): `q_i [s, b, Hi, Di]`, `w_i [s, b, Hi]`; `visible [b, s]` int64: the
-    entries each row sees (`StepRows.visible`)."""
+    """The indexer top-k of a decode step's `s` new tokens per sequence (at `cache.pos + t`, their indexer keys in the
+    cache already): the reference's score sum, FP8-rounded under `indexer_precision="fp8"`.
+
+    `q_i [s, b, Hi, Di]`: the step's indexer queries (float); `w_i [s, b, Hi]`: their per-head weights; `cache`: the
+    layer's `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
+    (`StepRows.visible`). Returns the selected entry ids `[b, s, k]` int64, by descending score (`-1` padded;
+    `k = min(index_topk, E)`, `E = cache.entries`)."""
     cfg, E = self.cfg, cache.entries
     if cfg.indexer_precision == "fp8":
         acc = torch.float64 if q_i.dtype == torch.float64 else torch.float32
@@ -237,8 +273,12 @@ def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
 
 @patch
 def decode_attend(self: NativeBackend, query, kv, sink, idx, poison=None):
-    """`out [s, b, H·D]` of `query [s, b, H, D]` over the cache's `kv [R + E, b, D]` at local slots `idx [b, s, K]`;
-    `poison [b, s]` NaN rows."""
+    """A decode step's attention over the cache: the reference sparse attention with the sink.
+
+    `query [s, b, H, D]`: the step's queries; `kv [R + E, b, D]`: the cache's `kv` (the window ring, then the entries);
+    `sink [H]` (float): one sink logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots
+    (`CSACache.step_index`; `-1`: none); `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs are not finite,
+    0 elsewhere (added to the rows' output). Returns `out [s, b, H·D]` in `query`'s dtype."""
     return _poisoned(unfused_csa_attention(query, kv, sink, idx, softmax_scale=self.cfg.scale), poison)
 
 def _bmm_f32(a, b):
@@ -248,7 +288,11 @@ def _bmm_f32(a, b):
 @patch
 def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
     """`NativeBackend.decode_select` on the GPU: the scores of the step's `s` rows per sequence as two batched products
-    (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row) — FP8 on the cache's e4m3 keys —, radix top-k."""
+    (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row) — FP8 on the cache's e4m3 keys —, radix top-k.
+
+    `q_i [s, b, Hi, Di]` bf16: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the layer's
+    `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
+    (`StepRows.visible`). Returns the selected entry ids `[b, s, k]` int32 (`-1` padded; `k = min(index_topk, E)`)."""
     cfg, E, (s, b, Hi, Di) = self.cfg, cache.entries, q_i.shape
     scale = w_i.float() * cfg.index_scale                                        # [s, b, Hi]
     if cfg.indexer_precision == "fp8":
@@ -264,7 +308,11 @@ def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
 
 @patch
 def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
-    "`NativeBackend.decode_attend` on FlashMLA's sparse kernel (flat slots of the cache's `kv`)."
+    """`NativeBackend.decode_attend` on FlashMLA's sparse kernel (flat slots of the cache's `kv`).
+
+    `query [s, b, H, D]` bf16: the step's queries; `kv [R + E, b, D]` bf16: the cache's `kv`; `sink [H]` (float): one
+    sink logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots (`-1`: none); `poison [b, s]` fp32
+    or `None`: NaN on rows whose indexer inputs are not finite, 0 elsewhere. Returns `out [s, b, H·D]` bf16."""
     lim, heads = self.kernels(query.device)
     kv = kv.contiguous()                                   # a one-sequence view of a batch cache: its own copy
     _check_int32_range(kv.shape[0], kv.shape[1])
@@ -274,20 +322,42 @@ def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
 # %% ../nbs/05_backends.ipynb #86239e92
 @runtime_checkable
 class Backend(Protocol):
-    "What a layer's backend provides (see above); `NativeBackend` and `FusedBackend` are the two."
+    """What a layer's backend provides (see above); `NativeBackend` and `FusedBackend` are the two.
+
+    `*args`, `**kwargs`: none — a `Protocol` is not built itself; `make_backend` builds one of the two classes."""
     cfg: CSAConfig                  # the frozen configuration it was built for
     ratio: int                      # the layer's compression ratio
     fused: bool                     # whether it runs the fused kernels
 
-    def check_inputs(self, query: torch.Tensor) -> None: ...
-    def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool) -> tuple: ...
-    def decode_select(self, q_i, w_i, cache) -> torch.Tensor: ...
-    def decode_attend(self, query, kv, sink, idx, poison=None) -> torch.Tensor: ...
+    def check_inputs(self, query: torch.Tensor) -> None:
+        """Refuse an input the backend cannot run (`TypeError`, `RuntimeError`), before any work. `query [n, b, H, D]`:
+        the layer's query. Returns nothing."""
+    def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool) -> tuple:
+        """The attention of query rows over their keys, and their indexer loss when asked (`NativeBackend.attend`).
+
+        `query [n, b, H, D]`: the rows' queries; `keys`: their `KeySet`; `rows`: which rows they are (a `layout.QueryRows`;
+        a `layout.PackRows` on the fused backend); `sink [H]` (float): one sink logit per query head; `train`: training with gradients;
+        `loss`: compute the indexer loss. Returns `(out [n, b, H·D], indexer loss or None)`."""
+    def decode_select(self, q_i, w_i, cache) -> torch.Tensor:
+        """The indexer top-k of a decode step (`NativeBackend.decode_select`; both backends also take the rows'
+        `visible [b, s]` as a fourth argument).
+
+        `q_i [s, b, Hi, Di]`: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the layer's
+        `CSACache`. Returns the selected entry ids `[b, s, k]` (`-1` padded)."""
+    def decode_attend(self, query, kv, sink, idx, poison=None) -> torch.Tensor:
+        """A decode step's attention over the cache (`NativeBackend.decode_attend`).
+
+        `query [s, b, H, D]`: the step's queries; `kv [R + E, b, D]`: the cache's `kv`; `sink [H]` (float): one sink
+        logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots (`-1`: none); `poison [b, s]` fp32
+        or `None`: NaN on rows whose indexer inputs are not finite. Returns `out [s, b, H·D]`."""
 
 # %% ../nbs/05_backends.ipynb #eeafc2f5
 def make_backend(cfg: CSAConfig, ratio: int) -> Backend:
-    """The backend a ratio-`ratio` layer under `cfg` runs on: `FusedBackend` when `cfg` selects the fused kernels, else
-    `NativeBackend`. `cfg`: a `CSAConfig`, validated for this `ratio` (0, 4 or 128) and this machine (`validate_config`)."""
+    """The backend a ratio-`ratio` layer under `cfg` runs on, built once for the layer.
+
+    `cfg`: the layer's `CSAConfig`, validated for `ratio` on this machine (`validate_config`); `ratio`: the layer's
+    compression ratio, an int in `COMPRESS_RATIOS` (0, 4 or 128). Returns a `FusedBackend` when `cfg` selects the fused
+    kernels (`use_fused_kernels`), else a `NativeBackend`; a wrong type is a `TypeError`, a wrong value a `ValueError`."""
     if not isinstance(cfg, CSAConfig):
         raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
     if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio not in COMPRESS_RATIOS:

@@ -62,21 +62,26 @@ class CSACache:
         "Bytes of device memory the cache holds."
         return sum(t.numel() * t.element_size() for t in self.tensors())
     def belongs_to(self, layer) -> bool:
-        "Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference)."
+        """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module to
+        check, a `CompressedSparseAttention`. Returns `True` for the cache's own layer (while it lives), else `False`."""
         return self.owner is not None and self.owner() is layer
 
 # %% ../nbs/05_cache.ipynb #7321b4b7
 @patch
 def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
-    "Global positions `[n, b, 1]` (int64, on the cache's device) of the next `n` tokens of each sequence: rope `query` and `key` at them."
+    """Global positions of the next `n` tokens of each sequence: rope `query` and `key` at them. `n`: the number of new
+    tokens, an int >= 1. Returns `[n, b, 1]` int64 on the cache's device (`pos + t`, no host read)."""
     check_int("n", n, 1)
     return self.step_positions(n).unsqueeze(-1)
 
 class StepRows(NamedTuple):
     """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
-    every write and by the index: `positions [s, b]` int64 (`pos + t`); for a compressed layer also `entry [s, b]` (each
-    row's block), `last [s, b]` (the step's latest row in that block: the one whose entry stands once the step is done),
-    `complete [s, b]` bool (the row completes its block) and `visible [b, s]` (the entries the row sees)."""
+    every write and by the index. The four last fields are `None` for a layer without compression (ratio 0).
+
+    `positions [s, b]` int64: the rows' global positions, `pos + t`; `entry [s, b]` int64: each row's block (the compressed
+    entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose entry stands once
+    the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the number of entries
+    the row sees (entries `e < visible`)."""
     positions: torch.Tensor
     entry: torch.Tensor | None = None
     last: torch.Tensor | None = None
@@ -85,12 +90,14 @@ class StepRows(NamedTuple):
 
 @patch
 def step_positions(self: CSACache, n: int) -> torch.Tensor:
-    "`[n, b]` int64: the positions of a step's `n` new tokens (`pos + t`)."
+    """The positions of a step's `n` new tokens per sequence. `n`: the number of new tokens. Returns `[n, b]` int64 on the
+    cache's device: `pos + t`, row `t` of sequence `i` at `pos[i] + t`."""
     return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
 
 @patch
 def step_rows(self: CSACache, s: int) -> StepRows:
-    "The `StepRows` of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read)."
+    """The rows of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read). `s`: the
+    step's new tokens per sequence (`s <= MAX_STEP`). Returns their `StepRows` (positions only for ratio 0)."""
     pt, r = self.step_positions(s), self.ratio
     if not r: return StepRows(pt)
     j, off = pt // r, pt % r
@@ -110,7 +117,8 @@ def _rows_of(t, i, dim):
 
 @patch
 def sequence(self: CSACache, i: int) -> CSACache:
-    "Sequence `i` as a cache of one sequence sharing this one's storage (its prefill writes the parent)."
+    """Sequence `i` as a cache of one sequence sharing this one's storage (its prefill writes the parent). `i`: the
+    sequence's index in the batch, `0 … b − 1`. Returns a `CSACache` with `b = 1` whose tensors are views of this one's."""
     i = check_int("i", i, 0, self.batch_size - 1)
     ring = lambda r: None if r is None else tuple(_rows_of(t, i, 1) for t in r)
     return dataclasses.replace(self, kv=_rows_of(self.kv, i, 1), pos=_rows_of(self.pos, i, 0), comp_ring=ring(self.comp_ring),
@@ -133,9 +141,13 @@ def _ring(module, b, device, dtype):
     return tuple(torch.zeros(s, b, module.wkv.out_features, device=device, dtype=dtype) for _ in range(2))
 
 def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=None, module_dtype=None) -> CSACache:
-    """The empty `CSACache` of `layer` (a `CompressedSparseAttention`) for `batch_size` sequences of up to `max_seq_len` tokens.
-    `dtype`: of the raw keys and entries (the layer's `query` / `key` dtype); `module_dtype`: of the compressor and indexer
-    state (their parameters' dtype); `device`: where it lives (default: the layer's)."""
+    """The empty `CSACache` of a layer for `batch_size` sequences of up to `max_seq_len` tokens (the layer's `new_cache`).
+
+    `layer`: the `CompressedSparseAttention` the cache serves (its configuration, ratio and modules give the shapes; it
+    becomes the cache's owner); `batch_size`: `b`, the number of sequences, an int >= 1; `max_seq_len`: the tokens a
+    sequence may hold, an int >= 1 (it sizes the `ceil(max_seq_len / ratio)` entry slots); `device`: where it lives
+    (default: the layer's); `dtype`: of the raw keys and entries (the layer's `query` / `key` dtype); `module_dtype`: of
+    the compressor and indexer state (their parameters' dtype). Returns the `CSACache`, every sequence at length 0."""
     b, n = check_int("batch_size", batch_size, 1), check_int("max_seq_len", max_seq_len, 1)
     cfg, r, W = layer.cfg, layer.ratio, layer.cfg.window_size
     E, R = (-(-n // r) if r else 0), W + MAX_STEP - 1
@@ -156,12 +168,15 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
 # %% ../nbs/05_cache.ipynb #a7c0e51d
 @patch
 def __reduce_ex__(self: CSACache, protocol):
+    """Refuse serialisation (`torch.save`, `pickle`, `copy.copy`) with a `TypeError` that says why. `protocol`: the pickle
+    protocol asked for (not read)."""
     raise TypeError("a CSACache is not serialisable (torch.save, pickle): it is inference state tied to its layer (a weak "
                     "reference). Save the model instead and prefill a new cache (layer.new_cache) after loading")
 
 @patch
 def __deepcopy__(self: CSACache, memo):
-    "An independent copy (tensors cloned, host lengths copied) that belongs to the same layer."
+    """An independent copy (tensors cloned, host lengths copied) that belongs to the same layer (`copy.deepcopy`).
+    `memo`: `deepcopy`'s memo dictionary (not read: the layer is shared, not copied)."""
     t = lambda x: None if x is None else x.clone()
     tt = lambda x: None if x is None else tuple(t(y) for y in x)
     return dataclasses.replace(self, kv=t(self.kv), pos=t(self.pos), comp_ring=tt(self.comp_ring),
@@ -175,22 +190,26 @@ def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:
 
 @patch
 def advance(self: CSACache, n: int = 1):
-    "Every sequence holds `n` more tokens (device counter and host mirror)."
+    """Every sequence holds `n` more tokens (device counter and host mirror). `n`: the tokens the step added per
+    sequence (default 1)."""
     self.pos += n
     for i in self.rows: self.host_lengths[i] += n
 
 @patch
 @torch.no_grad()
 def write_keys(self: CSACache, key: torch.Tensor, rows: StepRows):
-    "The raw keys `key [s, b, D]` of a step's `s <= MAX_STEP` new tokens (`rows`: its `StepRows`) into their window-ring slots."
+    """The raw keys of a step's `s <= MAX_STEP` new tokens into their window-ring slots (token `p` at slot `p % R`).
+    `key [s, b, D]`: the step's raw keys (cast to the cache's dtype); `rows`: the step's `StepRows`."""
     slot = rows.positions % self.slots                                          # [s, b]: distinct, s <= MAX_STEP < R + 1
     self.kv[slot, self._iota(self.batch_size)] = key.to(self.kv.dtype)
 
 @patch
 @torch.no_grad()
 def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, rows: StepRows):
-    """Projections `a`, `g [s, b, width]` of a step's tokens (`rows`) into the compressor ring `ring` (`comp_ring` or
-    `index_ring`): the last `min(s, S)` of them, token `p` at slot `p % S`."""
+    """A step's new projections into a compressor ring: the last `min(s, S)` of them, token `p` at slot `p % S`.
+
+    `ring`: the `(a, g)` ring to write, `comp_ring` or `index_ring` (`[S, b, width]` each); `a [s, b, width]`, `g [s, b, width]`:
+    the new tokens' `wkv` and `wgate` projections (as `Compressor.step` returns them); `rows`: the step's `StepRows`."""
     s, S = a.shape[0], ring[0].shape[0]
     k = min(s, S)
     slot = rows.positions[s - k:] % S
@@ -202,16 +221,23 @@ def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, ro
 @patch
 @torch.no_grad()
 def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
-    """The compressor's entries `[s, b, D]` of a step's rows' blocks (`Compressor.step`) into the entry slots `R + block`:
-    each row writes the entry of its block's `last` row, so duplicate writes of a slot carry equal values."""
+    """The compressor's entries of a step's rows' blocks into the entry slots `R + block`: each row writes the entry of
+    its block's `last` row, so duplicate writes of a slot carry equal values.
+
+    `entries [s, b, D]`: row `t`'s entry of its block (`Compressor.step`, partial until the block completes); `rows`: the
+    step's `StepRows`."""
     e = entries.gather(0, rows.last.unsqueeze(-1).expand_as(entries))
     self.kv[self.slots + rows.entry, self._iota(self.batch_size)] = e.to(self.kv.dtype)
 
 @patch
 @torch.no_grad()
 def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torch.Tensor:
-    """The indexer's keys `[s, b, Di]` of a step's rows' blocks (`CSAIndexer.step`), with their FP8 form → `[s, b]` bool:
-    a complete indexer key of the sequence up to row `t` is not finite (the sequence's rows from there on are poisoned)."""
+    """The indexer's keys of a step's rows' blocks into `index_keys` (with their FP8 form), as `write_entries` writes the
+    entries.
+
+    `keys [s, b, Di]`: row `t`'s indexer key of its block (`CSAIndexer.step`); `rows`: the step's `StepRows`. Returns
+    `[s, b]` bool: a complete indexer key of the sequence up to row `t` is not finite (the sequence's rows from there on
+    are poisoned)."""
     j, k = rows.entry, keys.gather(0, rows.last.unsqueeze(-1).expand_as(keys))
     bi = self._iota(self.batch_size)
     self.index_keys[bi, j] = k.to(self.index_keys.dtype)
@@ -235,9 +261,13 @@ def _ring_copy(buf, vals, p0: int):
 @patch
 @torch.no_grad()
 def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=()):
-    """Store what a forward over a whole prefix of `s` tokens computed into this empty cache, then advance it by `s`:
-    raw keys `kv [s, b, D]`, compressor entries `entries [s//r, b, D]` and indexer keys `index_keys [s//r, b, Di]` (or
-    `None`), and `rings`: `(ring, a, g)` triples — the projections `[k, b, width]` of the prefix's last `k` tokens."""
+    """Store what a forward over a whole prefix of `s` tokens computed into this empty cache, then advance it by `s`.
+
+    `kv [s, b, D]`: the prefix's raw keys (the last `min(s, R)` are kept); `entries [s//r, b, D]` or `None`: its compressed
+    entries (`None`: none, for ratio 0 or `s < r`); `index_keys [s//r, b, Di]` or `None`: its indexer keys (ratio 4 with the indexer; their
+    FP8 form is made here); `rings`: `(ring, a, g)` triples — `ring` the cache's `comp_ring` or `index_ring`, `a`, `g
+    [k, b, width]` the projections of the prefix's last `k` tokens. Returns the cache; a cache that holds tokens already is
+    a `ValueError`."""
     if any(self.lengths):
         raise ValueError(f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)")
     s, R = kv.shape[0], self.slots
@@ -260,8 +290,11 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
 # %% ../nbs/05_cache.ipynb #25e49d4a
 @patch
 def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
-    """`[b, s, K]` int64 local `kv` slots of a step's rows (`StepRows`; their keys written already): the window (`W` ring
-    slots, `-1` before token 0), then `R + j` for the entries `selected [b, s, k]` (`-1` padded; `None`: all visible)."""
+    """The local `kv` slots a step's rows attend to (their keys written already): the window, then the entries.
+
+    `rows`: the step's `StepRows`; `selected [b, s, k]` (integer) or `None`: the entries each row attends to (the indexer's
+    top-k, `-1` padded), `None` for every visible one (ratio 128, dense mode). Returns `[b, s, K]` int64: the `W` window
+    ring slots (`-1` before token 0), then `R + j` for each entry `j` (`-1` kept): `K = W + k`, `W + E` with `selected=None`, `W` without entries."""
     pt, W = rows.positions.t().unsqueeze(-1), self.window                                 # [b, s, 1]
     q = pt - W + 1 + self._iota(W)
     parts = [torch.where(q >= 0, q % self.slots, -1)]
@@ -276,8 +309,11 @@ def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
 @patch
 @torch.no_grad()
 def grow(self: CSACache, max_seq_len: int) -> CSACache:
-    """A copy of this cache with room for `max_seq_len` tokens per sequence (>= its current `max_seq_len`): the window ring,
-    the entries, the rings and the counters copied over; it belongs to the same layer."""
+    """A copy of this cache with room for more tokens per sequence: the window ring, the entries, the rings and the
+    counters copied over; it belongs to the same layer.
+
+    `max_seq_len`: the tokens a sequence may hold in the copy, an int >= the cache's own `max_seq_len`. Returns the new
+    `CSACache` (this one is left as it is)."""
     n = check_int("max_seq_len", max_seq_len, self.max_seq_len)
     b, R, E, r = self.batch_size, self.slots, self.entries, self.ratio
     E2 = -(-n // r) if r else 0
@@ -295,7 +331,11 @@ def grow(self: CSACache, max_seq_len: int) -> CSACache:
                                host_lengths=list(self.lengths), rows=tuple(range(b)))
 
 def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
-    "`cache.grow(max_seq_len)`, once `cache` is checked to be a `CSACache` of `layer` (a `CompressedSparseAttention`)."
+    """`cache.grow(max_seq_len)`, once `cache` is checked to be a `CSACache` of `layer`.
+
+    `cache`: the `CSACache` to grow; `layer`: the `CompressedSparseAttention` it belongs to (another layer's cache is a
+    `ValueError`); `max_seq_len`: the tokens a sequence may hold in the copy, >= `cache.max_seq_len`. Returns the grown
+    copy (`CSACache.grow`)."""
     if not isinstance(cache, CSACache):
         raise TypeError(f"`cache` must be a CSACache (grow_cache(cache, layer, max_seq_len)), got {type(cache).__name__}")
     if not isinstance(layer, torch.nn.Module):
@@ -321,8 +361,10 @@ def _batch_tensors(cache: CSACache) -> list:
 
 @patch
 def reorder(self: CSACache, beam_idx: torch.Tensor) -> CSACache:
-    """Sequence `j` becomes what sequence `beam_idx[j]` was (beam search; see above), in place → the cache.
-    `beam_idx`: integer tensor `[b]` (any device), the source sequence of each sequence, each in `[0, b)`."""
+    """Sequence `j` becomes what sequence `beam_idx[j]` was (beam search; see above), in place.
+
+    `beam_idx`: integer tensor `[b]` (any device), the source sequence of each sequence, each in `[0, b)`. Returns the
+    cache itself (its storage kept)."""
     check_tensor("beam_idx", beam_idx, shape=(self.batch_size,), floating=False, what="[b]")
     idx = beam_idx.to(device=self.pos.device, dtype=torch.int64)
     lengths = self.lengths

@@ -828,12 +828,15 @@ def _stream_pool_torch(ring_a, ring_g, a_new, g_new, ape, positions, overlap: bo
 
 @patch
 def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
-    """The streaming compressor (see above), on the state it is given (it writes nothing): `s` new tokens `x [s, b, hidden]`
-    per sequence at `positions [s, b]` (int64, consecutive: `pos + t`), after the earlier tokens' projections in the rings `ring_a`,
-    `ring_g [S, b, width]` (token `p` at slot `p % S`; `S = 2·ratio` with the overlap, else `ratio`).
-    → `(entries [s, b, head_dim], a, g)`: row `t` is the entry of token `t`'s block (roped at the block start; equal to
-    `_compress`'s once the block is complete, partial before), in `x`'s dtype; `a`, `g [s, b, width]` the new tokens'
-    projections, for the rings (`CSACache.write_ring`)."""
+    """The streaming compressor (see above), on the state it is given (it writes nothing): `s` new tokens per sequence
+    after the earlier tokens' projections in the rings.
+
+    `x [s, b, hidden_size]`: the new tokens' layer input; `positions [s, b]` int64: their global positions, consecutive
+    per sequence (`pos + t`); `ring_a [S, b, width]`: the earlier tokens' `wkv` projections (token `p` at slot `p % S`;
+    `S = 2·ratio` with the overlap, else `ratio`; `width = 2·head_dim` with the overlap, else `head_dim`);
+    `ring_g [S, b, width]`: their `wgate` projections, in the same slots. Returns `(entries [s, b, head_dim], a, g)`: row `t` is the entry of token `t`'s block
+    (roped at the block start; equal to `_compress`'s once the block is complete, partial before), in `x`'s dtype; `a`,
+    `g [s, b, width]` the new tokens' projections, for the rings (`CSACache.write_ring`)."""
     s, b = x.shape[:2]
     a_new, g_new = self.wkv(x), self.wgate(x)
     fused = _triton_runs_on(a_new) and ring_a.stride(-1) == 1 and not torch.is_grad_enabled()    # the kernel has no backward
@@ -848,9 +851,14 @@ def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: tor
 @patch
 def step(self: CSAIndexer, x: torch.Tensor, qr: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor,
          ring_g: torch.Tensor):
-    """`s` new tokens per sequence: `x [s, b, hidden]`, `qr [s, b, q_lora_rank]` at `positions [s, b]` (int64, `pos + t`)
-    → `(q_i [s, b, Hi, Di] roped at their positions, w_i [s, b, Hi], keys [s, b, Di], (a, g))`: the keys and ring
-    projections of its compressor's `step` on the rings `ring_a`, `ring_g`."""
+    """The streaming indexer: the queries, head weights and compressed keys of `s` new tokens per sequence, on the ring
+    state it is given (it writes nothing).
+
+    `x [s, b, hidden_size]`: the new tokens' layer input; `qr [s, b, q_lora_rank]`: their query latent; `positions [s, b]`
+    int64: their global positions (`pos + t`); `ring_a [S, b, width]`: the earlier tokens' `wkv` projections in its
+    compressor's ring (as for `Compressor.step`); `ring_g [S, b, width]`: their `wgate` projections. Returns `(q_i [s, b, Hi, Di], w_i [s, b, Hi],
+    keys [s, b, Di], (a, g))`: the queries roped at their positions, the head weights (`weights_proj(x) · Hi ** -0.5`),
+    then the keys and ring projections of its compressor's `step`."""
     s, b = x.shape[:2]
     q = _rotate(self.wq(qr).view(s * b, self.n_heads, self.head_dim), positions.reshape(s * b, 1), self.rotary_dim,
                 self.compressor.inv_freq).view(s, b, self.n_heads, self.head_dim)
