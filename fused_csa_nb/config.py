@@ -326,5 +326,5 @@ def _check_kernel_limits(cfg, major, ratios):
 def use_fused_kernels(cfg: CSAConfig) -> bool:
     """True iff `cfg` selects the fused CSA path: `dsv4_hybrid` with the (resolved) `cudnn` backend.
 
-    `cfg` the layer's `CSAConfig`."""
+    `cfg` the layer's `CSAConfig`. Returns a bool."""
     return cfg.attention_variant == "dsv4_hybrid" and cfg.kernel_backend == "cudnn"

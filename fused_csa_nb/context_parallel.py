@@ -32,7 +32,7 @@ class CPShard(NamedTuple):
 def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
     """The shard of `rank` of `world` for `sq_local` tokens per rank; `sq_local` must be a positive multiple of 128.
 
-    `rank` this rank in the CP group (0 … world−1); `world` P, the ranks in the CP group (>= 1)."""
+    `rank` this rank in the CP group (0 … world−1); `world` P, the ranks in the CP group (>= 1). Returns the rank's `CPShard`."""
     world = check_int("world", world, 1)
     rank = check_int("rank", rank, 0, world - 1)
     sq_local = check_int("sq_local", sq_local)
@@ -46,7 +46,7 @@ def cp_window_idxs(sq_local: int, batch_size: int, window: int, start: int, devi
     """Window slots `[b, L, W]` int64 of the queries at global `start …` in `[halo (W−1) | local (L)]` slots; `-1` below 0.
 
     `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `window` W, the keys each row sees; `start` global
-    position of the first local row (rank · L); `device` the device of the result (None: the CPU)."""
+    position of the first local row (rank · L); `device` the device of the result (None: the CPU). Returns the int64 slots `[batch_size, sq_local, window]`."""
     check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
     check_int("start", start)
     return _window_slots(sq_local, batch_size, window, start, window - 1, check_device("device", device))
@@ -55,7 +55,7 @@ def cp_compressed_idxs(sq_local: int, batch_size: int, ratio: int, start: int, s
     """All causal compressed entries `[b, L, (start+L)//ratio]` int64 for queries at global `start …`: `slot0 + j` or `-1`.
 
     `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `ratio` the compression ratio (>= 1); `start` global
-    position of the first local row; `slot0` the slot of compressed entry 0 in `kv_full`; `device` the result's device (None: the CPU)."""
+    position of the first local row; `slot0` the slot of compressed entry 0 in `kv_full`; `device` the result's device (None: the CPU). Returns the int64 slots `[batch_size, sq_local, (start + sq_local) // ratio]`."""
     check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
     check_int("start", start); check_int("slot0", slot0)
     return compressed_topk_idxs(sq_local, batch_size, ratio, slot0, device, start=start)
@@ -139,7 +139,7 @@ def gather_seq(x: torch.Tensor, group=None) -> torch.Tensor:
     """All-gather `x [n, ...]` of every rank of `group` along dim 0 → `[P·n, ...]` in rank order.
 
     Backward: reduce-scatter (sum) of the gradient; each rank gets the rows of its own `x`.
-    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape."""
+    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns the gathered `[P·n, ...]` tensor of `x`'s dtype (`x` itself for one rank)."""
     check_tensor("x", x, min_ndim=1, what="[n, ...] (a leading sequence dim)"); _check_group(group)
     if dist.get_world_size(group) == 1: return x
     return _GatherSeq.apply(x, group)
@@ -148,7 +148,7 @@ def halo_from_prev(x_tail: torch.Tensor, group=None) -> torch.Tensor:
     """Rank `r` gets rank `r−1`'s `x_tail [h, ...]` (rank 0: zeros); backward returns the gradient to rank `r−1`.
 
     `x_tail`: this rank's last `h` rows `[h, ...]`, any dtype (e.g. the window's W−1 keys), sent to rank `r+1`;
-    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape."""
+    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns rank `r−1`'s rows `[h, ...]`, zeros on rank 0."""
     check_tensor("x_tail", x_tail, min_ndim=1, what="[h, ...] (a leading sequence dim)"); _check_group(group)
     if dist.get_world_size(group) == 1: return torch.zeros_like(x_tail)
     return _HaloFromPrev.apply(x_tail, group)
@@ -167,7 +167,7 @@ def check_cp_group(group, sq_local: int, batch_size: int, fingerprint: tuple, ca
     `fingerprint`: `((name, value), ...)` of everything that must match (config, ratio, dtype, mode; hashable values);
     `cache`: a set owned by the caller (the layer) holding the keys already checked;
     `group`: the CP `torch.distributed` process group (`None`: the default group);
-    `sq_local`: this rank's tokens L (equal on every rank); `batch_size`: b (equal on every rank)."""
+    `sq_local`: this rank's tokens L (equal on every rank); `batch_size`: b (equal on every rank). Returns this rank's `CPShard`."""
     _check_group(group, ready=False); check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1)
     if not isinstance(cache, set): raise TypeError(f"`cache` must be a set (the caller's checked keys), got {type(cache).__name__}")
     key = (sq_local, batch_size, tuple(_check_fingerprint(fingerprint, pairs=False)))
@@ -252,7 +252,7 @@ def cp_positions(seq_len: int, rank: int, world: int, layout: str = "contiguous"
     """Global token positions `[S/P]` int64 of the rows rank `rank` of `world` holds in `layout` (`contiguous` or `zigzag`).
 
     `seq_len` S, the whole sequence; `rank` this rank (0 … P−1); `world` P, the ranks; `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `device` the
-    result's device (None: the CPU)."""
+    result's device (None: the CPU). Returns the int64 positions `[seq_len // world]`."""
     S, P = check_int("seq_len", seq_len, 1), check_int("world", world, 1)
     r = check_int("rank", rank, 0, P - 1); layout = check_choice("layout", layout, CP_LAYOUTS)
     C, n = _cp_chunks(S, P, layout); device = check_device("device", device)
@@ -263,7 +263,7 @@ def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous",
     """Rank `rank`'s rows of a full tensor `t` (sequence along `dim`, length S): `[S/P, ...]` in the layout's order.
 
     `t` the full tensor, any dtype, the sequence of length S along `dim`; `rank` this rank (0 … P−1); `world` P, the ranks;
-    `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD)."""
+    `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD). Returns a tensor of `t`'s dtype with `S/P` rows along `dim`."""
     check_tensor("t", t, min_ndim=1); dim = check_int("dim", dim, -t.dim(), t.dim() - 1)
     S, P = t.shape[dim], check_int("world", world, 1)
     r = check_int("rank", rank, 0, P - 1); layout = check_choice("layout", layout, CP_LAYOUTS)
@@ -274,7 +274,7 @@ def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous",
 def cp_merge(parts, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     """The full tensor from the ranks' rows `parts` (a list in rank order, as `cp_split` makes them, equal shapes): the inverse of `cp_split`.
 
-    `parts` P tensors `[S/P, ...]` (sequence along `dim`) in rank order; `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD)."""
+    `parts` P tensors `[S/P, ...]` (sequence along `dim`) in rank order; `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD). Returns the full tensor, `S` rows along `dim`."""
     if not isinstance(parts, (list, tuple)):
         hint = ": wrap one rank's rows as [t]" if isinstance(parts, torch.Tensor) else ""
         raise TypeError(f"`parts` must be a list (or tuple) of the ranks' tensors, in rank order, got {type(parts).__name__}{hint}")

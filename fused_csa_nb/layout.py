@@ -19,7 +19,7 @@ __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compresse
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
     """Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0.
 
-    `sq` query rows (positions 0 … sq−1); `batch_size` b, the batch (>= 1); `window` W, the keys each row sees (default 128); `device` the device of the result (None: the CPU)."""
+    `sq` query rows (positions 0 … sq−1); `batch_size` b, the batch (>= 1); `window` W, the keys each row sees (default 128); `device` the device of the result (None: the CPU). Returns the int64 index `[batch_size, sq, window]`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
     return _window_slots(sq, batch_size, window, 0, 0, check_device("device", device))
 
@@ -35,7 +35,7 @@ def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, devi
     """Compressed entries visible to the queries at global positions `t0 … t1−1`, int64 `[t1 − t0]`: `(t+1) // ratio`, at most `n_comp`.
 
     `t0` first global query position (>= 0); `t1` one past the last (>= t0); `ratio` the compression ratio m (>= 1);
-    `n_comp` the entries that exist, a cap of the counts (None for no cap); `device` the device of the result (None: the CPU)."""
+    `n_comp` the entries that exist, a cap of the counts (None for no cap); `device` the device of the result (None: the CPU). Returns the int64 counts `[t1 − t0]`."""
     t0 = check_int("t0", t0); t1 = check_int("t1", t1, t0)            # positions: 0 <= t0 <= t1
     ratio = check_int("ratio", ratio, 1)
     if n_comp is not None: n_comp = check_int("n_comp", n_comp)
@@ -56,7 +56,7 @@ def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, 
     `start …` (default 0: the whole sequence): `j + offset` where `j < (t+1)//ratio`, else `-1`.
 
     `sq` query rows; `batch_size` b, the batch (>= 1); `ratio` the compression ratio m (>= 1); `offset` added to every
-    valid entry index, e.g. the slot of entry 0 in `kv_full` (default 0); `device` the device of the result (None: the CPU); `start` global position of row 0."""
+    valid entry index, e.g. the slot of entry 0 in `kv_full` (default 0); `device` the device of the result (None: the CPU); `start` global position of row 0. Returns the int64 index `[batch_size, sq, (start + sq) // ratio]`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
     check_int("offset", offset); check_int("start", start); device = check_device("device", device)
     n_comp = (start + sq) // ratio
@@ -74,7 +74,7 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
     """Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept).
 
     `idx` integer `[b, sq, k]`, slots of one batch element's `kv_full` or `-1`; `num_slots` the slots per batch element,
-    an upper bound of `idx` (e.g. `kv_full.shape[0]`); None reads it from a CPU `idx`, and is refused on CUDA (a sync)."""
+    an upper bound of `idx` (e.g. `kv_full.shape[0]`); None reads it from a CPU `idx`, and is refused on CUDA (a sync). Returns the int32 flat index `[sq·b, k]`."""
     check_tensor("idx", idx, ndim=3, floating=False)
     b, sq, k = idx.shape
     if num_slots is None:
@@ -156,7 +156,7 @@ def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     """Pad the last dim of an integer index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it
     already is (no copy). Entries of a wider dtype must fit int32 (checked as index values are: CPU always, CUDA under `index_checks()`).
 
-    `idx` integer `[..., k]` index rows, `-1` for none; `width` the last dim wanted (>= k)."""
+    `idx` integer `[..., k]` index rows, `-1` for none; `width` the last dim wanted (>= k). Returns the int32 index `[..., width]`, contiguous."""
     check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
     width = check_int("width", width)
     k = idx.shape[-1]
@@ -183,7 +183,7 @@ def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, byte
     `bytes_per_entry` bytes per entry fit in `budget_bytes` (`n_comp = 0` counts as one entry).
 
     `budget_bytes` the memory allowed for one block's temporaries (>= 1); `n_comp` compressed entries per row (>= 0);
-    `batch_size` b (default 1); `bytes_per_entry` bytes of temporaries per score (default 8)."""
+    `batch_size` b (default 1); `bytes_per_entry` bytes of temporaries per score (default 8). Returns the block's query rows, an int >= 1."""
     check_int("budget_bytes", budget_bytes, 1); check_int("n_comp", n_comp, 0)
     check_int("batch_size", batch_size, 1); check_int("bytes_per_entry", bytes_per_entry, 1)
     return _block_rows_of(budget_bytes, n_comp, batch_size, bytes_per_entry)
@@ -195,7 +195,7 @@ def _block_rows_of(budget_bytes: int, n_comp: int, batch_size: int, bytes_per_en
 def query_blocks(sq: int, rows: int) -> list[tuple[int, int]]:
     """Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`).
 
-    `sq` query rows to cover (>= 0); `rows` the most rows per block (>= 1), e.g. from `indexer_block_rows`."""
+    `sq` query rows to cover (>= 0); `rows` the most rows per block (>= 1), e.g. from `indexer_block_rows`. Returns a list of `(t0, t1)` int pairs."""
     check_int("sq", sq, 0); check_int("rows", rows, 1)
     return _row_blocks(sq, rows)
 
@@ -215,7 +215,7 @@ def cached_index(build, *args, device=None) -> torch.Tensor:
 
     Internal, for the hot paths: the tensor returned is shared with every later call, not a copy — read it, never edit it.
     `build` an index builder taking `device=` (e.g. `window_topk_idxs`); `args` its positional integer arguments;
-    `device` the device of the index (None: the CPU)."""
+    `device` the device of the index (None: the CPU). Returns the (shared) index tensor `build` makes."""
     if not callable(build):
         raise TypeError(f"`build` must be an index builder (a callable, e.g. window_topk_idxs), got {type(build).__name__}")
     if torch.compiler.is_compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
@@ -254,32 +254,32 @@ class QueryRows(NamedTuple):
         """Window slots `[b, n, window]` of the rows in a `kv_full` with `halo` raw keys before them (`-1`: none).
 
         `window` W, the keys each row sees; `halo` raw keys of earlier tokens before the rows' own in `kv_full`;
-        `b` the batch; `device` the device of the index."""
+        `b` the batch; `device` the device of the index. Returns the int64 slots `[b, n, window]`."""
         return cached_index(window_slots, self.n, b, window, self.start, halo, device=device)
 
     def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
         """Flat rows `[n·b, window (+ E)]` int32: the window, then every visible compressed entry (`ratio` 0: none).
 
         `ratio` the layer's compression ratio (0 for none); `window` W, the window width; `halo` raw keys before the
-        rows' own in `kv_full`; `b` the batch; `num_slots` slots per batch element in `kv_full`; `device` the index's device."""
+        rows' own in `kv_full`; `b` the batch; `num_slots` slots per batch element in `kv_full`; `device` the index's device. Returns the int32 flat rows `[n·b, window (+ E)]`."""
         return cached_index(_no_indexer_rows, self.n, b, ratio, window, self.start, halo, num_slots, device=device)
 
     def entries(self, n_comp: int, ratio: int) -> int:
         """The compressed entries one row can choose among: the sequence's `n_comp`.
 
-        `n_comp` the sequence's compressed entries; `ratio` the compression ratio (unused for a sequence)."""
+        `n_comp` the sequence's compressed entries; `ratio` the compression ratio (unused for a sequence). Returns `n_comp`, an int."""
         return n_comp
 
     def whole(self, halo: int) -> bool:
         """Whether the rows are one whole sequence (not a shard: no halo, all `seq_len` rows from position 0).
 
-        `halo` raw keys before the rows in `kv_full` (a shard's earlier tokens)."""
+        `halo` raw keys before the rows in `kv_full` (a shard's earlier tokens). Returns a bool."""
         return not (self.start or halo or self.n != self.seq_len)
 
     def keep(self, out: torch.Tensor) -> torch.Tensor:
         """`out [n, b, ·]` with rows that belong to no sequence zeroed: every row belongs to one, `out` itself.
 
-        `out` the attention output `[n, b, ...]` of these rows."""
+        `out` the attention output `[n, b, ...]` of these rows. Returns `out` itself."""
         return out
 
 def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: int, num_slots: int, device=None):
@@ -296,7 +296,7 @@ def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int
 
     `n` query rows; `batch_size` b (>= 1); `window` W, the keys each row sees (>= 1); `start` global position of row 0
     (default 0); `halo` raw keys of earlier tokens before the rows' own in `kv_full` (default 0); `device` the device of
-    the result (None: the CPU)."""
+    the result (None: the CPU). Returns the int64 slots `[batch_size, n, window]`."""
     check_int("n", n); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
     check_int("start", start); check_int("halo", halo)
     if halo < min(window - 1, start):
@@ -329,25 +329,25 @@ class PackRows(NamedTuple):
     def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
         """Window rows `[1, T, window]` of the pack, inside each row's document (`-1`: none).
 
-        `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused (the pack's)."""
+        `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused (the pack's). Returns the int64 rows `[1, T, window]`."""
         return _pack_window(self, window)
     def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
         """Flat rows `[T, window (+ max_seqlen // ratio)]` int32: the window, then every visible entry of the row's document.
 
         `ratio` the layer's compression ratio (0 for none); `window` W, the window width; `halo` the slot of entry 0 less
-        `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's)."""
+        `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's). Returns the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
         groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
         return _flat_global(torch.cat(groups, -1), num_slots)
     def entries(self, n_comp: int, ratio: int) -> int:
         """The compressed entries one row can choose among: a document's, at most `max_seqlen // ratio`.
 
-        `n_comp` the pack's entries (unused); `ratio` the compression ratio (>= 1)."""
+        `n_comp` the pack's entries (unused); `ratio` the compression ratio (>= 1). Returns `max_seqlen // ratio`, an int."""
         return self.max_seqlen // ratio
     def whole(self, halo: int) -> bool:
-        """Always False: a pack is documents, not one sequence. `halo` unused."""
+        """Always False: a pack is documents, not one sequence. `halo` unused. Returns False."""
         return False
     def keep(self, out: torch.Tensor) -> torch.Tensor:
-        """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's rows."""
+        """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's rows. Returns a tensor of `out`'s shape and dtype."""
         return torch.where(self.real.view(-1, 1, 1), out, 0)
 
 def _doc_of(cu, rows):
@@ -397,7 +397,7 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
     CUDA only under `checks.index_checks()` (a device sync); never while `torch.compile` traces. `max_seqlen`: a Python int `>= 1` bounding every document's
     length; `None` computes it from a CPU `cu_seqlens`, and is refused for a CUDA one (reading it would synchronise).
     `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`);
-    `device` the inputs' device `cu_seqlens` must be on (None: not checked)."""
+    `device` the inputs' device `cu_seqlens` must be on (None: not checked). Returns `max_seqlen`, a Python int >= 1."""
     T = check_int("T", T)
     check_tensor("cu_seqlens", cu_seqlens, ndim=1, dtype=torch.int32, what="[N+1] (document starts, then the end)")
     if cu_seqlens.shape[0] < 2:
@@ -424,7 +424,7 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
 def thd_positions(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
     """Each row's position in its document, int64 `[T]`: `t − cu[d]` (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync.
 
-    `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`)."""
+    `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`). Returns the int64 positions `[T]`."""
     check_cu_seqlens(cu_seqlens, T, max_seqlen=1 << 62)
     rows = torch.arange(T, device=cu_seqlens.device)
     return rows - cu_seqlens.long()[_doc_of(cu_seqlens, rows)]
@@ -433,6 +433,6 @@ def pack_rows(cu_seqlens: torch.Tensor, T: int, max_seqlen: int | None = None, r
     """The `PackRows` of a pack of `T` rows under `cu_seqlens`, for a ratio-`ratio` layer (0, or a block size >= 1).
 
     `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`); `max_seqlen` a
-    Python int bounding every document (None: read from a CPU `cu_seqlens`); `ratio` the compression ratio (0 for none)."""
+    Python int bounding every document (None: read from a CPU `cu_seqlens`); `ratio` the compression ratio (0 for none). Returns the pack's `PackRows`."""
     max_seqlen = check_cu_seqlens(cu_seqlens, T, max_seqlen)
     return _pack_rows(cu_seqlens, T, max_seqlen, check_int("ratio", ratio))
