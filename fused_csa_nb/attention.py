@@ -261,7 +261,8 @@ def new_cache(self: CompressedSparseAttention, batch_size: int, max_seq_len: int
     `dtype`: of `query` / `key` (default: the layer's parameters' dtype; a ratio-0 layer has none: float64 for a float64
     layer, bf16 on the fused backend, else the default dtype);
     `device`: default the layer's. Its memory: `cache.nbytes`.
-    `batch_size`: b, the sequences decoded together (>= 1); `max_seq_len`: the most tokens each sequence may reach."""
+    `batch_size`: b, the sequences decoded together (>= 1); `max_seq_len`: the most tokens each sequence may reach.
+    Returns the empty `CSACache`."""
     p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
     module_dtype = p.dtype if p is not None else None
     if dtype is None:                                      # a ratio-0 layer has no module parameters: its sink or the backend decides

@@ -47,7 +47,8 @@ def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128
     `[sq·b, W (+ sq//ratio)]` int32 flat global slots — the window, then all causal compressed entries, `-1` padded.
 
     `sq` the sequence's tokens (query rows); `batch_size` b (>= 1); `ratio` the compression ratio (0 for none, else 4 or 128);
-    `window` W, the sliding window (default 128); `device` the device of the result (None: the CPU)."""
+    `window` W, the sliding window (default 128); `device` the device of the result (None: the CPU).
+    Returns the int32 flat rows `[sq·b, W (+ sq//ratio)]`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio); check_int("window", window, 1)
     _check_int32_range(2 * sq, batch_size)
     return _no_indexer_rows(sq, batch_size, ratio, window, 0, 0, 2 * sq, device)   # slots < sq + n_comp ≤ 2·sq

@@ -369,7 +369,8 @@ def selection_quality(ref_scores: torch.Tensor, sel: torch.Tensor, ref_sel: torc
     `ref_sel` over the rows whose visible entries (finite `ref_scores [b, sq, n]`) outnumber `k`; `mass_recall`: the
     `softmax(ref_scores)` mass of `sel` over that of `ref_sel`. Means over those rows (NaN if there are none).
     `ref_scores` float `[b, sq, n]` reference indexer scores, `-inf` where an entry is not visible; `sel` integer
-    `[b, sq, k]` the selection under test, `-1` padded; `ref_sel` integer `[b, sq, k]` the reference top-k selection."""
+    `[b, sq, k]` the selection under test, `-1` padded; `ref_sel` integer `[b, sq, k]` the reference top-k selection.
+    Returns a dict of Python floats, and `rows` the int count of rows compared."""
     k = sel.shape[-1]
     rows = torch.isfinite(ref_scores).sum(-1) > k                                   # [b, sq]
     def member(s):
