@@ -260,7 +260,9 @@ def new_cache(self: CompressedSparseAttention, batch_size: int, max_seq_len: int
     """An empty decode cache of this layer for `batch_size` sequences of up to `max_seq_len` tokens (see above).
     `dtype`: of `query` / `key` (default: the layer's parameters' dtype; a ratio-0 layer has none: float64 for a float64
     layer, bf16 on the fused backend, else the default dtype);
-    `device`: default the layer's. Its memory: `cache.nbytes`."""
+    `device`: default the layer's. Its memory: `cache.nbytes`.
+    `batch_size`: b, the sequences decoded together (>= 1); `max_seq_len`: the most tokens each sequence may reach.
+    Returns the empty `CSACache`."""
     p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
     module_dtype = p.dtype if p is not None else None
     if dtype is None:                                      # a ratio-0 layer has no module parameters: its sink or the backend decides

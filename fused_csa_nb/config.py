@@ -227,7 +227,10 @@ def v4_pro(cls: CSAConfig, **overrides) -> CSAConfig:
 
 # %% ../nbs/05_config.ipynb #f8f7f16d
 def resolve_dsa_kernel_backend(attention_variant: str, backend: str | None) -> str:
-    "Resolve an omitted (`None`) backend: `cudnn` for `dsv4_hybrid`, `none` otherwise; explicit values are kept."
+    """Resolve an omitted (`None`) backend: `cudnn` for `dsv4_hybrid`, `none` otherwise; explicit values are kept.
+
+    `attention_variant` the config's attention variant (e.g. `dsv4_hybrid`); `backend` the requested kernel backend
+    (`cudnn`, `none`, ...) or None for the variant's default. Returns the backend name."""
     if attention_variant not in ATTENTION_VARIANTS:
         raise ValueError(f"`attention_variant` must be one of {ATTENTION_VARIANTS}, got {attention_variant!r}")
     if backend is None:
@@ -321,5 +324,7 @@ def _check_kernel_limits(cfg, major, ratios):
 
 # %% ../nbs/05_config.ipynb #d9baff6c
 def use_fused_kernels(cfg: CSAConfig) -> bool:
-    "True iff `cfg` selects the fused CSA path: `dsv4_hybrid` with the (resolved) `cudnn` backend."
+    """True iff `cfg` selects the fused CSA path: `dsv4_hybrid` with the (resolved) `cudnn` backend.
+
+    `cfg` the layer's `CSAConfig`. Returns a bool."""
     return cfg.attention_variant == "dsv4_hybrid" and cfg.kernel_backend == "cudnn"

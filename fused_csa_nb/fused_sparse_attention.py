@@ -44,7 +44,11 @@ def _check_sbhd(query, kv_full, attn_sink):
 # %% ../nbs/04_fused.ipynb #b1a35aeb
 def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128, device=None) -> torch.Tensor:
     """Path A indices of a whole sequence of `sq` tokens, batch `batch_size` (`ratio` 0: no compressed entries; `window` W):
-    `[sq·b, W (+ sq//ratio)]` int32 flat global slots — the window, then all causal compressed entries, `-1` padded."""
+    `[sq·b, W (+ sq//ratio)]` int32 flat global slots — the window, then all causal compressed entries, `-1` padded.
+
+    `sq` the sequence's tokens (query rows); `batch_size` b (>= 1); `ratio` the compression ratio (0 for none, else 4 or 128);
+    `window` W, the sliding window (default 128); `device` the device of the result (None: the CPU).
+    Returns the int32 flat rows `[sq·b, W (+ sq//ratio)]`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio); check_int("window", window, 1)
     _check_int32_range(2 * sq, batch_size)
     return _no_indexer_rows(sq, batch_size, ratio, window, 0, 0, 2 * sq, device)   # slots < sq + n_comp ≤ 2·sq
@@ -71,7 +75,8 @@ def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, to
     `topk_idxs [sq·b, K]` int32: per flat query row `t·b + batch`, flat global slots `slot·b + batch` of `kv_full`
     (`layout.local_to_global_flat`), `-1` = none; `softmax_scale`: float, default `D**-0.5`;
     `topk_length [sq·b]` int32: the valid prefix of compact rows, or None;
-    `row_poison [b, sq]` fp32, 0 or NaN (`reference.indexer_input_poison`): NaN rows get a NaN output, or None.
+    `row_poison [b, sq]` fp32, 0 or NaN (`reference.indexer_input_poison`): NaN rows get a NaN output, or None;
+    `return_lse`: also return the sink-excluded log-sum-exp of every row (default False).
     Returns `out [sq, b, H·512]` bf16, differentiable in `query`, `kv_full` and `attn_sink`; with `return_lse` also the
     sink-excluded LSE `[b, sq, H]` fp32 (not differentiable; `+inf` for a row without keys)."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
@@ -222,7 +227,7 @@ def _attn_rows(window_idxs, selected, slot0: int, num_slots: int, compressed_fir
 def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
     """Compact flat attention rows of a whole sequence of `sq` tokens: `window_idxs [b, sq, W]` local raw slots (`-1` = none),
     `selected [b, sq, k]` compressed-entry ids (`-1` = none, entry `j` at slot `sq + j`); `compressed_first`: order
-    `[compressed, window]` (path B) instead of `[window, compressed]` (path C).
+    `[compressed, window]` (path B) instead of `[window, compressed]` (path C); `sq`: the sequence's tokens (query rows).
     → `(idx [sq·b, W+k] int32: valid entries first, topk_length [sq·b] int32)`."""
     check_tensor("window_idxs", window_idxs, ndim=3, floating=False); check_tensor("selected", selected, ndim=3, floating=False)
     if selected.shape[:2] != window_idxs.shape[:2] or window_idxs.shape[1] != check_int("sq", sq):
@@ -458,11 +463,13 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
                                   block_rows: int | None = None, indexer_precision: str = "bf16"):
     """Path B of a whole sequence: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward.
 
-    `query [sq, b, H, D]`, `kv_full [sq + n_comp, b, D]` bf16 and `attn_sink [H]` fp32 as in `csa_sparse_attn`;
-    `window_idxs [b, sq, W]` integer: local window slots (`layout.window_topk_idxs`); `q_indexer [sq, b, Hi, Di]`,
-    `k_indexer [n_comp, b, Di]` (`n_comp = sq // ratio >= 1`), `weights [sq, b, Hi]` bf16: the indexer's tensors;
-    `index_topk`: selected entries per row; `ratio`: the compression ratio; `softmax_scale`, `indexer_softmax_scale`:
-    default `D**-0.5`, `Di**-0.5`; `loss_coeff` (>= 0; 0: no loss, no teacher work); `sparse_loss`: the KL over the
+    `query [sq, b, H, D]`, `kv_full [sq + n_comp, b, D]` bf16: as in `csa_sparse_attn`; `attn_sink [H]` fp32: the
+    per-head sink logits, as in `csa_sparse_attn`; `return_lse`: also return the sink-excluded LSE (default False);
+    `window_idxs [b, sq, W]` integer: local window slots (`layout.window_topk_idxs`); `q_indexer [sq, b, Hi, Di]` bf16: the indexer's
+    queries; `k_indexer [n_comp, b, Di]` bf16: the indexer's keys (`n_comp = sq // ratio >= 1`); `weights [sq, b, Hi]`
+    bf16: the indexer's per-head weights; `index_topk`: selected entries per row; `ratio`: the compression ratio;
+    `softmax_scale`: default `D**-0.5`; `indexer_softmax_scale`: default `Di**-0.5`; `loss_coeff`: the indexer loss's
+    weight (>= 0; 0: no loss, no teacher work); `sparse_loss`: the KL over the
     selected entries (else dense, all causal entries: SM100 only); `calculate_per_token_loss`: the sum over rows instead
     of the mean; `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients; `None`:
     one block); `indexer_precision`: the selection scores' (`'bf16'`, or `'fp8'`: SM90; the loss stays bf16, over the

@@ -17,7 +17,9 @@ __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compresse
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
-    "Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0."
+    """Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0.
+
+    `sq` query rows (positions 0 … sq−1); `batch_size` b, the batch (>= 1); `window` W, the keys each row sees (default 128); `device` the device of the result (None: the CPU). Returns the int64 index `[batch_size, sq, window]`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
     return _window_slots(sq, batch_size, window, 0, 0, check_device("device", device))
 
@@ -30,7 +32,10 @@ def _window_slots(n, b, window, start, halo, device=None):
 
 # %% ../nbs/00_layout.ipynb #af2dcfe1
 def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
-    "Compressed entries visible to the queries at global positions `t0 … t1−1`, int64 `[t1 − t0]`: `(t+1) // ratio`, at most `n_comp`."
+    """Compressed entries visible to the queries at global positions `t0 … t1−1`, int64 `[t1 − t0]`: `(t+1) // ratio`, at most `n_comp`.
+
+    `t0` first global query position (>= 0); `t1` one past the last (>= t0); `ratio` the compression ratio m (>= 1);
+    `n_comp` the entries that exist, a cap of the counts (None for no cap); `device` the device of the result (None: the CPU). Returns the int64 counts `[t1 − t0]`."""
     t0 = check_int("t0", t0); t1 = check_int("t1", t1, t0)            # positions: 0 <= t0 <= t1
     ratio = check_int("ratio", ratio, 1)
     if n_comp is not None: n_comp = check_int("n_comp", n_comp)
@@ -48,7 +53,10 @@ def _visible_of(pos, ratio: int):
 # %% ../nbs/00_layout.ipynb #854380d0
 def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, device=None, *, start: int = 0) -> torch.Tensor:
     """All causal compressed entries `[b, sq, (start + sq) // ratio]` int64 of the queries at global positions
-    `start …` (default 0: the whole sequence): `j + offset` where `j < (t+1)//ratio`, else `-1`."""
+    `start …` (default 0: the whole sequence): `j + offset` where `j < (t+1)//ratio`, else `-1`.
+
+    `sq` query rows; `batch_size` b, the batch (>= 1); `ratio` the compression ratio m (>= 1); `offset` added to every
+    valid entry index, e.g. the slot of entry 0 in `kv_full` (default 0); `device` the device of the result (None: the CPU); `start` global position of row 0. Returns the int64 index `[batch_size, sq, (start + sq) // ratio]`."""
     check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
     check_int("offset", offset); check_int("start", start); device = check_device("device", device)
     n_comp = (start + sq) // ratio
@@ -63,7 +71,10 @@ def _check_int32_range(num_slots, b):
         raise ValueError(f"global flat indices overflow int32: {num_slots} slots × batch {b} is too large")
 
 def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> torch.Tensor:
-    "Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept)."
+    """Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept).
+
+    `idx` integer `[b, sq, k]`, slots of one batch element's `kv_full` or `-1`; `num_slots` the slots per batch element,
+    an upper bound of `idx` (e.g. `kv_full.shape[0]`); None reads it from a CPU `idx`, and is refused on CUDA (a sync). Returns the int32 flat index `[sq·b, k]`."""
     check_tensor("idx", idx, ndim=3, floating=False)
     b, sq, k = idx.shape
     if num_slots is None:
@@ -87,7 +98,9 @@ def _flat_global(idx: torch.Tensor, num_slots: int) -> torch.Tensor:
 
 # %% ../nbs/00_layout.ipynb #90d6fd77
 def compact_topk_idxs(idx: torch.Tensor):
-    "Pack valid (`>= 0`) entries of every row of an integer `idx [..., k]` to the front, order kept; return `(packed, length int32)`."
+    """Pack valid (`>= 0`) entries of every row of an integer `idx [..., k]` to the front, order kept; return `(packed, length int32)`.
+
+    `idx` integer `[..., k]` index rows, `-1` (any negative) for none. Returns `packed` (same shape and dtype) and `length [...]` int32."""
     check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
     return _compact(idx)
 
@@ -99,7 +112,11 @@ def _compact(idx):
     return packed, (~invalid).sum(-1, dtype=torch.int32)
 
 def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool = False, num_slots: int | None = None):
-    "Concatenate local `[b, sq, k_i]` groups, globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`."
+    """Concatenate local `[b, sq, k_i]` groups, globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`.
+
+    `groups` integer `[b, sq, k_i]` local index groups on one device (e.g. the window, then the compressed selection);
+    `batch_size` b, checked against the groups; `compact` pack valid entries to the front and also return their count;
+    `num_slots` the slots per batch element in `kv_full`, as in `local_to_global_flat` (required on CUDA)."""
     check_int("batch_size", batch_size, 1); check_bool("compact", compact)
     if not groups:
         raise ValueError("`groups`: at least one index group is required")
@@ -114,7 +131,10 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
 
 # %% ../nbs/00_layout.ipynb #596c91d0
 def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padded: int):
-    "Pad `query [..., H, D]` with zero heads and `attn_sink [H]` (on `query`'s device) with `-inf` up to `num_heads_padded`."
+    """Pad `query [..., H, D]` with zero heads and `attn_sink [H]` (on `query`'s device) with `-inf` up to `num_heads_padded`.
+
+    `query` floating `[..., H, D]`; `attn_sink` floating `[H]`, one sink logit per head; `num_heads_padded` the head count
+    wanted (>= H, e.g. the kernel's 64 or 128). Returns `(query [..., num_heads_padded, D], attn_sink [num_heads_padded])`."""
     check_tensor("query", query, min_ndim=2, floating=True, what="[..., H, D]")
     check_tensor("attn_sink", attn_sink, floating=True, device_like=query, like_name="query")
     num_heads_padded = check_int("num_heads_padded", num_heads_padded, 1)
@@ -134,7 +154,9 @@ def _pad_heads(query, attn_sink, num_heads_padded: int):
 
 def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     """Pad the last dim of an integer index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it
-    already is (no copy). Entries of a wider dtype must fit int32 (checked as index values are: CPU always, CUDA under `index_checks()`)."""
+    already is (no copy). Entries of a wider dtype must fit int32 (checked as index values are: CPU always, CUDA under `index_checks()`).
+
+    `idx` integer `[..., k]` index rows, `-1` for none; `width` the last dim wanted (>= k). Returns the int32 index `[..., width]`, contiguous."""
     check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
     width = check_int("width", width)
     k = idx.shape[-1]
@@ -158,7 +180,10 @@ def _entry_slots(entries: torch.Tensor, slot0: int) -> torch.Tensor:
 # %% ../nbs/00_layout.ipynb #cd91cee3
 def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, bytes_per_entry: int = 8) -> int:
     """Query rows per indexer block (>= 1): the most rows whose `[batch_size, rows, n_comp]` temporaries of
-    `bytes_per_entry` bytes per entry fit in `budget_bytes` (`n_comp = 0` counts as one entry)."""
+    `bytes_per_entry` bytes per entry fit in `budget_bytes` (`n_comp = 0` counts as one entry).
+
+    `budget_bytes` the memory allowed for one block's temporaries (>= 1); `n_comp` compressed entries per row (>= 0);
+    `batch_size` b (default 1); `bytes_per_entry` bytes of temporaries per score (default 8). Returns the block's query rows, an int >= 1."""
     check_int("budget_bytes", budget_bytes, 1); check_int("n_comp", n_comp, 0)
     check_int("batch_size", batch_size, 1); check_int("bytes_per_entry", bytes_per_entry, 1)
     return _block_rows_of(budget_bytes, n_comp, batch_size, bytes_per_entry)
@@ -168,7 +193,9 @@ def _block_rows_of(budget_bytes: int, n_comp: int, batch_size: int, bytes_per_en
     return max(1, budget_bytes // (batch_size * max(n_comp, 1) * bytes_per_entry))
 
 def query_blocks(sq: int, rows: int) -> list[tuple[int, int]]:
-    "Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`)."
+    """Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`).
+
+    `sq` query rows to cover (>= 0); `rows` the most rows per block (>= 1), e.g. from `indexer_block_rows`. Returns a list of `(t0, t1)` int pairs."""
     check_int("sq", sq, 0); check_int("rows", rows, 1)
     return _row_blocks(sq, rows)
 
@@ -186,7 +213,9 @@ _INDEX_CACHE: collections.OrderedDict = collections.OrderedDict()
 def cached_index(build, *args, device=None) -> torch.Tensor:
     """`build(*args, device=device)` for integer `args`, kept per (build, args, device) for later calls.
 
-    Internal, for the hot paths: the tensor returned is shared with every later call, not a copy — read it, never edit it."""
+    Internal, for the hot paths: the tensor returned is shared with every later call, not a copy — read it, never edit it.
+    `build` an index builder taking `device=` (e.g. `window_topk_idxs`); `args` its positional integer arguments;
+    `device` the device of the index (None: the CPU). Returns the (shared) index tensor `build` makes."""
     if not callable(build):
         raise TypeError(f"`build` must be an index builder (a callable, e.g. window_topk_idxs), got {type(build).__name__}")
     if torch.compiler.is_compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
@@ -222,23 +251,35 @@ class QueryRows(NamedTuple):
     thd = False                         # the row kind: SBHD rows (a `PackRows` is THD)
 
     def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
-        "Window slots `[b, n, window]` of the rows in a `kv_full` with `halo` raw keys before them (`-1`: none)."
+        """Window slots `[b, n, window]` of the rows in a `kv_full` with `halo` raw keys before them (`-1`: none).
+
+        `window` W, the keys each row sees; `halo` raw keys of earlier tokens before the rows' own in `kv_full`;
+        `b` the batch; `device` the device of the index. Returns the int64 slots `[b, n, window]`."""
         return cached_index(window_slots, self.n, b, window, self.start, halo, device=device)
 
     def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
-        "Flat rows `[n·b, window (+ E)]` int32: the window, then every visible compressed entry (`ratio` 0: none)."
+        """Flat rows `[n·b, window (+ E)]` int32: the window, then every visible compressed entry (`ratio` 0: none).
+
+        `ratio` the layer's compression ratio (0 for none); `window` W, the window width; `halo` raw keys before the
+        rows' own in `kv_full`; `b` the batch; `num_slots` slots per batch element in `kv_full`; `device` the index's device. Returns the int32 flat rows `[n·b, window (+ E)]`."""
         return cached_index(_no_indexer_rows, self.n, b, ratio, window, self.start, halo, num_slots, device=device)
 
     def entries(self, n_comp: int, ratio: int) -> int:
-        "The compressed entries one row can choose among: the sequence's `n_comp`."
+        """The compressed entries one row can choose among: the sequence's `n_comp`.
+
+        `n_comp` the sequence's compressed entries; `ratio` the compression ratio (unused for a sequence). Returns `n_comp`, an int."""
         return n_comp
 
     def whole(self, halo: int) -> bool:
-        "Whether the rows are one whole sequence (not a shard: no halo, all `seq_len` rows from position 0)."
+        """Whether the rows are one whole sequence (not a shard: no halo, all `seq_len` rows from position 0).
+
+        `halo` raw keys before the rows in `kv_full` (a shard's earlier tokens). Returns a bool."""
         return not (self.start or halo or self.n != self.seq_len)
 
     def keep(self, out: torch.Tensor) -> torch.Tensor:
-        "`out [n, b, ·]` with rows that belong to no sequence zeroed: every row belongs to one, `out` itself."
+        """`out [n, b, ·]` with rows that belong to no sequence zeroed: every row belongs to one, `out` itself.
+
+        `out` the attention output `[n, b, ...]` of these rows. Returns `out` itself."""
         return out
 
 def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: int, num_slots: int, device=None):
@@ -251,7 +292,11 @@ def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: 
 def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int = 0, device=None) -> torch.Tensor:
     """Window slots `[b, n, window]` int64 of the query rows at global positions `start …`, in a `kv_full` whose raw keys
     are `halo` earlier tokens, then the rows' own: column `c` of row `t` holds global position `g = t − window + 1 + c`
-    at slot `g − start + halo`, `-1` where `g < 0`. `halo` must reach the window's start: `halo >= min(window − 1, start)`."""
+    at slot `g − start + halo`, `-1` where `g < 0`. `halo` must reach the window's start: `halo >= min(window − 1, start)`.
+
+    `n` query rows; `batch_size` b (>= 1); `window` W, the keys each row sees (>= 1); `start` global position of row 0
+    (default 0); `halo` raw keys of earlier tokens before the rows' own in `kv_full` (default 0); `device` the device of
+    the result (None: the CPU). Returns the int64 slots `[batch_size, n, window]`."""
     check_int("n", n); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
     check_int("start", start); check_int("halo", halo)
     if halo < min(window - 1, start):
@@ -281,13 +326,29 @@ class PackRows(NamedTuple):
     # a row set, like `QueryRows` (above): its questions answered in the documents' terms (b = 1)
     start, mask = 0, None
     n = seq_len = property(lambda self: self.doc.shape[0])        # T rows
-    def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor: return _pack_window(self, window)
+    def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
+        """Window rows `[1, T, window]` of the pack, inside each row's document (`-1`: none).
+
+        `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused (the pack's). Returns the int64 rows `[1, T, window]`."""
+        return _pack_window(self, window)
     def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
+        """Flat rows `[T, window (+ max_seqlen // ratio)]` int32: the window, then every visible entry of the row's document.
+
+        `ratio` the layer's compression ratio (0 for none); `window` W, the window width; `halo` the slot of entry 0 less
+        `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's). Returns the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
         groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
         return _flat_global(torch.cat(groups, -1), num_slots)
-    def entries(self, n_comp: int, ratio: int) -> int: return self.max_seqlen // ratio     # a document's, at most
-    def whole(self, halo: int) -> bool: return False                                        # documents, not one sequence
-    def keep(self, out: torch.Tensor) -> torch.Tensor: return torch.where(self.real.view(-1, 1, 1), out, 0)   # padding: 0
+    def entries(self, n_comp: int, ratio: int) -> int:
+        """The compressed entries one row can choose among: a document's, at most `max_seqlen // ratio`.
+
+        `n_comp` the pack's entries (unused); `ratio` the compression ratio (>= 1). Returns `max_seqlen // ratio`, an int."""
+        return self.max_seqlen // ratio
+    def whole(self, halo: int) -> bool:
+        """Always False: a pack is documents, not one sequence. `halo` unused. Returns False."""
+        return False
+    def keep(self, out: torch.Tensor) -> torch.Tensor:
+        """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's rows. Returns a tensor of `out`'s shape and dtype."""
+        return torch.where(self.real.view(-1, 1, 1), out, 0)
 
 def _doc_of(cu, rows):
     "Document of each of `rows` (int64) under `cu [N+1]`: the last `d` with `cu[d] <= row` (N past `cu[N]`; empty documents skipped)."
@@ -334,7 +395,9 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
 
     Values (`cu[0] = 0`, non-decreasing, `cu[N] <= T`, every document `<= max_seqlen`) are read on the CPU always and on
     CUDA only under `checks.index_checks()` (a device sync); never while `torch.compile` traces. `max_seqlen`: a Python int `>= 1` bounding every document's
-    length; `None` computes it from a CPU `cu_seqlens`, and is refused for a CUDA one (reading it would synchronise)."""
+    length; `None` computes it from a CPU `cu_seqlens`, and is refused for a CUDA one (reading it would synchronise).
+    `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`);
+    `device` the inputs' device `cu_seqlens` must be on (None: not checked). Returns `max_seqlen`, a Python int >= 1."""
     T = check_int("T", T)
     check_tensor("cu_seqlens", cu_seqlens, ndim=1, dtype=torch.int32, what="[N+1] (document starts, then the end)")
     if cu_seqlens.shape[0] < 2:
@@ -359,12 +422,17 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
     return max_seqlen
 
 def thd_positions(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
-    "Each row's position in its document, int64 `[T]`: `t − cu[d]` (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync."
+    """Each row's position in its document, int64 `[T]`: `t − cu[d]` (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync.
+
+    `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`). Returns the int64 positions `[T]`."""
     check_cu_seqlens(cu_seqlens, T, max_seqlen=1 << 62)
     rows = torch.arange(T, device=cu_seqlens.device)
     return rows - cu_seqlens.long()[_doc_of(cu_seqlens, rows)]
 
 def pack_rows(cu_seqlens: torch.Tensor, T: int, max_seqlen: int | None = None, ratio: int = 0) -> PackRows:
-    "The `PackRows` of a pack of `T` rows under `cu_seqlens`, for a ratio-`ratio` layer (0, or a block size >= 1)."
+    """The `PackRows` of a pack of `T` rows under `cu_seqlens`, for a ratio-`ratio` layer (0, or a block size >= 1).
+
+    `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`); `max_seqlen` a
+    Python int bounding every document (None: read from a CPU `cu_seqlens`); `ratio` the compression ratio (0 for none). Returns the pack's `PackRows`."""
     max_seqlen = check_cu_seqlens(cu_seqlens, T, max_seqlen)
     return _pack_rows(cu_seqlens, T, max_seqlen, check_int("ratio", ratio))

@@ -235,7 +235,8 @@ class _StandInPlatform:
 @contextlib.contextmanager
 def stand_in_kernels(sm_major: int = 9):
     """Let the kernel adapters accept CPU tensors, which the stand-in CPU kernels of the `fused_csa` ops run,
-    with `kernels.sm_major()` reporting `sm_major` for CPU tensors (9: SM90, 10: SM100). Nests; restores on exit."""
+    with `kernels.sm_major()` reporting `sm_major` for CPU tensors (9: SM90, 10: SM100). Nests; restores on exit.
+    `sm_major` the compute capability major the CPU stand-ins report (default 9, the H200's SM90)."""
     sm_major = check_int("sm_major", sm_major, 9)
     _register_stand_ins()                   # a re-run of the kernels chapter's export cells redefines the ops
     _kernels._PLATFORMS.append(_StandInPlatform(sm_major))
@@ -246,13 +247,17 @@ def stand_in_kernels(sm_major: int = 9):
 
 # %% ../nbs/03_testing.ipynb #81c25c97
 def similarity(a: torch.Tensor, b: torch.Tensor) -> float:
-    "`2Σab / Σ(a²+b²)` of two tensors of one shape, in float64 (1.0 for identical tensors; 1.0 when both are all zero)."
+    """`2Σab / Σ(a²+b²)` of two tensors of one shape, in float64 (1.0 for identical tensors; 1.0 when both are all zero).
+
+    `a` a floating tensor, any shape; `b` a tensor of `a`'s shape (the order does not matter). Returns a Python float."""
     a, b = a.detach().double().flatten(), b.detach().double().flatten()
     den = float((a * a + b * b).sum())
     return 1.0 if den == 0 else float(2 * (a * b).sum()) / den
 
 def max_rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    "`max|a − b| / max|b|` in float64 (`b` is the reference; 0.0 for empty tensors)."
+    """`max|a − b| / max|b|` in float64 (`b` is the reference; 0.0 for empty tensors).
+
+    `a` the tensor under test, any shape and dtype; `b` the reference, `a`'s shape. Returns a Python float."""
     a, b = a.detach().double(), b.detach().double()
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300)) if b.numel() else 0.0
 
@@ -301,6 +306,9 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
               modules: dict | None = None) -> list:
     """Run `fn(rank, world_size, *args)` in `world_size` spawned processes joined into one process group.
 
+    `fn`: a function `fn(rank, world_size, *args)` run in every process (a module-level one, or a notebook's, shipped
+    by source); `world_size`: the processes, one per rank (default 2); `args`: extra arguments passed to every rank;
+    `timeout`: seconds before the run is abandoned with a `TimeoutError` (default 300);
     `backend`: the `torch.distributed` backend (`gloo` on CPU). `modules`: `{name: "module.path"}`
     imported in every process and given to a shipped (notebook) `fn` as globals, besides `torch` and
     `dist` (`torch.distributed`). Returns the `world_size` results (anything `torch.save` can write)
@@ -343,7 +351,12 @@ def low_rank_indexer_inputs(sq: int, n_comp: int, b: int = 1, heads: int = 64, d
                             noise: float = 0.5, generator: torch.Generator | None = None, dtype=torch.bfloat16,
                             device=None):
     """Indexer tensors with a shared rank-`rank` signal plus `noise`: `(q_idx [sq, b, heads, dim], k_idx [n_comp, b, dim],
-    weights [sq, b, heads])` in `dtype` (weights positive, `~ heads^-1/2`), drawn on the CPU from `generator`."""
+    weights [sq, b, heads])` in `dtype` (weights positive, `~ heads^-1/2`), drawn on the CPU from `generator`.
+
+    `sq` query rows; `n_comp` compressed entries (keys); `b` the batch (default 1); `heads` indexer heads (default 64);
+    `dim` the indexer head width (default 128); `rank` the rank of the shared signal (default 8); `noise` the scale of
+    the independent Gaussian noise (default 0.5); `generator` a CPU `torch.Generator` (None: seed 0); `dtype` the
+    tensors' dtype (default bf16); `device` where the tensors are moved after drawing (None: the CPU)."""
     g = generator if generator is not None else torch.Generator().manual_seed(0)
     basis = torch.linalg.qr(torch.randn(dim, rank, generator=g))[0].T * dim ** 0.5          # [rank, dim], rows of norm √dim
     q = torch.randn(sq, b, heads, rank, generator=g) @ basis + noise * torch.randn(sq, b, heads, dim, generator=g)
@@ -354,7 +367,10 @@ def low_rank_indexer_inputs(sq: int, n_comp: int, b: int = 1, heads: int = 64, d
 def selection_quality(ref_scores: torch.Tensor, sel: torch.Tensor, ref_sel: torch.Tensor) -> dict:
     """`{'recall', 'recall_p01', 'mass_recall', 'mass_recall_min', 'rows'}` of the selection `sel [b, sq, k]` (`-1` padded) against
     `ref_sel` over the rows whose visible entries (finite `ref_scores [b, sq, n]`) outnumber `k`; `mass_recall`: the
-    `softmax(ref_scores)` mass of `sel` over that of `ref_sel`. Means over those rows (NaN if there are none)."""
+    `softmax(ref_scores)` mass of `sel` over that of `ref_sel`. Means over those rows (NaN if there are none).
+    `ref_scores` float `[b, sq, n]` reference indexer scores, `-inf` where an entry is not visible; `sel` integer
+    `[b, sq, k]` the selection under test, `-1` padded; `ref_sel` integer `[b, sq, k]` the reference top-k selection.
+    Returns a dict of Python floats, and `rows` the int count of rows compared."""
     k = sel.shape[-1]
     rows = torch.isfinite(ref_scores).sum(-1) > k                                   # [b, sq]
     def member(s):
