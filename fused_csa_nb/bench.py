@@ -239,7 +239,9 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
     row["kernel_ms"] = gpu_kernel_ms(lambda: run(*inputs), counts=counts)
     row["launches"] = counts.get("launches")
     try:
-        graph, _ = capture_step(run, *inputs, warmup=warmup)
+        with warnings.catch_warnings():    # autograd's note on the capture stream (capture_step deals with it)
+            warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")
+            graph, _ = capture_step(run, *inputs, warmup=warmup)
         row["graphed_ms"] = median_time_ms(graph.replay, warmup=1, iters=iters)
         del graph
     except Exception as e:   # recorded, not fatal: the other rows still run
