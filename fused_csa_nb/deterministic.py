@@ -162,6 +162,7 @@ def _det_blocks(h):
     bh = max(16, triton.next_power_of_2(h))
     return bh, (64 if bh <= 64 else 32), (4 if bh <= 64 else 8)
 
+# %% ../nbs/04_deterministic.ipynb #051e7238
 def _segments(targets, n: int):
     """The `(row, slot)` pairs grouped by kv row, in a fixed order, all on the device: `targets [P]` (kv row, `n` = none)
     → `(keys, order, start, nseg)`: `keys`/`order` the stable sort (ties keep pair order), segment `s < nseg` covers
@@ -182,6 +183,7 @@ def _programs(device) -> int:
     if device not in _SMS: _SMS[device] = 4 * torch.cuda.get_device_properties(device).multi_processor_count
     return _SMS[device]
 
+# %% ../nbs/04_deterministic.ipynb #45db2e4f
 def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None,
                               part_bytes: int = 1 << 30, part_dtype=torch.float32):
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
@@ -224,7 +226,6 @@ def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scal
         _det_segment_sum_kernel[(min(_programs(dev), start.shape[0] - 1), d // _BLOCK_D)](
             part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D)
     return dq, acc.to(kv.dtype), d_sink
-
 
 # %% ../nbs/04_deterministic.ipynb #169cfa6a
 @_op("sparse_attn_bwd_deterministic", "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, "
