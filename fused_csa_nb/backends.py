@@ -271,7 +271,7 @@ def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
     scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), visible, cfg.index_scale)
     return indexer_topk(scores, min(cfg.index_topk, E))[0]
 
-# %% ../nbs/05_backends.ipynb #a4a4eaeb
+# %% ../nbs/05_backends.ipynb #c3faf396
 @patch
 def decode_attend(self: NativeBackend, query, kv, sink, idx, poison=None):
     """A decode step's attention over the cache: the reference sparse attention with the sink.
@@ -286,7 +286,7 @@ def _bmm_f32(a, b):
     "`a @ b` of bf16 batches with float32 output (exact bf16 products, float32 sums): cuBLAS's `out_dtype` on CUDA, float32 inputs elsewhere."
     return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
 
-# %% ../nbs/05_backends.ipynb #418c24ae
+# %% ../nbs/05_backends.ipynb #244e3a42
 @patch
 def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
     """`NativeBackend.decode_select` on the GPU: the scores of the step's `s` rows per sequence as two batched products
@@ -308,7 +308,7 @@ def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
     scores = scores.masked_fill(cache._iota(E) >= visible.unsqueeze(-1), float("-inf"))
     return _radix_topk(scores.view(b * s, E), visible.reshape(b * s).to(torch.int32), min(cfg.index_topk, E)).view(b, s, -1)
 
-# %% ../nbs/05_backends.ipynb #7167de7a
+# %% ../nbs/05_backends.ipynb #cffd21f7
 @patch
 def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
     """`NativeBackend.decode_attend` on FlashMLA's sparse kernel (flat slots of the cache's `kv`).

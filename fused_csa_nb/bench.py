@@ -156,7 +156,7 @@ def layer_pair(ratio: int, sq: int, heads: int = 64, batch: int = 1, *, hidden: 
               mk(sq, batch, heads * 512))                                # the last one: d(out)
     return native, fused, inputs
 
-# %% ../nbs/07_bench.ipynb #2ec37d6b
+# %% ../nbs/07_bench.ipynb #35afc6dc
 def _step(layer, inputs, train=True):
     "One forward; with `train` also the backward of the output (gradient `inputs[4]`) and of the indexer loss."
     q, k, x, qr = (t.detach().requires_grad_(train and i < 2) for i, t in enumerate(inputs[:4]))
@@ -168,7 +168,7 @@ def _step(layer, inputs, train=True):
                                     [inputs[4]] + ([torch.ones_like(loss)] if loss is not None else []))
     return out, loss, q, k
 
-# %% ../nbs/07_bench.ipynb #8afc1192
+# %% ../nbs/07_bench.ipynb #bd4d48f0
 def bench_layer(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 10) -> dict:
     """Median time of one forward (+ backward when `train`) of `layer`, and its peak CUDA memory in MiB.
 
@@ -184,7 +184,7 @@ def bench_layer(layer, inputs, train: bool = True, warmup: int = 3, iters: int =
     run(); torch.cuda.synchronize()
     return dict(ms=ms, peak_mib=(torch.cuda.max_memory_allocated() - base) / 2**20)
 
-# %% ../nbs/07_bench.ipynb #b6d83448
+# %% ../nbs/07_bench.ipynb #393dbcca
 def layer_parity(native, fused, inputs) -> dict:
     """Similarity of fused vs native: output, loss, and gradients of query, key, sink and the trainable weights.
 
@@ -611,7 +611,7 @@ def _fp8_block(q_i, k_i, w_i, off, topk, iters):
                     bf16_ms=median_time_ms(bf, iters=iters), fp8_ms=median_time_ms(f8, iters=iters),
                     quantise_ms=median_time_ms(quant, iters=iters))
 
-# %% ../nbs/07_bench.ipynb #11e23684
+# %% ../nbs/07_bench.ipynb #751b2ec2
 def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, layer_sq: int = 16384, iters: int = 30,
                        seed: int = 0, log=_silent) -> list[dict]:
     """FP8 against bf16 selection scores on the GPU, one query block each: low-rank inputs and a layer's activations.
@@ -639,7 +639,7 @@ def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, l
         log(out[-1])
     return out
 
-# %% ../nbs/07_bench.ipynb #488f27d2
+# %% ../nbs/07_bench.ipynb #697f6a9f
 def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
     """The FP8-selection table of the long-context section from `fp8_selection_rows`, measured on `gpu` (default: `measured_on()`).
 

@@ -74,7 +74,7 @@ def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
     check_int("n", n, 1)
     return self.step_positions(n).unsqueeze(-1)
 
-# %% ../nbs/05_cache.ipynb #81fcef43
+# %% ../nbs/05_cache.ipynb #ffe761cc
 class StepRows(NamedTuple):
     """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
     every write and by the index. The four last fields are `None` for a layer without compression (ratio 0).
@@ -95,7 +95,7 @@ def step_positions(self: CSACache, n: int) -> torch.Tensor:
     cache's device: `pos + t`, row `t` of sequence `i` at `pos[i] + t`."""
     return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
 
-# %% ../nbs/05_cache.ipynb #a478cb4b
+# %% ../nbs/05_cache.ipynb #38f5765d
 @patch
 def step_rows(self: CSACache, s: int) -> StepRows:
     """The rows of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read). `s`: the
@@ -107,7 +107,7 @@ def step_rows(self: CSACache, s: int) -> StepRows:
     complete = off == r - 1
     return StepRows(pt, j, last, complete, (j + complete).t())
 
-# %% ../nbs/05_cache.ipynb #0eb02d6c
+# %% ../nbs/05_cache.ipynb #f33f0500
 @patch
 def _iota(self: CSACache, n: int) -> torch.Tensor:
     "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
@@ -118,7 +118,7 @@ def _iota(self: CSACache, n: int) -> torch.Tensor:
 def _rows_of(t, i, dim):
     return None if t is None else t.narrow(dim, i, 1)
 
-# %% ../nbs/05_cache.ipynb #67ff1af4
+# %% ../nbs/05_cache.ipynb #262d1a8c
 @patch
 def sequence(self: CSACache, i: int) -> CSACache:
     """Sequence `i` as a cache of one sequence sharing this one's storage (its prefill writes the parent). `i`: the
@@ -130,7 +130,7 @@ def sequence(self: CSACache, i: int) -> CSACache:
                                index_keys8=None if self.index_keys8 is None else tuple(_rows_of(t, i, 0) for t in self.index_keys8),
                                index_bad=_rows_of(self.index_bad, i, 0), rows=(self.rows[i],))
 
-# %% ../nbs/05_cache.ipynb #28542309
+# %% ../nbs/05_cache.ipynb #ca9e462f
 @patch
 def reset(self: CSACache) -> CSACache:
     "Forget every sequence (lengths 0); the buffers are reused as they are (nothing stale is ever read: see above)."

@@ -162,7 +162,7 @@ def _det_blocks(h):
     bh = max(16, triton.next_power_of_2(h))
     return bh, (64 if bh <= 64 else 32), (4 if bh <= 64 else 8)
 
-# %% ../nbs/04_deterministic.ipynb #051e7238
+# %% ../nbs/04_deterministic.ipynb #8d9c7e5b
 def _segments(targets, n: int):
     """The `(row, slot)` pairs grouped by kv row, in a fixed order, all on the device: `targets [P]` (kv row, `n` = none)
     → `(keys, order, start, nseg)`: `keys`/`order` the stable sort (ties keep pair order), segment `s < nseg` covers
@@ -183,7 +183,7 @@ def _programs(device) -> int:
     if device not in _SMS: _SMS[device] = 4 * torch.cuda.get_device_properties(device).multi_processor_count
     return _SMS[device]
 
-# %% ../nbs/04_deterministic.ipynb #45db2e4f
+# %% ../nbs/04_deterministic.ipynb #ed34c703
 def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None,
                               part_bytes: int = 1 << 30, part_dtype=torch.float32):
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;

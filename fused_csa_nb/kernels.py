@@ -862,7 +862,7 @@ def _check_indexer_bwd_common(q, w, k, d_index_k, grad_loss, sm_scale):
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     return b, s, h, _check_scale("sm_scale", sm_scale)
 
-# %% ../nbs/03_kernels.ipynb #39ed148e
+# %% ../nbs/03_kernels.ipynb #47a2f39f
 def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, loss_coeff: float, d_index_k=None):
     """Sparse KL indexer backward, checked: BSHD tensors, all contiguous on one CUDA device.
 
@@ -887,7 +887,7 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     return _indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, lim.indexer_bwd_topk_multiple,
                         d_index_k)
 
-# %% ../nbs/03_kernels.ipynb #5bfbe635
+# %% ../nbs/03_kernels.ipynb #0dfd07a6
 def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss,
                       sm_scale: float, loss_coeff: float, ratio: int, q_offset=None, d_index_k=None):
     """Dense KL indexer backward over all ratio-causal entries, checked: BSHD tensors, contiguous on one CUDA device.

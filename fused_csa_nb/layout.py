@@ -282,7 +282,7 @@ class QueryRows(NamedTuple):
         `out` the attention output `[n, b, ...]` of these rows. Returns `out` itself."""
         return out
 
-# %% ../nbs/00_layout.ipynb #bf65d8f5
+# %% ../nbs/00_layout.ipynb #0924dbd9
 def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: int, num_slots: int, device=None):
     "Rows `[n·b, W (+ (start+n)//ratio)]` int32 of `n` query rows at global `start …`: the window, then all causal entries."
     groups = [window_slots(n, b, window, start, halo, device=device)]
@@ -290,7 +290,7 @@ def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: 
         groups.append(compressed_topk_idxs(n, b, ratio, offset=halo + n, device=device, start=start))
     return _flat_global(torch.cat(groups, -1), num_slots)
 
-# %% ../nbs/00_layout.ipynb #202f3303
+# %% ../nbs/00_layout.ipynb #29c7631d
 def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int = 0, device=None) -> torch.Tensor:
     """Window slots `[b, n, window]` int64 of the query rows at global positions `start …`, in a `kv_full` whose raw keys
     are `halo` earlier tokens, then the rows' own: column `c` of row `t` holds global position `g = t − window + 1 + c`
