@@ -183,6 +183,14 @@ def _programs(device) -> int:
     if device not in _SMS: _SMS[device] = 4 * torch.cuda.get_device_properties(device).multi_processor_count
     return _SMS[device]
 
+def _segment_sum(targets, n: int, part, acc):
+    """`acc[j] += Σ part[p]` over the pairs `p` whose `targets[p] = j < n`, in a fixed order (`_segments`, then the
+    persistent segment-sum kernel): `part [P, D]`, `acc [n, D]` float32, `targets [P]` (`n`: no target)."""
+    keys, order, start, nseg = _segments(targets, n)
+    d = acc.shape[-1]
+    _det_segment_sum_kernel[(min(_programs(acc.device), start.shape[0] - 1), d // _BLOCK_D)](
+        part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D)
+
 # %% ../nbs/04_deterministic.ipynb #ed34c703
 def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None,
                               part_bytes: int = 1 << 30, part_dtype=torch.float32):
@@ -222,9 +230,7 @@ def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scal
         idx = indices[r0:r1].long()
         valid = (idx >= 0) & (idx < n)
         if topk_length is not None: valid &= slot[None] < topk_length[r0:r1, None]
-        keys, order, start, nseg = _segments(torch.where(valid, idx, n).flatten(), n)
-        _det_segment_sum_kernel[(min(_programs(dev), start.shape[0] - 1), d // _BLOCK_D)](
-            part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D)
+        _segment_sum(torch.where(valid, idx, n).flatten(), n, part, acc)
     return dq, acc.to(kv.dtype), d_sink
 
 # %% ../nbs/04_deterministic.ipynb #169cfa6a
@@ -355,9 +361,7 @@ def _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_sca
         _det_index_dk_kernel[(r1 - r0, triton.cdiv(kk, 64))](q, w, k, g, idx, part, r0, s, h, kk, sk, sm_scale, D=d,
                                                              BLOCK_H=bh, BLOCK_K=64, UPCAST=up, num_warps=4)
         sel = flat[r0:r1]
-        keys, order, start, nseg = _segments(torch.where((sel >= 0) & (sel < sk), sel + base[r0:r1], b * sk).flatten(), b * sk)
-        _det_segment_sum_kernel[(min(_programs(dev), start.shape[0] - 1), d // _BLOCK_D)](
-            part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D)
+        _segment_sum(torch.where((sel >= 0) & (sel < sk), sel + base[r0:r1], b * sk).flatten(), b * sk, part, acc)
     return acc.view(b, sk, d)
 
 @_op("index_dk_deterministic", "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, "
