@@ -1,4 +1,5 @@
 """Packaging for fused_csa_nb: every field comes from settings.ini (the nbdev 2 single source)."""
+
 from configparser import ConfigParser
 from pathlib import Path
 
@@ -10,14 +11,23 @@ cfg.read(here / "settings.ini", encoding="utf-8")
 cfg = cfg["DEFAULT"]
 
 licenses = {"apache2": ("Apache Software License 2.0", "OSI Approved :: Apache Software License")}
-statuses = ["1 - Planning", "2 - Pre-Alpha", "3 - Alpha", "4 - Beta", "5 - Production/Stable",
-            "6 - Mature", "7 - Inactive"]
+statuses = [
+    "1 - Planning",
+    "2 - Pre-Alpha",
+    "3 - Alpha",
+    "4 - Beta",
+    "5 - Production/Stable",
+    "6 - Mature",
+    "7 - Inactive",
+]
 py_versions = "3.10 3.11 3.12 3.13".split()
 lic = licenses[cfg["license"]]
 min_python = cfg["min_python"]
 
+
 def reqs(key):
     return cfg.get(key, "").split()
+
 
 readme = here / "README.md"
 setuptools.setup(
@@ -36,7 +46,8 @@ setuptools.setup(
         "Intended Audience :: " + cfg["audience"].title(),
         "License :: " + lic[1],
         "Natural Language :: " + cfg["language"].title(),
-    ] + ["Programming Language :: Python :: " + v for v in py_versions[py_versions.index(min_python):]],
+    ]
+    + ["Programming Language :: Python :: " + v for v in py_versions[py_versions.index(min_python) :]],
     packages=setuptools.find_packages(include=[cfg["lib_name"], cfg["lib_name"] + ".*"]),
     include_package_data=True,
     python_requires=">=" + min_python,

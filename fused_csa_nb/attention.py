@@ -14,7 +14,14 @@ from .backends import KeySet, make_backend
 from .cache import MAX_STEP, CSACache, _nonfinite, make_cache
 from .checks import check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig
-from .context_parallel import CP_LAYOUTS, _gather_entries, _halos, _layer_fingerprint, _shard_rows, _with_halo
+from fused_csa_nb.context_parallel import (
+    CP_LAYOUTS,
+    _gather_entries,
+    _halos,
+    _layer_fingerprint,
+    _shard_rows,
+    _with_halo,
+)
 from .layout import QueryRows, _pack_rows, check_cu_seqlens
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
@@ -36,6 +43,7 @@ class CompressedSparseAttention(nn.Module):
     Rotary: the layer ropes its compressed entries (at `j·ratio`) and its indexer (queries at `t`, keys at
     `j·ratio`) with its table `rotary.layer_rotary(cfg, ratio)`; callers rope `query` and `key` (see `forward`).
     The sink stays float32 (float64 in a float64 layer) whatever `layer.to(dtype)` does."""
+
     def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None, cp_layout: str = "contiguous"):
         super().__init__()
         if not isinstance(cfg, CSAConfig):
@@ -43,21 +51,29 @@ class CompressedSparseAttention(nn.Module):
         if isinstance(ratio, bool) or ratio not in COMPRESS_RATIOS:
             raise ValueError(f"`ratio` must be one of {COMPRESS_RATIOS}, got {ratio!r}")
         if cfg.attention_variant != "dsv4_hybrid" and cfg.kernel_backend != "none":
-            raise ValueError(f"CompressedSparseAttention with attention_variant={cfg.attention_variant!r} and "
-                             f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
-                             "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'")
-        backend = make_backend(cfg, ratio)                       # validated for this ratio here; native or fused, bound once
+            raise ValueError(
+                f"CompressedSparseAttention with attention_variant={cfg.attention_variant!r} and "
+                f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
+                "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'"
+            )
+        backend = make_backend(cfg, ratio)  # validated for this ratio here; native or fused, bound once
         if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
-            raise TypeError(f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}")
+            raise TypeError(
+                f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}"
+            )
         self.cfg, self.ratio = cfg, ratio
         self.cp_layout = check_choice("cp_layout", cp_layout, CP_LAYOUTS)
-        self.cp_group, self._cp_checked = cp_group, set()       # context parallelism: the group, shapes checked
+        self.cp_group, self._cp_checked = cp_group, set()  # context parallelism: the group, shapes checked
         self.backend = backend
         rot, eps = layer_rotary(cfg, ratio), cfg.rms_norm_eps
         self.compressor = Compressor(cfg.hidden_size, cfg.head_dim, ratio, eps=eps, rotary=rot) if ratio > 1 else None
-        self.indexer = (CSAIndexer(cfg.hidden_size, cfg.q_lora_rank, cfg.index_n_heads, cfg.index_head_dim, ratio,
-                                   eps=eps, rotary=rot)
-                        if ratio == 4 and not cfg.dense_mode else None)
+        self.indexer = (
+            CSAIndexer(
+                cfg.hidden_size, cfg.q_lora_rank, cfg.index_n_heads, cfg.index_head_dim, ratio, eps=eps, rotary=rot
+            )
+            if ratio == 4 and not cfg.dense_mode
+            else None
+        )
         self.attn_sink = nn.Parameter(torch.zeros(cfg.num_heads, dtype=torch.float32))
 
 # %% ../nbs/06_attention.ipynb #4fbbf6f1
@@ -66,10 +82,13 @@ def fused(self: CompressedSparseAttention) -> bool:
     "Whether the layer runs on the fused kernels (its backend, chosen at construction)."
     return self.backend.fused
 
+
 @patch
 def extra_repr(self: CompressedSparseAttention) -> str:
-    return (f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
-            f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}")
+    return (
+        f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
+        f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}"
+    )
 
 # %% ../nbs/06_attention.ipynb #f6d112ea
 @patch
@@ -78,7 +97,8 @@ def _apply(self: CompressedSparseAttention, fn, recurse=True):
     nn.Module._apply(self, fn, recurse)
     if self.attn_sink.dtype not in (torch.float32, torch.float64):
         self.attn_sink.data = self.attn_sink.data.float()
-        if self.attn_sink.grad is not None: self.attn_sink.grad = self.attn_sink.grad.float()
+        if self.attn_sink.grad is not None:
+            self.attn_sink.grad = self.attn_sink.grad.float()
     return self
 
 # %% ../nbs/06_attention.ipynb #61fe65b4
@@ -93,42 +113,61 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens
     kernels trust them) → `(query, key, x, qr, pack)`: a pack's inputs come back as one sequence of `b = 1`, their
     padding rows zeroed (on the device, before any arithmetic), with its `PackRows`; else `pack` is `None`."""
     cfg, thd = self.cfg, cu_seqlens is not None
-    if thd:                                           # THD: [T, ...] tensors, the messages in THD words
-        check_tensor("query", query, floating=True, shape=(None, cfg.num_heads, cfg.head_dim), what="[T, H, D] (packed)")
+    if thd:  # THD: [T, ...] tensors, the messages in THD words
+        check_tensor(
+            "query", query, floating=True, shape=(None, cfg.num_heads, cfg.head_dim), what="[T, H, D] (packed)"
+        )
         if self.cp_group is not None:
             raise NotImplementedError("packed sequences (cu_seqlens) under context parallelism are not implemented")
         max_seqlen = check_cu_seqlens(cu_seqlens, query.shape[0], max_seqlen, device=query.device)
     elif max_seqlen is not None:
         raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack")
     else:
-        check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
+        check_tensor(
+            "query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]"
+        )
         if query.shape[1] == 0:
             raise ValueError("`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
     rows, lead = (query.shape[:1], "T") if thd else (query.shape[:2], "sq, b")
     same = dict(floating=True, like=query, like_name="the query")
     check_tensor("key", key, shape=(*rows, 1, cfg.head_dim), what=f"[{lead}, 1, D]", **same)
     if self.compressor is not None or x is not None:
-        if x is None: raise ValueError(f"`x` [{lead}, hidden_size] is required by a ratio-{self.ratio} layer (compressor)")
+        if x is None:
+            raise ValueError(f"`x` [{lead}, hidden_size] is required by a ratio-{self.ratio} layer (compressor)")
         check_tensor("x", x, shape=(*rows, cfg.hidden_size), what=f"[{lead}, hidden_size]", **same)
-        for m in (self.compressor, self.indexer):       # dtype / device of the layer: named fix, every ratio
-            if m is not None: check_like_module("x", x, m)
+        for m in (self.compressor, self.indexer):  # dtype / device of the layer: named fix, every ratio
+            if m is not None:
+                check_like_module("x", x, m)
     if self.indexer is not None or qr is not None:
-        if qr is None: raise ValueError(f"`qr` [{lead}, q_lora_rank] is required by a ratio-4 layer with the indexer")
+        if qr is None:
+            raise ValueError(f"`qr` [{lead}, q_lora_rank] is required by a ratio-4 layer with the indexer")
         check_tensor("qr", qr, shape=(*rows, cfg.q_lora_rank), what=f"[{lead}, q_lora_rank]", **same)
-        if self.indexer is not None: check_like_module("qr", qr, self.indexer)
+        if self.indexer is not None:
+            check_like_module("qr", qr, self.indexer)
     if self.attn_sink.device != query.device:
-        raise ValueError(f"`query` is on {query.device} but the layer's parameters are on {self.attn_sink.device}: move the "
-                         f"layer with `layer.to('{query.device}')`, or the inputs with `.to('{self.attn_sink.device}')`")
+        raise ValueError(
+            f"`query` is on {query.device} but the layer's parameters are on {self.attn_sink.device}: move the "
+            f"layer with `layer.to('{query.device}')`, or the inputs with `.to('{self.attn_sink.device}')`"
+        )
     self.backend.check_inputs(query)
-    if not thd: return query, key, x, qr, None
+    if not thd:
+        return query, key, x, qr, None
     pack = _pack_rows(cu_seqlens, query.shape[0], max_seqlen, self.ratio)
     return (*(None if t is None else _real_rows(t, pack.real).unsqueeze(1) for t in (query, key, x, qr)), pack)
 
 # %% ../nbs/06_attention.ipynb #933ada08
 @patch
-def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Tensor, x: torch.Tensor | None = None,
-            qr: torch.Tensor | None = None, *, cu_seqlens: torch.Tensor | None = None, max_seqlen: int | None = None,
-            cache: CSACache | None = None):
+def forward(
+    self: CompressedSparseAttention,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    x: torch.Tensor | None = None,
+    qr: torch.Tensor | None = None,
+    *,
+    cu_seqlens: torch.Tensor | None = None,
+    max_seqlen: int | None = None,
+    cache: CSACache | None = None,
+):
     """The layer's attention of a batch of sequences (SBHD), or of a pack of documents (THD) → `(out, indexer_loss)`.
 
     `query [sq, b, H, D]`: the attention queries, already roped by the caller with the layer's table —
@@ -153,15 +192,22 @@ def forward(self: CompressedSparseAttention, query: torch.Tensor, key: torch.Ten
     `cache.next_positions(s_new)`), are written into it and attend over it (inference: eval mode, no loss; see *Decoding
     with a cache* below).
     Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
-    if cache is not None: return self._cached(query, key, x, qr, cache, cu_seqlens, max_seqlen)
+    if cache is not None:
+        return self._cached(query, key, x, qr, cache, cu_seqlens, max_seqlen)
     query, key, x, qr, pack = self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
-    if pack is not None and not self.fused:                # the native reference of a pack: its documents, padded
+    if pack is not None and not self.fused:  # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
-    segments = self._segments(query, pack)                 # [(local rows, QueryRows)]: one, or two (zigzag)
-    keys, train, loss = self._keys(key, x, qr, segments), self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
+    segments = self._segments(query, pack)  # [(local rows, QueryRows)]: one, or two (zigzag)
+    keys, train, loss = (
+        self._keys(key, x, qr, segments),
+        self.training and torch.is_grad_enabled(),
+        self._wants_indexer_loss(),
+    )
     sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
-    res = [self.backend.attend(query[rows_of], k, rows, sink, train=train, loss=loss)
-           for (rows_of, rows), k in zip(segments, keys)]
+    res = [
+        self.backend.attend(query[rows_of], k, rows, sink, train=train, loss=loss)
+        for (rows_of, rows), k in zip(segments, keys)
+    ]
     out = res[0][0] if len(res) == 1 else torch.cat([o for o, _ in res])
     losses = [l for _, l in res if l is not None]
     return (out if pack is None else out[:, 0]), (sum(losses[1:], losses[0]) if losses else None)
@@ -172,36 +218,52 @@ def _wants_indexer_loss(self: CompressedSparseAttention) -> bool:
     "Whether this call computes the indexer loss: training, gradients enabled, a positive coefficient, an indexer."
     return self.training and torch.is_grad_enabled() and self.cfg.indexer_loss_coeff > 0 and self.indexer is not None
 
+
 @patch
 def _segments(self: CompressedSparseAttention, query, pack=None) -> list:
     """The query rows of this call as `[(local slice, QueryRows)]`: one device — the whole sequence (or a pack); under
     CP this rank's shard (`context_parallel._shard_rows`: the contiguous shard, or the two chunks of a zigzag one)."""
     sq, b = query.shape[:2]
-    if pack is not None: return [(slice(None), pack)]                     # a pack is its own row set
-    if self.cp_group is None: return [(slice(None), QueryRows(0, sq, sq))]
-    return _shard_rows(self.cp_group, self.cp_layout, sq, b, self.cfg.window_size, _layer_fingerprint(self, query),
-                       self._cp_checked)
+    if pack is not None:
+        return [(slice(None), pack)]  # a pack is its own row set
+    if self.cp_group is None:
+        return [(slice(None), QueryRows(0, sq, sq))]
+    return _shard_rows(
+        self.cp_group, self.cp_layout, sq, b, self.cfg.window_size, _layer_fingerprint(self, query), self._cp_checked
+    )
 
 # %% ../nbs/06_attention.ipynb #8f93adbc
 @patch
 def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
     """One `KeySet` per segment: its raw keys behind their window halo, the compressed entries and indexer keys of the
     whole sequence (each rank's own, gathered across the CP group), and the segment's indexer queries and weights."""
-    if segments[0][1].thd: return [self._packed_keys(key, x, qr, segments[0][1])]
+    if segments[0][1].thd:
+        return [self._packed_keys(key, x, qr, segments[0][1])]
     kv, (W, r) = key.squeeze(2), (self.cfg.window_size, self.ratio)
     none = [None] * len(segments)
     kv_halos = _halos(kv, W - 1, segments, self.cp_group) if W > 1 else none
     x_halos = _halos(x, r, segments, self.cp_group) if r == 4 else none
-    local = [self._local_keys(kv[rows_of], None if x is None else x[rows_of], None if qr is None else qr[rows_of],
-                              rows.start, kh, xh) for (rows_of, rows), kh, xh in zip(segments, kv_halos, x_halos)]
-    comp, k_all = _gather_entries([c for _, c, _ in local], [None if i is None else i[1] for _, _, i in local], self.cp_group)
+    local = [
+        self._local_keys(
+            kv[rows_of], None if x is None else x[rows_of], None if qr is None else qr[rows_of], rows.start, kh, xh
+        )
+        for (rows_of, rows), kh, xh in zip(segments, kv_halos, x_halos)
+    ]
+    comp, k_all = _gather_entries(
+        [c for _, c, _ in local], [None if i is None else i[1] for _, _, i in local], self.cp_group
+    )
     keys = []
     for (kv_ext, _, ind), kh in zip(local, kv_halos):
         kv_full = kv_ext if comp is None else torch.cat([kv_ext, comp.to(kv_ext.dtype)], 0)
-        keys.append(KeySet(kv_full, 0 if kh is None else kh.shape[0], 0 if comp is None else comp.shape[0],
-                           None if ind is None else (ind[0], k_all, ind[2])))
+        keys.append(
+            KeySet(
+                kv_full,
+                0 if kh is None else kh.shape[0],
+                0 if comp is None else comp.shape[0],
+                None if ind is None else (ind[0], k_all, ind[2]),
+            )
+        )
     return keys
-
 
 # %% ../nbs/06_attention.ipynb #c31c719d
 @patch
@@ -210,53 +272,63 @@ def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo,
     `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none)."""
     r, n = self.ratio, kv.shape[0]
     kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
-    if self.compressor is None: return kv_ext, None, None
+    if self.compressor is None:
+        return kv_ext, None, None
     m = n // r
     x_ext, qr_ext, s0, keep, rows = x, qr, start, slice(0, m), slice(0, n)
-    if x_halo is not None:                                         # the overlap: the previous block's rows
+    if x_halo is not None:  # the overlap: the previous block's rows
         first = start == 0
         x_ext = _with_halo(x, x_halo, first)
-        if qr is not None: qr_ext = _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first)
-        if not first: s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
+        if qr is not None:
+            qr_ext = _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first)
+        if not first:
+            s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
     comp = self.compressor._compress(x_ext, s0)
-    if comp is None: return kv_ext, None, None                     # one device, sq < ratio: no compressed entry
+    if comp is None:
+        return kv_ext, None, None  # one device, sq < ratio: no compressed entry
     comp = comp[keep]
-    if self.indexer is None: return kv_ext, comp, None
+    if self.indexer is None:
+        return kv_ext, comp, None
     q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0)
-    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()         # no loss: no indexer gradient
+    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
     return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
 
 # %% ../nbs/06_attention.ipynb #5e630d68
 @patch
 def _packed_keys(self: CompressedSparseAttention, key, x, qr, pack) -> KeySet:
     "The `KeySet` of a pack (`b = 1`): `[T raw | capacity compressed]` and the indexer tensors of the pack's documents."
-    kv = key.squeeze(2)                                           # [T, 1, D]
-    if self.compressor is None or not pack.capacity: return KeySet(kv, 0, 0)
-    comp = self.compressor._compress_packed(x, pack)              # [capacity, 1, D]
+    kv = key.squeeze(2)  # [T, 1, D]
+    if self.compressor is None or not pack.capacity:
+        return KeySet(kv, 0, 0)
+    comp = self.compressor._compress_packed(x, pack)  # [capacity, 1, D]
     ind = None if self.indexer is None else self.indexer._index_packed(x, qr, pack)
-    if ind is not None and not self._wants_indexer_loss(): ind = (ind[0], ind[1].detach(), ind[2])
+    if ind is not None and not self._wants_indexer_loss():
+        ind = (ind[0], ind[1].detach(), ind[2])
     return KeySet(torch.cat([kv, comp.to(kv.dtype)]), 0, comp.shape[0], ind)
+
 
 @patch
 def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
     "The native reference of a pack `(out [T, H·D], loss)`: its documents as a padded batch on the SBHD path (see above)."
-    T, m, N = query.shape[0], max(pack.max_seqlen, 1), pack.cu.shape[0] - 1      # m: the longest document, not max_seqlen
+    T, m, N = query.shape[0], max(pack.max_seqlen, 1), pack.cu.shape[0] - 1  # m: the longest document, not max_seqlen
     cu, p = pack.cu.long(), torch.arange(m, device=query.device)[:, None]
-    valid = p < (cu[1:] - cu[:-1])[None]                                  # [m, N]: slots holding a document's row
+    valid = p < (cu[1:] - cu[:-1])[None]  # [m, N]: slots holding a document's row
     src = (cu[:-1][None] + p).clamp(max=max(T - 1, 0))
-    at = lambda t: t[:, 0][src] if T else t.new_zeros(m, N, *t.shape[2:])               # T = 0: nothing to gather
+    at = lambda t: t[:, 0][src] if T else t.new_zeros(m, N, *t.shape[2:])  # T = 0: nothing to gather
     pad = lambda t: None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), at(t), 0)
     qb, kb, xb, qrb = (pad(t) for t in (query, key, x, qr))
     rows = QueryRows(0, m, m, mask=valid.t(), count=pack.count)
     keys = self._keys(kb, xb, qrb, [(slice(None), rows)])
     train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
-    out, l = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)   # [m, N, H·D]
-    flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)                          # each row's slot
+    out, l = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)  # [m, N, H·D]
+    flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)  # each row's slot
     return torch.where(pack.real.view(T, 1), out.reshape(m * N, -1)[flat], 0), l
 
 # %% ../nbs/06_attention.ipynb #c2dfc74a
 @patch
-def new_cache(self: CompressedSparseAttention, batch_size: int, max_seq_len: int, *, device=None, dtype=None) -> CSACache:
+def new_cache(
+    self: CompressedSparseAttention, batch_size: int, max_seq_len: int, *, device=None, dtype=None
+) -> CSACache:
     """An empty decode cache of this layer for `batch_size` sequences of up to `max_seq_len` tokens (see above).
     `dtype`: of `query` / `key` (default: the layer's parameters' dtype; a ratio-0 layer has none: float64 for a float64
     layer, bf16 on the fused backend, else the default dtype);
@@ -265,12 +337,18 @@ def new_cache(self: CompressedSparseAttention, batch_size: int, max_seq_len: int
     Returns the empty `CSACache`."""
     p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
     module_dtype = p.dtype if p is not None else None
-    if dtype is None:                                      # a ratio-0 layer has no module parameters: its sink or the backend decides
-        dtype = module_dtype or (torch.float64 if self.attn_sink.dtype == torch.float64 else
-                                 torch.bfloat16 if self.fused else torch.get_default_dtype())
+    if dtype is None:  # a ratio-0 layer has no module parameters: its sink or the backend decides
+        dtype = module_dtype or (
+            torch.float64
+            if self.attn_sink.dtype == torch.float64
+            else torch.bfloat16
+            if self.fused
+            else torch.get_default_dtype()
+        )
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"`dtype` must be a floating torch.dtype, got {dtype!r}")
     return make_cache(self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype)
+
 
 @patch
 def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_seqlen=None):
@@ -278,25 +356,40 @@ def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_
     if not isinstance(cache, CSACache):
         raise TypeError(f"`cache` must be a CSACache (layer.new_cache(...)), got {type(cache).__name__}")
     if not cache.belongs_to(self):
-        raise ValueError(f"`cache` belongs to another layer (ratio {cache.ratio}): each layer decodes with its own new_cache()")
+        raise ValueError(
+            f"`cache` belongs to another layer (ratio {cache.ratio}): each layer decodes with its own new_cache()"
+        )
     if self.training:
-        raise ValueError("a cache serves inference: call layer.eval() first (training runs whole sequences, without a cache)")
+        raise ValueError(
+            "a cache serves inference: call layer.eval() first (training runs whole sequences, without a cache)"
+        )
     if cu_seqlens is not None or self.cp_group is not None:
-        raise NotImplementedError("decoding with a cache takes SBHD inputs on one device: prefill sequences of different "
-                                  "lengths one by one through cache.sequence(i), without cu_seqlens or cp_group")
+        raise NotImplementedError(
+            "decoding with a cache takes SBHD inputs on one device: prefill sequences of different "
+            "lengths one by one through cache.sequence(i), without cu_seqlens or cp_group"
+        )
     if max_seqlen is not None:
-        raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call takes neither)")
-    if not isinstance(query, torch.Tensor): raise TypeError(f"`query` must be a torch.Tensor, got {type(query).__name__}")
+        raise ValueError(
+            "`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call takes neither)"
+        )
+    if not isinstance(query, torch.Tensor):
+        raise TypeError(f"`query` must be a torch.Tensor, got {type(query).__name__}")
     if query.dim() != 4 or query.shape[1] != cache.batch_size:
-        raise ValueError(f"`query` must hold the cache's {cache.batch_size} sequences in dim 1 ([s_new, b, H, D]), "
-                         f"got shape {tuple(query.shape)}")
+        raise ValueError(
+            f"`query` must hold the cache's {cache.batch_size} sequences in dim 1 ([s_new, b, H, D]), "
+            f"got shape {tuple(query.shape)}"
+        )
     if query.dtype != cache.kv.dtype or query.device != cache.kv.device:
-        raise ValueError(f"`query` is {query.dtype} on {query.device} but the cache holds {cache.kv.dtype} on "
-                         f"{cache.kv.device}: build the cache with new_cache(..., dtype=query.dtype, device=query.device)")
+        raise ValueError(
+            f"`query` is {query.dtype} on {query.device} but the cache holds {cache.kv.dtype} on "
+            f"{cache.kv.device}: build the cache with new_cache(..., dtype=query.dtype, device=query.device)"
+        )
     room = cache.max_seq_len - max(cache.lengths)
     if query.shape[0] > room:
-        raise ValueError(f"{query.shape[0]} new tokens overflow the cache: a sequence holds {max(cache.lengths)} of its "
-                         f"max_seq_len={cache.max_seq_len} tokens ({room} left)")
+        raise ValueError(
+            f"{query.shape[0]} new tokens overflow the cache: a sequence holds {max(cache.lengths)} of its "
+            f"max_seq_len={cache.max_seq_len} tokens ({room} left)"
+        )
 
 # %% ../nbs/06_attention.ipynb #ffe7d5ff
 @patch
@@ -306,16 +399,22 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
     self._check_cache(cache, query, cu_seqlens, max_seqlen)
     s, b = query.shape[:2]
     if s == 0:
-        check_tensor("key", key, shape=(0, b, 1, self.cfg.head_dim), what="[s_new, b, 1, D]", like=query, like_name="the query")
+        check_tensor(
+            "key", key, shape=(0, b, 1, self.cfg.head_dim), what="[s_new, b, 1, D]", like=query, like_name="the query"
+        )
         return query.new_zeros(0, b, query.shape[2] * self.cfg.v_head_dim), None
     query, key, x, qr, _ = self._check_inputs(query, key, x, qr)
     sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
     with torch.no_grad():
-        if s > 1 and not any(cache.lengths): return self._prefill(query, key, x, qr, cache, sink), None
+        if s > 1 and not any(cache.lengths):
+            return self._prefill(query, key, x, qr, cache, sink), None
         at = lambda t, c: None if t is None else t[c]
-        outs = [self._decode_step(query[c], key[c], at(x, c), at(qr, c), cache, sink)
-                for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))]
+        outs = [
+            self._decode_step(query[c], key[c], at(x, c), at(qr, c), cache, sink)
+            for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))
+        ]
     return (outs[0] if len(outs) == 1 else torch.cat(outs)), None
+
 
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
@@ -325,28 +424,34 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
     out, _ = self.backend.attend(query, keys, segments[0][1], sink, train=False, loss=False)
     s, rings = query.shape[0], []
     for m, ring in ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring)):
-        if m is not None:                                  # the projections of the last tokens the streaming step needs
-            xt = x[s - min(s, ring[0].shape[0]):]
+        if m is not None:  # the projections of the last tokens the streaming step needs
+            xt = x[s - min(s, ring[0].shape[0]) :]
             rings.append((ring, m.wkv(xt), m.wgate(xt)))
-    cache.fill(key.squeeze(2), keys.kv_full[keys.slot0:] if keys.n_comp else None,
-               None if keys.indexer is None else keys.indexer[1], rings)
+    cache.fill(
+        key.squeeze(2),
+        keys.kv_full[keys.slot0 :] if keys.n_comp else None,
+        None if keys.indexer is None else keys.indexer[1],
+        rings,
+    )
     return out
+
 
 @patch
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
     """One batched step of `s <= MAX_STEP` new tokens per sequence (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
-    s, rows = query.shape[0], cache.step_rows(query.shape[0])              # the step's rows: positions, blocks, visibility
+    s, rows = query.shape[0], cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
     cache.write_keys(key[:, :, 0], rows)
-    if self.compressor is not None:                        # the module steps read the rings; the cache then writes them
+    if self.compressor is not None:  # the module steps read the rings; the cache then writes them
         entries, a, g = self.compressor.step(x, rows.positions, *cache.comp_ring)
-        cache.write_ring(cache.comp_ring, a, g, rows); cache.write_entries(entries, rows)
+        cache.write_ring(cache.comp_ring, a, g, rows)
+        cache.write_entries(entries, rows)
     selected = poison = None
     if self.indexer is not None:
         q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring)
         cache.write_ring(cache.index_ring, a, g, rows)
-        bad = cache.write_index_keys(k_i, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)                  # [s, b]
-        selected = self.backend.decode_select(q_i, w_i, cache, rows.visible)                                    # [b, s, k]
+        bad = cache.write_index_keys(k_i, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)  # [s, b]
+        selected = self.backend.decode_select(q_i, w_i, cache, rows.visible)  # [b, s, k]
         poison = torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
     out = self.backend.decode_attend(query, cache.kv, sink, cache.step_index(rows, selected), poison)
     cache.advance(s)

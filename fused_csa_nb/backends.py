@@ -14,10 +14,27 @@ from torch.utils.checkpoint import checkpoint
 from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
 from .kernels import _radix_topk, kernel_limits, padded_num_heads, sm_major
-from .layout import (QueryRows, _block_rows_of, _check_int32_range, _entry_slots, _flat_global, _row_blocks,
-                                 cached_index, compressed_topk_idxs)
-from .reference import (blocked_indexer_topk, _dequantized, decode_indexer_scores, fp8_rows, indexer_input_poison, indexer_scores, indexer_topk, selection_scores,
-                                    unfused_csa_attention)
+from fused_csa_nb.layout import (
+    QueryRows,
+    _block_rows_of,
+    _check_int32_range,
+    _entry_slots,
+    _flat_global,
+    _row_blocks,
+    cached_index,
+    compressed_topk_idxs,
+)
+from fused_csa_nb.reference import (
+    blocked_indexer_topk,
+    _dequantized,
+    decode_indexer_scores,
+    fp8_rows,
+    indexer_input_poison,
+    indexer_scores,
+    indexer_topk,
+    selection_scores,
+    unfused_csa_attention,
+)
 from .teacher import csa_indexer_loss
 
 # %% auto #0
@@ -26,10 +43,11 @@ __all__ = ['KeySet', 'NativeBackend', 'FusedBackend', 'Backend', 'make_backend']
 # %% ../nbs/05_backends.ipynb #31e2e3e3
 class KeySet(NamedTuple):
     "The keys one `attend` call may use (see above)."
-    kv_full: torch.Tensor           # [halo + n + n_comp, b, D]: raw keys (halo, then the rows' own), then compressed entries
-    halo: int                       # raw keys before the query rows (0 on one device, W − 1 for a shard)
-    n_comp: int                     # compressed entries of the whole sequence (0: none)
-    indexer: tuple | None = None    # (q_i [n, b, Hi, Di], k_i [n_comp, b, Di], w_i [n, b, Hi]) or None
+
+    kv_full: torch.Tensor  # [halo + n + n_comp, b, D]: raw keys (halo, then the rows' own), then compressed entries
+    halo: int  # raw keys before the query rows (0 on one device, W − 1 for a shard)
+    n_comp: int  # compressed entries of the whole sequence (0: none)
+    indexer: tuple | None = None  # (q_i [n, b, Hi, Di], k_i [n_comp, b, Di], w_i [n, b, Hi]) or None
 
     @property
     def slot0(self) -> int:
@@ -37,15 +55,18 @@ class KeySet(NamedTuple):
         return self.kv_full.shape[0] - self.n_comp
 
 # %% ../nbs/05_backends.ipynb #31b06cfb
-_NATIVE_BYTES_PER_ENTRY = 16    # accumulation-dtype values per score entry: scores, their gradient, loss temporaries
+_NATIVE_BYTES_PER_ENTRY = 16  # accumulation-dtype values per score entry: scores, their gradient, loss temporaries
+
 
 def _poisoned(out, poison):
     "`out [sq, b, ·]` plus the `[b, sq]` NaN/0 `poison` of `indexer_input_poison` (the non-finite rule), or `out`."
     return out if poison is None else out + poison.t().unsqueeze(-1).to(out.dtype)
 
+
 def _entry_rows(n, b, ratio, slot0, start, device=None):
     "All causal compressed entries of `n` rows at global `start …` as `kv_full` slots `[b, n, (start+n)//ratio]` (cached by `attend`)."
     return compressed_topk_idxs(n, b, ratio, slot0, device, start=start)
+
 
 def _global_window(window, rows, halo):
     "Window slots as global positions (`-1` kept): what the teacher reads against a sequence-shaped `kv`."
@@ -57,10 +78,11 @@ class NativeBackend:
 
     `cfg`: the layer's frozen `CSAConfig` (scales, window, top-k and indexer precision are read once, here); `ratio`: the
     layer's compression ratio (0, 4 or 128)."""
+
     fused = False
 
     def __init__(self, cfg: CSAConfig, ratio: int):
-        self.cfg, self.ratio = cfg, ratio                  # a frozen config: everything below is bound once
+        self.cfg, self.ratio = cfg, ratio  # a frozen config: everything below is bound once
         self.scale, self.index_scale, self.window = cfg.scale, cfg.index_scale, cfg.window_size
         self.precision, self.topk = cfg.indexer_precision, cfg.index_topk
 
@@ -69,8 +91,10 @@ class NativeBackend:
         CUDA needs torch's deterministic algorithms (`RuntimeError`). `query [n, b, H, D]`: the layer's query (only its device
         is read)."""
         if self.cfg.deterministic and query.is_cuda and not torch.are_deterministic_algorithms_enabled():
-            raise RuntimeError("deterministic=True on the native path (CUDA) needs torch.use_deterministic_algorithms(True) "
-                               "(and CUBLAS_WORKSPACE_CONFIG=:4096:8): its gathers' backward adds with atomics otherwise")
+            raise RuntimeError(
+                "deterministic=True on the native path (CUDA) needs torch.use_deterministic_algorithms(True) "
+                "(and CUBLAS_WORKSPACE_CONFIG=:4096:8): its gathers' backward adds with atomics otherwise"
+            )
 
     def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.float32) -> int:
         """Query rows per indexer block: `[b, rows, n_comp]` score entries within `cfg.indexer_block_bytes`, each
@@ -92,17 +116,19 @@ class NativeBackend:
         loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share of
         the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
         r, (n, b) = self.ratio, query.shape[:2]
-        window = rows.window(self.window, keys.halo, b, query.device)       # the row set's window slots
+        window = rows.window(self.window, keys.halo, b, query.device)  # the row set's window slots
         attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
-        if not keys.n_comp: return attn(window), None
-        if keys.indexer is None:                # ratio 128 or dense mode: all causal entries
+        if not keys.n_comp:
+            return attn(window), None
+        if keys.indexer is None:  # ratio 128 or dense mode: all causal entries
             entries = cached_index(_entry_rows, n, b, r, keys.slot0, rows.start, device=query.device)
             return attn(torch.cat([window, entries], -1)), None
         q_i, k_i, w_i = keys.indexer
         block = self.block_rows(keys.n_comp, b, dtype=q_i.dtype)
-        scores, topk, poison = self._selection(q_i, k_i, w_i, rows, block)         # scores None: query blocks
+        scores, topk, poison = self._selection(q_i, k_i, w_i, rows, block)  # scores None: query blocks
         idx = torch.cat([window, _entry_slots(topk, keys.slot0)], -1)
-        if not loss: return _poisoned(attn(idx), poison), None
+        if not loss:
+            return _poisoned(attn(idx), poison), None
         out, lse = attn(idx, return_lse=True)
         return _poisoned(out, poison), self._loss(query, keys, rows, window, topk, scores, lse, sink, block)
 
@@ -112,16 +138,21 @@ def _selection(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
     """`(scores or None, top-k ids [b, n, k_eff], poison [b, n])` (`k_eff = min(index_topk, n_comp)`): whole scores when one block holds them (they serve
     the loss too), else per block (never whole); `poison` is NaN on rows whose indexer inputs are not finite."""
     r, prec, isc = self.ratio, self.precision, self.index_scale
-    k = min(self.topk, k_i.shape[0])             # k_eff: no row can select more (memory ∝ k_eff, not index_topk)
+    k = min(self.topk, k_i.shape[0])  # k_eff: no row can select more (memory ∝ k_eff, not index_topk)
     if block >= q_i.shape[0]:
         scores = indexer_scores(q_i, k_i, w_i, r, softmax_scale=isc, q_offset=rows.start)
         poison = indexer_input_poison(q_i, k_i, w_i, r, rows.start)
-        chosen = scores.detach() if prec == "bf16" else selection_scores(q_i, k_i, w_i, r, isc,
-                                                                          q_offset=rows.start, precision=prec)
+        chosen = (
+            scores.detach()
+            if prec == "bf16"
+            else selection_scores(q_i, k_i, w_i, r, isc, q_offset=rows.start, precision=prec)
+        )
         return scores, indexer_topk(chosen, k)[0], poison
-    idx, _, poison = blocked_indexer_topk(q_i, k_i, w_i, r, k, block, softmax_scale=isc,
-                                          return_poison=True, q_offset=rows.start, precision=prec)
+    idx, _, poison = blocked_indexer_topk(
+        q_i, k_i, w_i, r, k, block, softmax_scale=isc, return_poison=True, q_offset=rows.start, precision=prec
+    )
     return None, idx, poison
+
 
 @patch
 def _teacher_lse(self: NativeBackend, query, keys: KeySet, rows: QueryRows, window, lse, sink, block: int):
@@ -133,11 +164,20 @@ def _teacher_lse(self: NativeBackend, query, keys: KeySet, rows: QueryRows, wind
             parts = []
             for t0, t1 in _row_blocks(n, block):
                 entries = _entry_rows(t1 - t0, b, self.ratio, keys.slot0, rows.start + t0, device=query.device)
-                parts.append(unfused_csa_attention(query[t0:t1], keys.kv_full, sink, torch.cat([window[:, t0:t1], entries], -1),
-                                                   softmax_scale=cfg.scale, return_lse=True)[1])
+                parts.append(
+                    unfused_csa_attention(
+                        query[t0:t1],
+                        keys.kv_full,
+                        sink,
+                        torch.cat([window[:, t0:t1], entries], -1),
+                        softmax_scale=cfg.scale,
+                        return_lse=True,
+                    )[1]
+                )
             lse = torch.cat(parts, 1)
-    return torch.logaddexp(lse.detach().float() if lse.dtype != torch.float64 else lse.detach(),
-                           sink.detach().view(1, 1, -1).to(lse.dtype))
+    return torch.logaddexp(
+        lse.detach().float() if lse.dtype != torch.float64 else lse.detach(), sink.detach().view(1, 1, -1).to(lse.dtype)
+    )
 
 # %% ../nbs/05_backends.ipynb #42308c3c
 @patch
@@ -147,48 +187,81 @@ def _loss(self: NativeBackend, query, keys: KeySet, rows: QueryRows, window, top
     sparse = cfg.indexer_use_sparse_loss
     teacher = self._teacher_lse(query, keys, rows, window, lse, sink, block)
     kv = keys.kv_full
-    kv_shape = kv.new_zeros(1, 1, 1).expand(rows.seq_len, b, kv.shape[-1])   # the teacher reads kv for its LSE only: given
-    comp, q, s, win = kv[keys.slot0:].detach(), query.detach(), sink.detach(), _global_window(window, rows, keys.halo)
+    kv_shape = kv.new_zeros(1, 1, 1).expand(
+        rows.seq_len, b, kv.shape[-1]
+    )  # the teacher reads kv for its LSE only: given
+    comp, q, s, win = kv[keys.slot0 :].detach(), query.detach(), sink.detach(), _global_window(window, rows, keys.halo)
+
     def rows_loss(sc, t0, t1):
-        return csa_indexer_loss(sc, q[t0:t1], kv_shape, comp, s, win[:, t0:t1], r,
-                                topk_idxs=topk[:, t0:t1] if sparse else None, softmax_scale=cfg.scale, per_token=True,
-                                teacher_lse=teacher[:, t0:t1], q_offset=rows.start + t0,
-                                row_mask=None if rows.mask is None else rows.mask[:, t0:t1])
+        return csa_indexer_loss(
+            sc,
+            q[t0:t1],
+            kv_shape,
+            comp,
+            s,
+            win[:, t0:t1],
+            r,
+            topk_idxs=topk[:, t0:t1] if sparse else None,
+            softmax_scale=cfg.scale,
+            per_token=True,
+            teacher_lse=teacher[:, t0:t1],
+            q_offset=rows.start + t0,
+            row_mask=None if rows.mask is None else rows.mask[:, t0:t1],
+        )
+
     if scores is not None:
         total = rows_loss(scores, 0, n)
     else:
         q_i, k_i, w_i = keys.indexer
+
         def block_loss(qb, kb, wb, t0, t1):
             sc = indexer_scores(qb, kb, wb, r, softmax_scale=cfg.index_scale, q_offset=rows.start + t0)
             return rows_loss(sc, t0, t1)
-        total = sum(checkpoint(block_loss, q_i[t0:t1], k_i, w_i[t0:t1], t0, t1, use_reentrant=False)
-                    for t0, t1 in _row_blocks(n, block))
-    if cfg.per_token_loss: return cfg.indexer_loss_coeff * total
+
+        total = sum(
+            checkpoint(block_loss, q_i[t0:t1], k_i, w_i[t0:t1], t0, t1, use_reentrant=False)
+            for t0, t1 in _row_blocks(n, block)
+        )
+    if cfg.per_token_loss:
+        return cfg.indexer_loss_coeff * total
     return cfg.indexer_loss_coeff * total / (b * rows.seq_len if rows.count is None else rows.count)
 
 # %% ../nbs/05_backends.ipynb #062325f7
-_FUSED_BYTES_PER_ENTRY = {False: 8, True: 32}   # per score entry and query block: sparse / no loss, dense loss
+_FUSED_BYTES_PER_ENTRY = {False: 8, True: 32}  # per score entry and query block: sparse / no loss, dense loss
+
 
 class _Kernels(NamedTuple):
     "What the fused backend binds for one GPU generation."
-    lim: object               # kernels.KernelLimits
-    heads: int                # the padded query heads FlashMLA runs
+
+    lim: object  # kernels.KernelLimits
+    heads: int  # the padded query heads FlashMLA runs
+
 
 class FusedBackend:
     """The fused backend of a ratio-`ratio` layer under `cfg` (see above): FlashMLA + cuDNN DSA kernels on bf16 tensors.
 
     `cfg`: the layer's frozen `CSAConfig` (scales, window, top-k, FP8 selection, loss settings and determinism are read
     once, here); `ratio`: the layer's compression ratio (0, 4 or 128)."""
+
     fused = True
 
     def __init__(self, cfg: CSAConfig, ratio: int):
-        self.cfg, self.ratio = cfg, ratio                  # a frozen config: everything below is bound once
-        self.scale, self.index_scale, self.window, self.topk = cfg.scale, cfg.index_scale, cfg.window_size, cfg.index_topk
-        self.fp8 = cfg.indexer_precision == "fp8"          # the selection scores' precision
-        self.coeff, self.sparse_loss, self.per_token = cfg.indexer_loss_coeff, cfg.indexer_use_sparse_loss, cfg.per_token_loss
+        self.cfg, self.ratio = cfg, ratio  # a frozen config: everything below is bound once
+        self.scale, self.index_scale, self.window, self.topk = (
+            cfg.scale,
+            cfg.index_scale,
+            cfg.window_size,
+            cfg.index_topk,
+        )
+        self.fp8 = cfg.indexer_precision == "fp8"  # the selection scores' precision
+        self.coeff, self.sparse_loss, self.per_token = (
+            cfg.indexer_loss_coeff,
+            cfg.indexer_use_sparse_loss,
+            cfg.per_token_loss,
+        )
         self.dense_loss = self.coeff > 0 and not self.sparse_loss
-        self.deterministic = cfg.deterministic             # our atomics-free backward kernels (deterministic chapter)
-        self._by_major: dict = {}                          # compute-capability major → _Kernels
+        self.deterministic = cfg.deterministic  # our atomics-free backward kernels (deterministic chapter)
+        self._by_major: dict = {}  # compute-capability major → _Kernels
 
     def kernels(self, device) -> _Kernels:
         """The kernel limits and padded head count of `device`'s GPU generation (bound on first use, then kept).
@@ -197,15 +270,18 @@ class FusedBackend:
         pair: `lim`, the `kernels.KernelLimits` of that compute capability, and `heads`, the padded query heads FlashMLA runs."""
         major = sm_major(device)
         k = self._by_major.get(major)
-        if k is None: k = self._by_major[major] = _Kernels(kernel_limits(major), padded_num_heads(self.cfg.num_heads, major))
+        if k is None:
+            k = self._by_major[major] = _Kernels(kernel_limits(major), padded_num_heads(self.cfg.num_heads, major))
         return k
 
     def check_inputs(self, query: torch.Tensor):
         """The kernels run bfloat16: anything else is refused (`TypeError`), before any work. `query [n, b, H, D]`: the
         layer's query (only its dtype is read)."""
         if query.dtype != torch.bfloat16:
-            raise TypeError(f"the fused CSA path (dsa_kernel_backend='cudnn') runs bfloat16 tensors, got {query.dtype}: "
-                            "cast the layer and its inputs to bfloat16, or use dsa_kernel_backend='none'")
+            raise TypeError(
+                f"the fused CSA path (dsa_kernel_backend='cudnn') runs bfloat16 tensors, got {query.dtype}: "
+                "cast the layer and its inputs to bfloat16, or use dsa_kernel_backend='none'"
+            )
 
     def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.bfloat16) -> int:
         """Query rows per indexer block: `[b, rows, n_comp]` score entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within
@@ -229,27 +305,54 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     r, b, dev = self.ratio, query.shape[1], query.device
     lim, heads = self.kernels(dev)
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
-    _check_int32_range(kv_full.shape[0], b)                      # every slot·b + batch fits int32
-    attn = lambda idx, tlen=None, poison=None: rows.keep(_sparse_attn(query, kv_full, sink, idx, self.scale, tlen, poison,
-                                                                      heads=heads, multiple=lim.topk_multiple,
-                                                                      deterministic=self.deterministic))
-    if keys.indexer is None or not keys.n_comp:                                                   # path A
+    _check_int32_range(kv_full.shape[0], b)  # every slot·b + batch fits int32
+    attn = lambda idx, tlen=None, poison=None: rows.keep(
+        _sparse_attn(
+            query,
+            kv_full,
+            sink,
+            idx,
+            self.scale,
+            tlen,
+            poison,
+            heads=heads,
+            multiple=lim.topk_multiple,
+            deterministic=self.deterministic,
+        )
+    )
+    if keys.indexer is None or not keys.n_comp:  # path A
         return attn(rows.all_rows(r if keys.n_comp else 0, self.window, keys.halo, b, kv_full.shape[0], dev)), None
     q_i, k_i, w_i = keys.indexer
     window = rows.window(self.window, keys.halo, b, dev)
     dense = loss and self.dense_loss
     if dense and not rows.whole(keys.halo):
-        raise NotImplementedError("the fused path computes the dense indexer loss of a whole sequence only (not of a "
-                                  "context-parallel shard; the dense indexer loss of packed sequences has no fused path "
-                                  "either): set indexer_use_sparse_loss=True, or use dsa_kernel_backend='none'")
-    E = rows.entries(keys.n_comp, r)                                         # the entries a row chooses among
-    block, k = self.block_rows(E, b, dense), min(self.topk, E)               # k_eff: memory ∝ it
-    if train:                                                                                     # path B
-        settings = _PathB(k, r, self.scale, self.index_scale, self.coeff if loss else 0.0, self.sparse_loss,
-                          self.per_token, block, rows, keys.slot0, heads, lim, self.fp8, self.deterministic)
+        raise NotImplementedError(
+            "the fused path computes the dense indexer loss of a whole sequence only (not of a "
+            "context-parallel shard; the dense indexer loss of packed sequences has no fused path "
+            "either): set indexer_use_sparse_loss=True, or use dsa_kernel_backend='none'"
+        )
+    E = rows.entries(keys.n_comp, r)  # the entries a row chooses among
+    block, k = self.block_rows(E, b, dense), min(self.topk, E)  # k_eff: memory ∝ it
+    if train:  # path B
+        settings = _PathB(
+            k,
+            r,
+            self.scale,
+            self.index_scale,
+            self.coeff if loss else 0.0,
+            self.sparse_loss,
+            self.per_token,
+            block,
+            rows,
+            keys.slot0,
+            heads,
+            lim,
+            self.fp8,
+            self.deterministic,
+        )
         out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return rows.keep(out), (l if loss else None)
-    sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)           # path C
+    sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)  # path C
     idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
     return attn(idx, tlen, poison), None
 
@@ -267,7 +370,8 @@ def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
     if cfg.indexer_precision == "fp8":
         acc = torch.float64 if q_i.dtype == torch.float64 else torch.float32
         q_i, keys = _dequantized(*fp8_rows(q_i), acc), _dequantized(*cache.index_keys8, acc)
-    else: keys = cache.index_keys
+    else:
+        keys = cache.index_keys
     scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), visible, cfg.index_scale)
     return indexer_topk(scores, min(cfg.index_topk, E))[0]
 
@@ -281,6 +385,7 @@ def decode_attend(self: NativeBackend, query, kv, sink, idx, poison=None):
     (`CSACache.step_index`; `-1`: none); `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs are not finite,
     0 elsewhere (added to the rows' output). Returns `out [s, b, H·D]` in `query`'s dtype."""
     return _poisoned(unfused_csa_attention(query, kv, sink, idx, softmax_scale=self.cfg.scale), poison)
+
 
 def _bmm_f32(a, b):
     "`a @ b` of bf16 batches with float32 output (exact bf16 products, float32 sums): cuBLAS's `out_dtype` on CUDA, float32 inputs elsewhere."
@@ -296,17 +401,21 @@ def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
     `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
     (`StepRows.visible`). Returns the selected entry ids `[b, s, k]` int32 (`-1` padded; `k = min(index_topk, E)`)."""
     cfg, E, (s, b, Hi, Di) = self.cfg, cache.entries, q_i.shape
-    scale = w_i.float() * cfg.index_scale                                        # [s, b, Hi]
+    scale = w_i.float() * cfg.index_scale  # [s, b, Hi]
     if cfg.indexer_precision == "fp8":
         q8, qs = fp8_rows(q_i)
         q, (keys, ks), scale = q8.to(torch.bfloat16), cache.index_keys8, scale * qs
-    else: q, keys, ks = q_i, cache.index_keys, None
-    logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()           # [b, s·Hi, E]
+    else:
+        q, keys, ks = q_i, cache.index_keys, None
+    logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()  # [b, s·Hi, E]
     scores = torch.bmm(scale.transpose(0, 1).reshape(b * s, 1, Hi), logits.view(b * s, Hi, E)).view(b, s, E)
-    if ks is not None: scores = scores * ks.unsqueeze(1)
-    visible = visible.clamp(max=E)                                               # [b, s]
+    if ks is not None:
+        scores = scores * ks.unsqueeze(1)
+    visible = visible.clamp(max=E)  # [b, s]
     scores = scores.masked_fill(cache._iota(E) >= visible.unsqueeze(-1), float("-inf"))
-    return _radix_topk(scores.view(b * s, E), visible.reshape(b * s).to(torch.int32), min(cfg.index_topk, E)).view(b, s, -1)
+    return _radix_topk(scores.view(b * s, E), visible.reshape(b * s).to(torch.int32), min(cfg.index_topk, E)).view(
+        b, s, -1
+    )
 
 # %% ../nbs/05_backends.ipynb #cffd21f7
 @patch
@@ -317,10 +426,19 @@ def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
     sink logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots (`-1`: none); `poison [b, s]` fp32
     or `None`: NaN on rows whose indexer inputs are not finite, 0 elsewhere. Returns `out [s, b, H·D]` bf16."""
     lim, heads = self.kernels(query.device)
-    kv = kv.contiguous()                                   # a one-sequence view of a batch cache: its own copy
+    kv = kv.contiguous()  # a one-sequence view of a batch cache: its own copy
     _check_int32_range(kv.shape[0], kv.shape[1])
-    return _sparse_attn(query.contiguous(), kv, sink, _flat_global(idx, kv.shape[0]), self.cfg.scale, None, poison,
-                        heads=heads, multiple=lim.topk_multiple)
+    return _sparse_attn(
+        query.contiguous(),
+        kv,
+        sink,
+        _flat_global(idx, kv.shape[0]),
+        self.cfg.scale,
+        None,
+        poison,
+        heads=heads,
+        multiple=lim.topk_multiple,
+    )
 
 # %% ../nbs/05_backends.ipynb #86239e92
 @runtime_checkable
@@ -328,25 +446,29 @@ class Backend(Protocol):
     """What a layer's backend provides (see above); `NativeBackend` and `FusedBackend` are the two.
 
     `*args`, `**kwargs`: none — a `Protocol` is not built itself; `make_backend` builds one of the two classes."""
-    cfg: CSAConfig                  # the frozen configuration it was built for
-    ratio: int                      # the layer's compression ratio
-    fused: bool                     # whether it runs the fused kernels
+
+    cfg: CSAConfig  # the frozen configuration it was built for
+    ratio: int  # the layer's compression ratio
+    fused: bool  # whether it runs the fused kernels
 
     def check_inputs(self, query: torch.Tensor) -> None:
         """Refuse an input the backend cannot run (`TypeError`, `RuntimeError`), before any work. `query [n, b, H, D]`:
         the layer's query. Returns nothing."""
+
     def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool) -> tuple:
         """The attention of query rows over their keys, and their indexer loss when asked (`NativeBackend.attend`).
 
         `query [n, b, H, D]`: the rows' queries; `keys`: their `KeySet`; `rows`: which rows they are (a `layout.QueryRows`;
         a `layout.PackRows` on the fused backend); `sink [H]` (float): one sink logit per query head; `train`: training with gradients;
         `loss`: compute the indexer loss. Returns `(out [n, b, H·D], indexer loss or None)`."""
+
     def decode_select(self, q_i, w_i, cache) -> torch.Tensor:
         """The indexer top-k of a decode step (`NativeBackend.decode_select`; both backends also take the rows'
         `visible [b, s]` as a fourth argument).
 
         `q_i [s, b, Hi, Di]`: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the layer's
         `CSACache`. Returns the selected entry ids `[b, s, k]` (`-1` padded)."""
+
     def decode_attend(self, query, kv, sink, idx, poison=None) -> torch.Tensor:
         """A decode step's attention over the cache (`NativeBackend.decode_attend`).
 
@@ -365,6 +487,7 @@ def make_backend(cfg: CSAConfig, ratio: int) -> Backend:
         raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
     if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio not in COMPRESS_RATIOS:
         raise (ValueError if isinstance(ratio, int) and not isinstance(ratio, bool) else TypeError)(
-            f"`ratio` must be one of {COMPRESS_RATIOS} (an int), got {ratio!r}")
+            f"`ratio` must be one of {COMPRESS_RATIOS} (an int), got {ratio!r}"
+        )
     validate_config(cfg, ratio=ratio)
     return FusedBackend(cfg, ratio) if use_fused_kernels(cfg) else NativeBackend(cfg, ratio)

@@ -25,7 +25,7 @@ from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, si
 from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
 from .config import CSAConfig
 
-_silent = lambda *args, **kwargs: None     # the measuring functions' default `log`: rows are returned, not printed
+_silent = lambda *args, **kwargs: None  # the measuring functions' default `log`: rows are returned, not printed
 
 # %% auto #0
 __all__ = ['median_time_ms', 'measured_on', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer',
@@ -42,27 +42,39 @@ def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> floa
     `iters`: timed calls (>= 1); `device`: where `fn` runs, CUDA events around each call on a CUDA device (synchronised
     before and after the timed calls), `time.perf_counter` on the CPU; `None`: CUDA when available, else the CPU.
     Returns the median of the `iters` times in ms."""
-    if not callable(fn): raise TypeError(f"`fn` must be a callable (what is timed), got {type(fn).__name__}")
-    check_int("warmup", warmup, 0); check_int("iters", iters, 1)
-    device = check_device("device", device) if device is not None else (
-        torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
-    for _ in range(warmup): fn()
+    if not callable(fn):
+        raise TypeError(f"`fn` must be a callable (what is timed), got {type(fn).__name__}")
+    check_int("warmup", warmup, 0)
+    check_int("iters", iters, 1)
+    device = (
+        check_device("device", device)
+        if device is not None
+        else (torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+    )
+    for _ in range(warmup):
+        fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
         for s, e in ev:
-            s.record(); fn(); e.record()
+            s.record()
+            fn()
+            e.record()
         torch.cuda.synchronize(device)
         times = [s.elapsed_time(e) for s, e in ev]
     else:
         times = []
         for _ in range(iters):
-            t0 = time.perf_counter(); fn(); times.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
 
 def _need_cuda(what: str):
     "A `RuntimeError` saying that `what` measures on a CUDA GPU, when there is none."
-    if not torch.cuda.is_available(): raise RuntimeError(f"{what} needs a CUDA GPU")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"{what} needs a CUDA GPU")
 
 # %% ../nbs/07_bench.ipynb #363918cf
 def measured_on(device=None) -> str:
@@ -72,19 +84,27 @@ def measured_on(device=None) -> str:
     names the CPU.
     Returns `'<GPU name> (sm_XY), torch <version>, <date>'`, or `'CPU, torch <version>, <date>'` (ISO date of today)."""
     day = datetime.date.today().isoformat()
-    if not torch.cuda.is_available(): return f"CPU, torch {torch.__version__}, {day}"
+    if not torch.cuda.is_available():
+        return f"CPU, torch {torch.__version__}, {day}"
     p = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
     return f"{p.name} (sm_{p.major}{p.minor}), torch {torch.__version__}, {day}"
 
 # %% ../nbs/07_bench.ipynb #56aec604
-def sparse_attention_flops(sq: int, heads: int, topk: int, head_dim: int = 512, v_head_dim: int = 512,
-                           backward: bool = False) -> int:
+def sparse_attention_flops(
+    sq: int, heads: int, topk: int, head_dim: int = 512, v_head_dim: int = 512, backward: bool = False
+) -> int:
     """FLOPs of one sparse-attention forward (or backward) over `topk` keys per row.
 
     `sq`: query rows (all sequences of the batch together); `heads`: query heads H; `topk`: keys per row K;
     `head_dim`: query/key width D; `v_head_dim`: value width d_v; `backward`: count the backward instead of the forward.
     Returns `2·sq·H·K·(D + d_v)` for the forward, `2·sq·H·K·(3·D + 2·d_v)` for the backward."""
-    for name, v, lo in (("sq", sq, 0), ("heads", heads, 1), ("topk", topk, 0), ("head_dim", head_dim, 1), ("v_head_dim", v_head_dim, 1)):
+    for name, v, lo in (
+        ("sq", sq, 0),
+        ("heads", heads, 1),
+        ("topk", topk, 0),
+        ("head_dim", head_dim, 1),
+        ("v_head_dim", v_head_dim, 1),
+    ):
         check_int(name, v, lo)
     check_bool("backward", backward)
     per = (3 * head_dim + 2 * v_head_dim) if backward else (head_dim + v_head_dim)
@@ -103,8 +123,10 @@ def _random_sparse_problem(sq, heads, topk, batch=1, head_dim=512, window=128, r
     idx = build_flat_topk_idxs(win, comp, batch_size=batch).to(device)
     return q, kv_full, sink, idx
 
-def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, batch: int = 1,
-                           warmup: int = 3, iters: int = 10) -> dict:
+
+def bench_sparse_attention(
+    sq: int = 4096, heads: int = 64, topk: int = 640, batch: int = 1, warmup: int = 3, iters: int = 10
+) -> dict:
     """Median forward and backward time and TFLOP/s of the fused sparse attention (GPU).
 
     A random bf16 problem (D = d_v = 512, fp32 sink, ratio 4): each row reads its 128-token window and `topk − 128`
@@ -114,22 +136,48 @@ def bench_sparse_attention(sq: int = 4096, heads: int = 64, topk: int = 640, bat
     median minus the forward one."""
     _need_cuda("bench_sparse_attention")
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk, batch)
-    q.requires_grad_(); kv.requires_grad_(); sink.requires_grad_()
+    q.requires_grad_()
+    kv.requires_grad_()
+    sink.requires_grad_()
     fwd = median_time_ms(lambda: csa_sparse_attn(q, kv, sink, idx), warmup=warmup, iters=iters)
-    out = csa_sparse_attn(q, kv, sink, idx); dout = torch.randn_like(out)
-    def fwd_bwd():                       # gradients returned, not accumulated into `.grad` (no extra pass)
+    out = csa_sparse_attn(q, kv, sink, idx)
+    dout = torch.randn_like(out)
+
+    def fwd_bwd():  # gradients returned, not accumulated into `.grad` (no extra pass)
         torch.autograd.grad(csa_sparse_attn(q, kv, sink, idx), (q, kv, sink), dout)
+
     both = median_time_ms(fwd_bwd, warmup=warmup, iters=iters)
     bwd = max(both - fwd, 1e-9)
     rows = sq * batch
-    return dict(sq=sq, batch=batch, heads=heads, topk=topk, fwd_ms=fwd, bwd_ms=bwd,
-                fwd_tflops=sparse_attention_flops(rows, heads, topk) / fwd / 1e9,
-                bwd_tflops=sparse_attention_flops(rows, heads, topk, backward=True) / bwd / 1e9)
+    return dict(
+        sq=sq,
+        batch=batch,
+        heads=heads,
+        topk=topk,
+        fwd_ms=fwd,
+        bwd_ms=bwd,
+        fwd_tflops=sparse_attention_flops(rows, heads, topk) / fwd / 1e9,
+        bwd_tflops=sparse_attention_flops(rows, heads, topk, backward=True) / bwd / 1e9,
+    )
 
 # %% ../nbs/07_bench.ipynb #da61c645
-def layer_pair(ratio: int, sq: int, heads: int = 64, batch: int = 1, *, hidden: int = 1024, q_lora: int = 512,
-               topk: int = 512, loss_coeff: float = 1.0, sparse_loss: bool = True, per_token: bool = False,
-               device="cuda", dtype=torch.bfloat16, seed: int = 0, precision: str = "bf16"):
+def layer_pair(
+    ratio: int,
+    sq: int,
+    heads: int = 64,
+    batch: int = 1,
+    *,
+    hidden: int = 1024,
+    q_lora: int = 512,
+    topk: int = 512,
+    loss_coeff: float = 1.0,
+    sparse_loss: bool = True,
+    per_token: bool = False,
+    device="cuda",
+    dtype=torch.bfloat16,
+    seed: int = 0,
+    precision: str = "bf16",
+):
     """Native and fused layers (`indexer_precision=precision`) with identical weights, random inputs `(query, key, x, qr)` and an output gradient.
 
     Both are `CSAConfig.v4_flash` layers (backends `"none"` and `"cudnn"`) with the config fields named below:
@@ -141,19 +189,34 @@ def layer_pair(ratio: int, sq: int, heads: int = 64, batch: int = 1, *, hidden: 
     `precision`: `indexer_precision`, `'bf16'` or `'fp8'`.
     Returns `(native, fused, inputs)`, `inputs = (query [sq, b, H, 512], key [sq, b, 1, 512], x [sq, b, hidden],
     qr [sq, b, q_lora], d_out [sq, b, H·512])`, standard normal in `dtype` on `device`."""
-    base = dict(num_heads=heads, hidden_size=hidden, q_lora_rank=q_lora, index_topk=topk,
-                compress_ratios=(ratio,), indexer_loss_coeff=loss_coeff,
-                indexer_use_sparse_loss=sparse_loss, per_token_loss=per_token, indexer_precision=precision)
+    base = dict(
+        num_heads=heads,
+        hidden_size=hidden,
+        q_lora_rank=q_lora,
+        index_topk=topk,
+        compress_ratios=(ratio,),
+        indexer_loss_coeff=loss_coeff,
+        indexer_use_sparse_loss=sparse_loss,
+        per_token_loss=per_token,
+        indexer_precision=precision,
+    )
     torch.manual_seed(seed)
     native = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="none", **base), ratio)
     fused = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", **base), ratio)
-    with torch.no_grad(): native.attn_sink.uniform_(-1, 1)      # a non-trivial sink (it is initialised to 0)
+    with torch.no_grad():
+        native.attn_sink.uniform_(-1, 1)  # a non-trivial sink (it is initialised to 0)
     fused.load_state_dict(native.state_dict())
-    for m in (native, fused): m.to(device, dtype)                # the layers keep their sinks fp32
+    for m in (native, fused):
+        m.to(device, dtype)  # the layers keep their sinks fp32
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     mk = lambda *s: torch.randn(*s, generator=g).to(device, dtype)
-    inputs = (mk(sq, batch, heads, 512), mk(sq, batch, 1, 512), mk(sq, batch, hidden), mk(sq, batch, q_lora),
-              mk(sq, batch, heads * 512))                                # the last one: d(out)
+    inputs = (
+        mk(sq, batch, heads, 512),
+        mk(sq, batch, 1, 512),
+        mk(sq, batch, hidden),
+        mk(sq, batch, q_lora),
+        mk(sq, batch, heads * 512),
+    )  # the last one: d(out)
     return native, fused, inputs
 
 # %% ../nbs/07_bench.ipynb #35afc6dc
@@ -163,9 +226,11 @@ def _step(layer, inputs, train=True):
     layer.train(train)
     with torch.set_grad_enabled(train):
         out, loss = layer(q, k, x, qr)
-        if train:   # a fixed upstream gradient: the harness adds no big temporaries of its own
-            torch.autograd.backward([out] + ([loss] if loss is not None else []),
-                                    [inputs[4]] + ([torch.ones_like(loss)] if loss is not None else []))
+        if train:  # a fixed upstream gradient: the harness adds no big temporaries of its own
+            torch.autograd.backward(
+                [out] + ([loss] if loss is not None else []),
+                [inputs[4]] + ([torch.ones_like(loss)] if loss is not None else []),
+            )
     return out, loss, q, k
 
 # %% ../nbs/07_bench.ipynb #bd4d48f0
@@ -180,8 +245,10 @@ def bench_layer(layer, inputs, train: bool = True, warmup: int = 3, iters: int =
     before it."""
     run = lambda: _step(layer, inputs, train)
     ms = median_time_ms(run, warmup=warmup, iters=iters)
-    torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()
-    run(); torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    run()
+    torch.cuda.synchronize()
     return dict(ms=ms, peak_mib=(torch.cuda.max_memory_allocated() - base) / 2**20)
 
 # %% ../nbs/07_bench.ipynb #393dbcca
@@ -194,14 +261,18 @@ def layer_parity(native, fused, inputs) -> dict:
     s = `similarity(fused, native)` (`testing.similarity`, 1 = identical); `loss` only where the layer has an indexer
     loss."""
     res = {}
-    for m in (native, fused): m.zero_grad(set_to_none=True)
+    for m in (native, fused):
+        m.zero_grad(set_to_none=True)
     on, ln, qn, kn = _step(native, inputs)
     of, lf, qf, kf = _step(fused, inputs)
     res["out"] = similarity(of, on)
-    if ln is not None: res["loss"] = similarity(lf.reshape(1), ln.reshape(1))
-    res["d_query"] = similarity(qf.grad, qn.grad); res["d_key"] = similarity(kf.grad, kn.grad)
+    if ln is not None:
+        res["loss"] = similarity(lf.reshape(1), ln.reshape(1))
+    res["d_query"] = similarity(qf.grad, qn.grad)
+    res["d_key"] = similarity(kf.grad, kn.grad)
     for (name, pn), (_, pf) in zip(native.named_parameters(), fused.named_parameters()):
-        if pn.grad is not None and pf.grad is not None: res["d_" + name] = similarity(pf.grad, pn.grad)
+        if pn.grad is not None and pf.grad is not None:
+            res["d_" + name] = similarity(pf.grad, pn.grad)
     return res
 
 # %% ../nbs/07_bench.ipynb #61b3e857
@@ -212,17 +283,22 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     number of kernels, copies and memsets the call put on the GPU.
     Returns the summed GPU time of the profiled call in ms."""
     _need_cuda("gpu_kernel_ms")
-    for _ in range(warmup): fn()
+    for _ in range(warmup):
+        fn()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")   # torch's notice, not about `fn`
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")  # torch's notice, not about `fn`
         with torch.profiler.profile(activities=acts) as prof:
-            fn(); torch.cuda.synchronize()
+            fn()
+            torch.cuda.synchronize()
     dev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    if counts is not None: counts["launches"] = len(dev)
-    if dev: return sum(e.time_range.elapsed_us() for e in dev) / 1e3
+    if counts is not None:
+        counts["launches"] = len(dev)
+    if dev:
+        return sum(e.time_range.elapsed_us() for e in dev) / 1e3
     return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
+
 
 def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 30, compiled: bool = True) -> dict:
     """Eager, compiled and CUDA-graph step times of `layer` on `inputs`, the GPU kernel time of one eager step and the GPU-busy fractions.
@@ -234,27 +310,32 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
     Returns `dict(eager_ms, kernel_ms, launches, graphed_ms, compiled_ms, busy_eager, busy_graphed)`: medians in ms,
     `launches` the kernels, copies and memsets of one eager step, busy = kernel ms / step ms; a step that could not be
     captured or compiled is `None`, its error in `graphed_error` / `compiled_error`."""
-    def run(*ins):                       # one step; fresh gradients each time (rewritten, not accumulated, on replay)
+
+    def run(*ins):  # one step; fresh gradients each time (rewritten, not accumulated, on replay)
         layer.zero_grad(set_to_none=True)
         return _step(layer, ins, train)[:2]
+
     row = dict(eager_ms=median_time_ms(lambda: run(*inputs), warmup=warmup, iters=iters))
     counts = {}
     row["kernel_ms"] = gpu_kernel_ms(lambda: run(*inputs), counts=counts)
     row["launches"] = counts.get("launches")
     try:
-        with warnings.catch_warnings():    # autograd's note on the capture stream (capture_step deals with it)
+        with warnings.catch_warnings():  # autograd's note on the capture stream (capture_step deals with it)
             warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")
             graph, _ = capture_step(run, *inputs, warmup=warmup)
         row["graphed_ms"] = median_time_ms(graph.replay, warmup=1, iters=iters)
         del graph
-    except Exception as e:   # recorded, not fatal: the other rows still run
-        row["graphed_ms"], row["graphed_error"] = None, f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    except Exception as e:  # recorded, not fatal: the other rows still run
+        row["graphed_ms"], row["graphed_error"] = (
+            None,
+            f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}",
+        )
     row["compiled_ms"] = None
     if compiled:
         try:
             torch._dynamo.reset()
             comp = torch.compile(layer, fullgraph=True)
-            with warnings.catch_warnings():    # inductor's notice that the rotary's complex product runs eagerly
+            with warnings.catch_warnings():  # inductor's notice that the rotary's complex product runs eagerly
                 warnings.filterwarnings("ignore", "Torchinductor does not support code generation for complex")
                 row["compiled_ms"] = median_time_ms(lambda: _step(comp, inputs, train), warmup=warmup, iters=iters)
         except Exception as e:
@@ -271,27 +352,50 @@ def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: in
     Returns `dict(sq, heads, topk, direct_fwd_ms, fwd_ms, direct_fwd_bwd_ms, fwd_bwd_ms, fwd_overhead,
     fwd_bwd_overhead)`, an overhead being path A's time over the direct one, minus 1."""
     _need_cuda("path_a_overhead")
-    flash_mla = importlib.import_module("flash_mla"); dsa = importlib.import_module("cudnn").DSA
+    flash_mla = importlib.import_module("flash_mla")
+    dsa = importlib.import_module("cudnn").DSA
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk)
-    qf, kvf, scale = q.view(sq, heads, 512), kv.view(-1, 512), 512 ** -0.5
+    qf, kvf, scale = q.view(sq, heads, 512), kv.view(-1, 512), 512**-0.5
+
     def direct_fwd():
-        out, _, lse = flash_mla.flash_mla_sparse_fwd(qf, kvf.unsqueeze(1), idx.unsqueeze(1), scale, d_v=512, attn_sink=sink)
+        out, _, lse = flash_mla.flash_mla_sparse_fwd(
+            qf, kvf.unsqueeze(1), idx.unsqueeze(1), scale, d_v=512, attn_sink=sink
+        )
         return out, lse
+
     dout = torch.randn_like(direct_fwd()[0])
+
     def direct_both():
         out, lse = direct_fwd()
         dsa.sparse_attention_backward_wrapper(qf, kvf, out, dout, lse, sink, idx, softmax_scale=scale)
+
     qp, kvp, sp = (t.detach().requires_grad_() for t in (q, kv, sink))
     pkg_fwd = lambda: csa_sparse_attn(qp, kvp, sp, idx, scale)
-    pkg_both = lambda: torch.autograd.grad(pkg_fwd(), (qp, kvp, sp), dout.view(sq, 1, heads * 512))   # no .grad accumulation
-    t = {name: median_time_ms(fn, warmup=warmup, iters=iters) for name, fn in
-         (("direct_fwd_ms", direct_fwd), ("fwd_ms", pkg_fwd), ("direct_fwd_bwd_ms", direct_both), ("fwd_bwd_ms", pkg_both))}
-    return dict(sq=sq, heads=heads, topk=topk, **t, fwd_overhead=t["fwd_ms"] / t["direct_fwd_ms"] - 1,
-                fwd_bwd_overhead=t["fwd_bwd_ms"] / t["direct_fwd_bwd_ms"] - 1)
+    pkg_both = lambda: torch.autograd.grad(
+        pkg_fwd(), (qp, kvp, sp), dout.view(sq, 1, heads * 512)
+    )  # no .grad accumulation
+    t = {
+        name: median_time_ms(fn, warmup=warmup, iters=iters)
+        for name, fn in (
+            ("direct_fwd_ms", direct_fwd),
+            ("fwd_ms", pkg_fwd),
+            ("direct_fwd_bwd_ms", direct_both),
+            ("fwd_bwd_ms", pkg_both),
+        )
+    }
+    return dict(
+        sq=sq,
+        heads=heads,
+        topk=topk,
+        **t,
+        fwd_overhead=t["fwd_ms"] / t["direct_fwd_ms"] - 1,
+        fwd_bwd_overhead=t["fwd_bwd_ms"] / t["direct_fwd_bwd_ms"] - 1,
+    )
 
 # %% ../nbs/07_bench.ipynb #56742e08
-def run_benchmarks(sq: int = 4096, quick: bool = False, log=_silent, graphs: bool = True,
-                   compile_rows=((4, "train"),)) -> dict:
+def run_benchmarks(
+    sq: int = 4096, quick: bool = False, log=_silent, graphs: bool = True, compile_rows=((4, "train"),)
+) -> dict:
     """Kernel throughput, layer time/memory (fused vs native) and parity on the current GPU; with `graphs` also the
     path-A overhead against direct kernel calls and, per layer row, eager / compiled / graphed steps and GPU busy.
 
@@ -303,14 +407,27 @@ def run_benchmarks(sq: int = 4096, quick: bool = False, log=_silent, graphs: boo
     `bench_layer` (with `step_profile`'s under `graphs`), `layer_parity` and `path_a_overhead`: the input of
     `benchmarks_markdown`."""
     log = log or _silent
-    if not torch.cuda.is_available(): raise RuntimeError("run_benchmarks needs a CUDA GPU")
+    if not torch.cuda.is_available():
+        raise RuntimeError("run_benchmarks needs a CUDA GPU")
     p = torch.cuda.get_device_properties(0)
-    res = dict(date=datetime.date.today().isoformat(), gpu=f"{p.name} (sm_{p.major}{p.minor})",
-               torch=torch.__version__, kernels=[], layers=[], parity=[], overhead=[])
+    res = dict(
+        date=datetime.date.today().isoformat(),
+        gpu=f"{p.name} (sm_{p.major}{p.minor})",
+        torch=torch.__version__,
+        kernels=[],
+        layers=[],
+        parity=[],
+        overhead=[],
+    )
     for heads, topk in ((64, 640), (128, 1152)):
-        r = bench_sparse_attention(sq, heads, topk); res["kernels"].append(r); log(r)
-        if graphs: r = path_a_overhead(sq, heads, topk); res["overhead"].append(r); log(r)
-    for ratio in ((0, 4) if quick else (0, 4, 128)):
+        r = bench_sparse_attention(sq, heads, topk)
+        res["kernels"].append(r)
+        log(r)
+        if graphs:
+            r = path_a_overhead(sq, heads, topk)
+            res["overhead"].append(r)
+            log(r)
+    for ratio in (0, 4) if quick else (0, 4, 128):
         native, fused, inputs = layer_pair(ratio, sq)
         for train in (True, False):
             row = dict(ratio=ratio, sq=sq, heads=64, mode="train" if train else "eval")
@@ -321,42 +438,68 @@ def run_benchmarks(sq: int = 4096, quick: bool = False, log=_silent, graphs: boo
                 mode = "train" if train else "eval"
                 compile_it = not quick and (compile_rows is None or (ratio, mode) in compile_rows)
                 row["fused_steps"] = step_profile(fused, inputs, train, compiled=compile_it)
-            res["layers"].append(row); log(row)
+            res["layers"].append(row)
+            log(row)
         par = dict(ratio=ratio, sq=sq, heads=64, **layer_parity(native, fused, inputs))
-        res["parity"].append(par); log(par)
-        del native, fused, inputs; torch.cuda.empty_cache()
+        res["parity"].append(par)
+        log(par)
+        del native, fused, inputs
+        torch.cuda.empty_cache()
     return res
 
 # %% ../nbs/07_bench.ipynb #a15bc022
 def _steps_markdown(res: dict) -> list[str]:
     "The host-overhead table of `benchmarks_markdown` (rows with `*_steps`)."
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
-    L = ["", "## Host overhead: eager, compiled and CUDA-graph steps (same layers and inputs)", "",
-         "| ratio | mode | path | eager ms | compiled ms | graphed ms | eager / graphed | GPU kernel ms | kernels / step "
-         "| GPU busy eager | GPU busy graphed | native eager / this (graphed) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        "",
+        "## Host overhead: eager, compiled and CUDA-graph steps (same layers and inputs)",
+        "",
+        "| ratio | mode | path | eager ms | compiled ms | graphed ms | eager / graphed | GPU kernel ms | kernels / step "
+        "| GPU busy eager | GPU busy graphed | native eager / this (graphed) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res["layers"]:
         for path in ("native", "fused"):
             s = r.get(path + "_steps")
-            if s is None: continue
+            if s is None:
+                continue
             best = s["graphed_ms"] or s["eager_ms"]
-            L.append(f"| {r['ratio']} | {r['mode']} | {path} | {s['eager_ms']:.2f} | {f(s.get('compiled_ms'), '.2f')} | "
-                     f"{f(s.get('graphed_ms'), '.2f')} | {f(s['eager_ms'] / s['graphed_ms'] if s.get('graphed_ms') else None, '.2f')} | "
-                     f"{s['kernel_ms']:.2f} | {f(s.get('launches'), 'd')} | {s['busy_eager']:.0%} | "
-                     f"{f(s.get('busy_graphed'), '.0%')} | {r['native']['ms'] / best:.1f}× |")
-    errs = [f"{r['ratio']} {r['mode']} {p}: {r[p + '_steps'][k]}" for r in res["layers"] for p in ("native", "fused")
-            for k in ("graphed_error", "compiled_error") if k in r.get(p + "_steps", {})]
-    L += ["", "(medians of 30 steps in one process, after warm-up; GPU kernel ms: the profiler's sum of kernel durations "
-          "of one eager step; kernels / step: the kernels, copies and memsets it puts on the GPU; busy = kernel ms / step ms; eager / graphed: the host's share of an eager step)"]
+            L.append(
+                f"| {r['ratio']} | {r['mode']} | {path} | {s['eager_ms']:.2f} | {f(s.get('compiled_ms'), '.2f')} | "
+                f"{f(s.get('graphed_ms'), '.2f')} | {f(s['eager_ms'] / s['graphed_ms'] if s.get('graphed_ms') else None, '.2f')} | "
+                f"{s['kernel_ms']:.2f} | {f(s.get('launches'), 'd')} | {s['busy_eager']:.0%} | "
+                f"{f(s.get('busy_graphed'), '.0%')} | {r['native']['ms'] / best:.1f}× |"
+            )
+    errs = [
+        f"{r['ratio']} {r['mode']} {p}: {r[p + '_steps'][k]}"
+        for r in res["layers"]
+        for p in ("native", "fused")
+        for k in ("graphed_error", "compiled_error")
+        if k in r.get(p + "_steps", {})
+    ]
+    L += [
+        "",
+        "(medians of 30 steps in one process, after warm-up; GPU kernel ms: the profiler's sum of kernel durations "
+        "of one eager step; kernels / step: the kernels, copies and memsets it puts on the GPU; busy = kernel ms / step ms; eager / graphed: the host's share of an eager step)",
+    ]
     return L + ([""] + [f"* not measured: {e}" for e in errs] if errs else [])
+
 
 def _overhead_markdown(res: dict) -> list[str]:
     "The path-A overhead table of `benchmarks_markdown`."
-    L = ["", "## Path A (`csa_sparse_attn`) against direct FlashMLA + cuDNN calls", "",
-         "| s_q | H | K | direct fwd ms | path A fwd ms | overhead | direct fwd+bwd ms | path A fwd+bwd ms | overhead |",
-         "|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        "",
+        "## Path A (`csa_sparse_attn`) against direct FlashMLA + cuDNN calls",
+        "",
+        "| s_q | H | K | direct fwd ms | path A fwd ms | overhead | direct fwd+bwd ms | path A fwd+bwd ms | overhead |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res["overhead"]:
-        L.append(f"| {r['sq']} | {r['heads']} | {r['topk']} | {r['direct_fwd_ms']:.3f} | {r['fwd_ms']:.3f} | "
-                 f"{r['fwd_overhead']:+.1%} | {r['direct_fwd_bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {r['fwd_bwd_overhead']:+.1%} |")
+        L.append(
+            f"| {r['sq']} | {r['heads']} | {r['topk']} | {r['direct_fwd_ms']:.3f} | {r['fwd_ms']:.3f} | "
+            f"{r['fwd_overhead']:+.1%} | {r['direct_fwd_bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {r['fwd_bwd_overhead']:+.1%} |"
+        )
     return L
 
 # %% ../nbs/07_bench.ipynb #7f61a91d
@@ -366,26 +509,44 @@ def benchmarks_markdown(res: dict) -> str:
     `res`: the dict `run_benchmarks` returns (or the same loaded back from JSON).
     Returns the text of `BENCHMARKS.md`'s main part: kernels, layers, the host-overhead and path-A tables when they were
     measured, and parity."""
-    L = ["# Benchmarks", "", f"Measured {res['date']} on {res['gpu']}, torch {res['torch']}; "
-         "medians of CUDA-event timings after warm-up. Regenerate: `fused-csa bench --out BENCHMARKS.md`.", "",
-         "## Sparse attention kernels (FlashMLA forward, cuDNN backward), bf16, D = d_v = 512", "",
-         "| s_q | H | K | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s |", "|---|---|---|---|---|---|---|"]
+    L = [
+        "# Benchmarks",
+        "",
+        f"Measured {res['date']} on {res['gpu']}, torch {res['torch']}; "
+        "medians of CUDA-event timings after warm-up. Regenerate: `fused-csa bench --out BENCHMARKS.md`.",
+        "",
+        "## Sparse attention kernels (FlashMLA forward, cuDNN backward), bf16, D = d_v = 512",
+        "",
+        "| s_q | H | K | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in res["kernels"]:
-        L.append(f"| {r['sq']} | {r['heads']} | {r['topk']} | {r['fwd_ms']:.3f} | {r['fwd_tflops']:.0f} | "
-                 f"{r['bwd_ms']:.3f} | {r['bwd_tflops']:.0f} |")
-    L += ["", "## One CSA layer (V4-Flash shape: H = 64, D = 512, W = 128, top-k 512), bf16", "",
-          "| ratio | s_q | mode | native ms | fused ms | speed-up | native step MiB | fused step MiB |",
-          "|---|---|---|---|---|---|---|---|"]
+        L.append(
+            f"| {r['sq']} | {r['heads']} | {r['topk']} | {r['fwd_ms']:.3f} | {r['fwd_tflops']:.0f} | "
+            f"{r['bwd_ms']:.3f} | {r['bwd_tflops']:.0f} |"
+        )
+    L += [
+        "",
+        "## One CSA layer (V4-Flash shape: H = 64, D = 512, W = 128, top-k 512), bf16",
+        "",
+        "| ratio | s_q | mode | native ms | fused ms | speed-up | native step MiB | fused step MiB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in res["layers"]:
         n, f = r["native"], r["fused"]
-        L.append(f"| {r['ratio']} | {r['sq']} | {r['mode']} | {n['ms']:.2f} | {f['ms']:.2f} | "
-                 f"{n['ms'] / f['ms']:.1f}× | {n['peak_mib']:.0f} | {f['peak_mib']:.0f} |")
+        L.append(
+            f"| {r['ratio']} | {r['sq']} | {r['mode']} | {n['ms']:.2f} | {f['ms']:.2f} | "
+            f"{n['ms'] / f['ms']:.1f}× | {n['peak_mib']:.0f} | {f['peak_mib']:.0f} |"
+        )
     L += ["", "(step MiB: peak CUDA memory of one step above what was allocated before it — inputs, weights, grads)"]
-    if any("native_steps" in r or "fused_steps" in r for r in res["layers"]): L += _steps_markdown(res)
-    if res.get("overhead"): L += _overhead_markdown(res)
+    if any("native_steps" in r or "fused_steps" in r for r in res["layers"]):
+        L += _steps_markdown(res)
+    if res.get("overhead"):
+        L += _overhead_markdown(res)
     L += ["", "## Parity, fused vs native (similarity 2Σab/Σ(a²+b²); bars: forward > 1−2e-3, gradients > 1−2e-2)", ""]
     L += _parity_markdown(res["parity"])
     return "\n".join(L) + "\n"
+
 
 def _parity_markdown(parity: list[dict]) -> list[str]:
     "The parity tables of `benchmarks_markdown`: out, loss and the worst gradient per ratio, then every tensor."
@@ -394,18 +555,38 @@ def _parity_markdown(parity: list[dict]) -> list[str]:
     for r in parity:
         grads = {k: v for k, v in r.items() if k.startswith("d_")}
         worst = min(grads, key=grads.get) if grads else None
-        ok = all(v > 1 - (2e-3 if k in ("out", "loss") else 2e-2) for k, v in r.items() if k not in ("ratio", "sq", "heads"))
-        L.append(f"| {r['ratio']} | {f(r, 'out')} | {f(r, 'loss')} | "
-                 f"{f'{1 - grads[worst]:.1e} (`{worst[2:]}`)' if worst else '–'} | {'yes' if ok else '**no**'} |")
+        ok = all(
+            v > 1 - (2e-3 if k in ("out", "loss") else 2e-2) for k, v in r.items() if k not in ("ratio", "sq", "heads")
+        )
+        L.append(
+            f"| {r['ratio']} | {f(r, 'out')} | {f(r, 'loss')} | "
+            f"{f'{1 - grads[worst]:.1e} (`{worst[2:]}`)' if worst else '–'} | {'yes' if ok else '**no**'} |"
+        )
     keys = list(dict.fromkeys(k for r in parity for k in r if k.startswith("d_")))
-    L += ["", "Every tensor (1 − similarity per ratio):", "",
-          "| tensor | " + " | ".join(f"ratio {r['ratio']}" for r in parity) + " |", "|---|" + "---|" * len(parity)]
+    L += [
+        "",
+        "Every tensor (1 − similarity per ratio):",
+        "",
+        "| tensor | " + " | ".join(f"ratio {r['ratio']}" for r in parity) + " |",
+        "|---|" + "---|" * len(parity),
+    ]
     L += [f"| `{k[2:]}` gradient | " + " | ".join(f(r, k) for r in parity) + " |" for k in keys]
     return L + ["", "(parity cells show 1 − similarity)"]
 
 # %% ../nbs/07_bench.ipynb #2c550687
-def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 1024, q_lora: int = 512, topk: int = 512,
-                       block_bytes: int = 1 << 30, device="cuda", seed: int = 0, precision: str = "bf16"):
+def long_context_layer(
+    ratio: int,
+    sq: int,
+    heads: int = 64,
+    *,
+    hidden: int = 1024,
+    q_lora: int = 512,
+    topk: int = 512,
+    block_bytes: int = 1 << 30,
+    device="cuda",
+    seed: int = 0,
+    precision: str = "bf16",
+):
     """A fused bf16 training layer (sparse indexer loss at ratio 4) and GPU inputs `(query, key, x, qr, d_out)` for `sq` tokens, b = 1.
 
     `ratio`: the layer's compression ratio, 0, 4 or 128; `sq`: tokens; `heads`: `num_heads` H (D = 512);
@@ -416,21 +597,38 @@ def long_context_layer(ratio: int, sq: int, heads: int = 64, *, hidden: int = 10
     Returns `(layer, (query [sq, 1, H, 512], key [sq, 1, 1, 512], x [sq, 1, hidden], qr [sq, 1, q_lora],
     d_out [sq, 1, H·512]))`: a `CompressedSparseAttention` (`CSAConfig.v4_flash` on `"cudnn"`) in training mode, bf16
     with an fp32 sink, and standard normal bf16 inputs made on `device`."""
-    cfg = CSAConfig.v4_flash(dsa_kernel_backend="cudnn", num_heads=heads, hidden_size=hidden, q_lora_rank=q_lora,
-                             index_topk=topk, compress_ratios=(ratio,), indexer_loss_coeff=1.0,
-                             indexer_use_sparse_loss=True, indexer_block_bytes=block_bytes, indexer_precision=precision)
+    cfg = CSAConfig.v4_flash(
+        dsa_kernel_backend="cudnn",
+        num_heads=heads,
+        hidden_size=hidden,
+        q_lora_rank=q_lora,
+        index_topk=topk,
+        compress_ratios=(ratio,),
+        indexer_loss_coeff=1.0,
+        indexer_use_sparse_loss=True,
+        indexer_block_bytes=block_bytes,
+        indexer_precision=precision,
+    )
     torch.manual_seed(seed)
     layer = CompressedSparseAttention(cfg, ratio)
-    with torch.no_grad(): layer.attn_sink.uniform_(-1, 1)
-    layer.to(device, torch.bfloat16)                            # the sink stays fp32
+    with torch.no_grad():
+        layer.attn_sink.uniform_(-1, 1)
+    layer.to(device, torch.bfloat16)  # the sink stays fp32
     g = torch.Generator(device=device).manual_seed(seed + 1)
-    mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)   # made on the GPU: no host copy
-    return layer.train(), (mk(sq, 1, heads, 512), mk(sq, 1, 1, 512), mk(sq, 1, hidden), mk(sq, 1, q_lora),
-                           mk(sq, 1, heads * 512))
+    mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)  # made on the GPU: no host copy
+    return layer.train(), (
+        mk(sq, 1, heads, 512),
+        mk(sq, 1, 1, 512),
+        mk(sq, 1, hidden),
+        mk(sq, 1, q_lora),
+        mk(sq, 1, heads * 512),
+    )
+
 
 def _series(r):
     "The series a long-context row belongs to: (ratio, indexer precision, mode)."
     return r["ratio"], r.get("precision"), r.get("mode", "train")
+
 
 def _growth(rows, key):
     "Per row: the factor `key` grows by per doubling of `sq` since the previous row of its series (None for the first)."
@@ -442,6 +640,7 @@ def _growth(rows, key):
         prev[_series(r)] = r
     return rows
 
+
 def _vs_bf16(rows):
     "Per FP8 row: its step time and peak over those of the bf16 row of the same ratio, mode and length (`vs_bf16`, `peak_vs_bf16`)."
     ref = {(r["ratio"], r.get("mode", "train"), r["sq"]): r for r in rows if r.get("precision") == "bf16" and "ms" in r}
@@ -452,9 +651,18 @@ def _vs_bf16(rows):
     return rows
 
 # %% ../nbs/07_bench.ipynb #db98232d
-def long_context_rows(seqlens=(16384, 65536, 131072, 262144), ratios=(4, 128), heads: int = 64, topk: int = 512,
-                      block_bytes: int = 1 << 30, warmup: int = 1, iters: int = 3, log=_silent, precisions=("bf16",),
-                      modes=("train",)) -> list[dict]:
+def long_context_rows(
+    seqlens=(16384, 65536, 131072, 262144),
+    ratios=(4, 128),
+    heads: int = 64,
+    topk: int = 512,
+    block_bytes: int = 1 << 30,
+    warmup: int = 1,
+    iters: int = 3,
+    log=_silent,
+    precisions=("bf16",),
+    modes=("train",),
+) -> list[dict]:
     """One fused step per (ratio, precision, mode, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
 
     `seqlens`: tokens per sequence (b = 1); `ratios`: layer kinds (4: indexer + sparse loss, 128: HCA); `heads`: query
@@ -464,28 +672,42 @@ def long_context_rows(seqlens=(16384, 65536, 131072, 262144), ratios=(4, 128), h
     (forward + backward) and/or `'eval'` (inference, path C).
     Returns one dict per row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks`
     (indexer query blocks), `ms_x2`/`peak_gib_x2` (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
-    if not torch.cuda.is_available(): raise RuntimeError("long_context_rows needs a CUDA GPU")
+    if not torch.cuda.is_available():
+        raise RuntimeError("long_context_rows needs a CUDA GPU")
     rows = []
     for ratio in ratios:
-        for prec in (precisions if ratio == 4 else (None,)):
+        for prec in precisions if ratio == 4 else (None,):
             for mode in modes:
                 for sq in seqlens:
                     rows.append(_long_context_row(ratio, sq, heads, topk, block_bytes, prec, mode, warmup, iters))
                     log(rows[-1])
     return _vs_bf16(_growth(_growth(rows, "ms"), "peak_gib"))
 
+
 def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
     "One measured row of `long_context_rows` (an out-of-memory step is a row with `error`)."
-    row = dict(ratio=ratio, sq=sq, heads=heads, topk=topk, block_bytes=block_bytes, precision=precision, mode=mode,
-               blocks=-(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0)
+    row = dict(
+        ratio=ratio,
+        sq=sq,
+        heads=heads,
+        topk=topk,
+        block_bytes=block_bytes,
+        precision=precision,
+        mode=mode,
+        blocks=-(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0,
+    )
     layer = inputs = None
     torch.cuda.empty_cache()
     try:
-        layer, inputs = long_context_layer(ratio, sq, heads, topk=topk, block_bytes=block_bytes, precision=precision or "bf16")
+        layer, inputs = long_context_layer(
+            ratio, sq, heads, topk=topk, block_bytes=block_bytes, precision=precision or "bf16"
+        )
         step = lambda: _step(layer, inputs, train=mode == "train")
-        torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        step(); torch.cuda.synchronize()
+        step()
+        torch.cuda.synchronize()
         row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
         row["step_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
         row["ms"] = median_time_ms(step, warmup=warmup, iters=iters)
@@ -505,28 +727,44 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
     Returns the Markdown section: its `## Long context` heading, how it was measured, one table row per measured row
     (an out-of-memory row says so) and, with `parity`, the parity table."""
     if gpu is None and torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
+        p = torch.cuda.get_device_properties(0)
+        gpu = f"{p.name} (sm_{p.major}{p.minor})"
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
     h, k = (rows[0].get("heads", 64), rows[0].get("topk", 512)) if rows else (64, 512)
-    L = [f"## Long context on one GPU (fused step, b = 1, H = {h}, D = 512, top-{k}, bf16 tensors)", "",
-         f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one "
-         "forward + backward (`train`: sparse indexer loss at ratio 4) or one forward (`eval`: inference), median of "
-         "CUDA events after warm-up; `indexer precision`: the selection scores' (`fp8`: DeepSeek-V3.2's e4m3 recipe; "
-         "`vs bf16`: step time over the bf16 row's, same run); peak = "
-         "`torch.cuda.max_memory_allocated` with the step's inputs (query, key, x, qr, d_out) included. "
-         "Growth = factor per doubling of s_q (2 = linear, 4 = quadratic). Regenerate: "
-         "`fused-csa bench --long-context --out BENCHMARKS.md`.", "",
-         "| ratio | step | indexer precision | s_q | indexer blocks | step ms | vs bf16 | time ×/doubling | peak GiB "
-         "| memory ×/doubling |", "|---|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        f"## Long context on one GPU (fused step, b = 1, H = {h}, D = 512, top-{k}, bf16 tensors)",
+        "",
+        f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one "
+        "forward + backward (`train`: sparse indexer loss at ratio 4) or one forward (`eval`: inference), median of "
+        "CUDA events after warm-up; `indexer precision`: the selection scores' (`fp8`: DeepSeek-V3.2's e4m3 recipe; "
+        "`vs bf16`: step time over the bf16 row's, same run); peak = "
+        "`torch.cuda.max_memory_allocated` with the step's inputs (query, key, x, qr, d_out) included. "
+        "Growth = factor per doubling of s_q (2 = linear, 4 = quadratic). Regenerate: "
+        "`fused-csa bench --long-context --out BENCHMARKS.md`.",
+        "",
+        "| ratio | step | indexer precision | s_q | indexer blocks | step ms | vs bf16 | time ×/doubling | peak GiB "
+        "| memory ×/doubling |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         head = f"| {r['ratio']} | {r.get('mode', 'train')} | {r.get('precision') or '–'} | {r['sq']} | {r['blocks'] or '–'} |"
-        if "error" in r: L.append(f"{head} {r['error']} | | | | |"); continue
-        L.append(f"{head} {r['ms']:.1f} | {f(r.get('vs_bf16'), '.2f')} | {f(r.get('ms_x2'), '.2f')} | "
-                 f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} |")
+        if "error" in r:
+            L.append(f"{head} {r['error']} | | | | |")
+            continue
+        L.append(
+            f"{head} {r['ms']:.1f} | {f(r.get('vs_bf16'), '.2f')} | {f(r.get('ms_x2'), '.2f')} | "
+            f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} |"
+        )
     if parity:
-        L += ["", f"Blocked ({parity['blocks']} indexer blocks) vs one block, ratio 4, s_q = {parity['sq']}: top-k sets "
-              f"identical: **{parity['topk_identical']}**; output bit-identical: {parity['out_identical']}; "
-              "1 − similarity / max-rel error:", "", "| tensor | 1 − similarity | max-rel |", "|---|---|---|"]
+        L += [
+            "",
+            f"Blocked ({parity['blocks']} indexer blocks) vs one block, ratio 4, s_q = {parity['sq']}: top-k sets "
+            f"identical: **{parity['topk_identical']}**; output bit-identical: {parity['out_identical']}; "
+            "1 − similarity / max-rel error:",
+            "",
+            "| tensor | 1 − similarity | max-rel |",
+            "|---|---|---|",
+        ]
         L += [f"| {k} | {1 - s:.1e} | {e:.1e} |" for k, (s, e) in parity["tensors"].items()]
     return "\n".join(L) + "\n"
 
@@ -538,31 +776,45 @@ def plot_long_context(rows: list[dict], path: str | None = None):
     out); `path`: the file to save the figure to (80 dpi); `None`: not saved.
     Returns the matplotlib `Figure` (two panels: step time and peak memory)."""
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(1, 2, figsize=(8, 3), dpi=80)
     for s in dict.fromkeys(_series(r) for r in rows):
         rr = [r for r in rows if _series(r) == s and "error" not in r]
-        xs, lab = [r["sq"] for r in rr], f"ratio {s[0]}" + (f" {s[1]}" if s[1] else "") + (f" {s[2]}" if s[2] != "train" else "")
+        xs, lab = (
+            [r["sq"] for r in rr],
+            f"ratio {s[0]}" + (f" {s[1]}" if s[1] else "") + (f" {s[2]}" if s[2] != "train" else ""),
+        )
         ax[0].plot(xs, [r["ms"] for r in rr], "o-", label=lab)
         ax[1].plot(xs, [r["peak_gib"] for r in rr], "o-", label=lab)
     if rows:
-        x0 = min(r["sq"] for r in rows); x1 = max(r["sq"] for r in rows)
+        x0 = min(r["sq"] for r in rows)
+        x1 = max(r["sq"] for r in rows)
         ref = [r for r in rows if "error" not in r and r["sq"] == x0]
-        if ref:     # a slope-1 guide through the smallest ratio-4 point: linear growth
-            y0 = ref[0]["peak_gib"]; ax[1].plot([x0, x1], [y0, y0 * x1 / x0], "k:", lw=1, label="∝ s_q")
+        if ref:  # a slope-1 guide through the smallest ratio-4 point: linear growth
+            y0 = ref[0]["peak_gib"]
+            ax[1].plot([x0, x1], [y0, y0 * x1 / x0], "k:", lw=1, label="∝ s_q")
     for a, lab in zip(ax, ("step time (ms)", "peak memory (GiB)")):
-        a.set_xscale("log", base=2); a.set_yscale("log"); a.set_xlabel("s_q (tokens)"); a.set_ylabel(lab)
+        a.set_xscale("log", base=2)
+        a.set_yscale("log")
+        a.set_xlabel("s_q (tokens)")
+        a.set_ylabel(lab)
         tk = plt.matplotlib.ticker
-        a.yaxis.set_major_locator(tk.LogLocator(subs=(1.0, 2.0, 5.0))); a.yaxis.set_major_formatter(tk.ScalarFormatter())
-        a.yaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter()); a.grid(True, which="both", alpha=0.3)
+        a.yaxis.set_major_locator(tk.LogLocator(subs=(1.0, 2.0, 5.0)))
+        a.yaxis.set_major_formatter(tk.ScalarFormatter())
+        a.yaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter())
+        a.grid(True, which="both", alpha=0.3)
         a.legend(fontsize=7)
     h = rows[0].get("heads", 64) if rows else 64
-    fig.suptitle(f"fused CSA step, one GPU (b = 1, H = {h})", fontsize=9); fig.tight_layout()
-    if path: fig.savefig(path, dpi=80)
+    fig.suptitle(f"fused CSA step, one GPU (b = 1, H = {h})", fontsize=9)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=80)
     return fig
 
 # %% ../nbs/07_bench.ipynb #1c38abb2
-def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int = 64, topk: int = 512, seed: int = 0,
-                   device="cuda") -> dict:
+def blocked_parity(
+    sq: int = 16384, block_bytes: int = 100_000_000, heads: int = 64, topk: int = 512, seed: int = 0, device="cuda"
+) -> dict:
     """Ratio-4 fused training step in indexer query blocks vs one block on the same weights and inputs: output, loss,
     every gradient, top-k. The default budget gives 3051-row blocks at 16K (block starts not multiples of 4 or 128).
 
@@ -576,9 +828,14 @@ def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int =
     layer, inputs = long_context_layer(4, sq, heads, topk=topk, block_bytes=big, seed=seed, device=device)
     res = []
     for bb in (big, block_bytes):
-        layer.cfg = dataclasses.replace(layer.cfg, indexer_block_bytes=bb); layer.zero_grad(set_to_none=True)
+        layer.cfg = dataclasses.replace(layer.cfg, indexer_block_bytes=bb)
+        layer.zero_grad(set_to_none=True)
         out, loss, q, k = _step(layer, inputs)
-        grads = {"query": q.grad, "key": k.grad, **{n: p.grad for n, p in layer.named_parameters() if p.grad is not None}}
+        grads = {
+            "query": q.grad,
+            "key": k.grad,
+            **{n: p.grad for n, p in layer.named_parameters() if p.grad is not None},
+        }
         res.append((out.detach(), loss.detach().reshape(1), grads))
     (o1, l1, g1), (o2, l2, g2) = res
     with torch.no_grad():
@@ -587,8 +844,13 @@ def blocked_parity(sq: int = 16384, block_bytes: int = 100_000_000, heads: int =
         s1, s2 = (indexer_topk(q_idx, k_idx, w, topk, 4, block_rows=r).long().sort(-1).values for r in (None, rows))
     tensors = {"out": (similarity(o2, o1), max_rel_err(o2, o1)), "loss": (similarity(l2, l1), max_rel_err(l2, l1))}
     tensors.update({"d_" + n: (similarity(g2[n], g1[n]), max_rel_err(g2[n], g1[n])) for n in g1})
-    return dict(sq=sq, blocks=-(-sq // rows), topk_identical=bool(torch.equal(s1, s2)),
-                out_identical=bool(torch.equal(o1, o2)), tensors=tensors)
+    return dict(
+        sq=sq,
+        blocks=-(-sq // rows),
+        topk_identical=bool(torch.equal(s1, s2)),
+        out_identical=bool(torch.equal(o1, o2)),
+        tensors=tensors,
+    )
 
 # %% ../nbs/07_bench.ipynb #884d4aa5
 def _fp8_block(q_i, k_i, w_i, off, topk, iters):
@@ -606,14 +868,26 @@ def _fp8_block(q_i, k_i, w_i, off, topk, iters):
         qual = selection_quality(s_bf, sel(s_f8), sel(s_bf))
         qual["rows_compared"] = qual.pop("rows")
         fin = torch.isfinite(s_bf)
-        return dict(rows=q.shape[1], entries=k.shape[1], sim_loss=1 - similarity(s_f8[fin], s_bf[fin]),
-                    mask_equal=bool(torch.equal(torch.isneginf(s_f8), torch.isneginf(s_bf))), **qual,
-                    bf16_ms=median_time_ms(bf, iters=iters), fp8_ms=median_time_ms(f8, iters=iters),
-                    quantise_ms=median_time_ms(quant, iters=iters))
+        return dict(
+            rows=q.shape[1],
+            entries=k.shape[1],
+            sim_loss=1 - similarity(s_f8[fin], s_bf[fin]),
+            mask_equal=bool(torch.equal(torch.isneginf(s_f8), torch.isneginf(s_bf))),
+            **qual,
+            bf16_ms=median_time_ms(bf, iters=iters),
+            fp8_ms=median_time_ms(f8, iters=iters),
+            quantise_ms=median_time_ms(quant, iters=iters),
+        )
 
 # %% ../nbs/07_bench.ipynb #751b2ec2
-def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, layer_sq: int = 16384, iters: int = 30,
-                       seed: int = 0, log=_silent) -> list[dict]:
+def fp8_selection_rows(
+    blocks=((2048, 32768), (2048, 65536)),
+    topk: int = 512,
+    layer_sq: int = 16384,
+    iters: int = 30,
+    seed: int = 0,
+    log=_silent,
+) -> list[dict]:
     """FP8 against bf16 selection scores on the GPU, one query block each: low-rank inputs and a layer's activations.
 
     `blocks`: `(rows, entries)` pairs, each the last `rows` query rows of a ratio-4 sequence with `entries` compressed
@@ -624,18 +898,25 @@ def fp8_selection_rows(blocks=((2048, 32768), (2048, 65536)), topk: int = 512, l
     Returns one dict per block: `source`, `rows`, `entries`, `sim_loss` (1 − similarity of the finite scores),
     `mask_equal` (the same `-inf` entries), the `testing.selection_quality` keys (its `rows` as `rows_compared`),
     `bf16_ms`, `fp8_ms`, `quantise_ms`."""
-    if not torch.cuda.is_available(): raise RuntimeError("fp8_selection_rows needs a CUDA GPU")
+    if not torch.cuda.is_available():
+        raise RuntimeError("fp8_selection_rows needs a CUDA GPU")
     out = []
     for rows, n in blocks:
         g = torch.Generator().manual_seed(seed)
-        q, _, w = low_rank_indexer_inputs(rows, 1, generator=g, device="cuda")       # the block's queries …
-        _, k, _ = low_rank_indexer_inputs(1, n, generator=torch.Generator().manual_seed(seed), device="cuda")  # … and all
+        q, _, w = low_rank_indexer_inputs(rows, 1, generator=g, device="cuda")  # the block's queries …
+        _, k, _ = low_rank_indexer_inputs(
+            1, n, generator=torch.Generator().manual_seed(seed), device="cuda"
+        )  # … and all
         # the entries: one seed, so one low-rank basis (drawn first), without the [4n, 64, 128] queries of the whole sequence
-        out.append(dict(source="low-rank + noise", **_fp8_block(q, k, w, 4 * n - rows, topk, iters))); log(out[-1])
+        out.append(dict(source="low-rank + noise", **_fp8_block(q, k, w, 4 * n - rows, topk, iters)))
+        log(out[-1])
     if layer_sq:
         layer, ins = long_context_layer(4, layer_sq, seed=seed)
-        with torch.no_grad(): q, k, w = layer.indexer(ins[2], ins[3])
-        out.append(dict(source="layer activations", **_fp8_block(q[-2048:], k, w[-2048:], layer_sq - 2048, topk, iters)))
+        with torch.no_grad():
+            q, k, w = layer.indexer(ins[2], ins[3])
+        out.append(
+            dict(source="layer activations", **_fp8_block(q[-2048:], k, w[-2048:], layer_sq - 2048, topk, iters))
+        )
         log(out[-1])
     return out
 
@@ -645,15 +926,22 @@ def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
 
     `rows`: the `fp8_selection_rows` result; `gpu`: the line naming where it was measured (`None`: `measured_on()`).
     Returns a Markdown paragraph and table without a heading (it goes below the long-context tables)."""
-    L = ["", f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 heads, top-512 on rows that see "
-         "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
-         "the bf16 selection):", "",
-         "| inputs | rows × entries | 1 − sim | −inf mask equal | recall mean / p01 | mass recall mean / min | bf16 ms "
-         "| fp8 ms | speed-up | quantise ms |", "|---|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        "",
+        f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 heads, top-512 on rows that see "
+        "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
+        "the bf16 selection):",
+        "",
+        "| inputs | rows × entries | 1 − sim | −inf mask equal | recall mean / p01 | mass recall mean / min | bf16 ms "
+        "| fp8 ms | speed-up | quantise ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        L.append(f"| {r['source']} | {r['rows']} × {r['entries']} | {r['sim_loss']:.1e} | {'yes' if r['mask_equal'] else 'NO'} | "
-                 f"{r['recall']:.3f} / {r['recall_p01']:.3f} | {r['mass_recall']:.4f} / {r['mass_recall_min']:.4f} | "
-                 f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} |")
+        L.append(
+            f"| {r['source']} | {r['rows']} × {r['entries']} | {r['sim_loss']:.1e} | {'yes' if r['mask_equal'] else 'NO'} | "
+            f"{r['recall']:.3f} / {r['recall_p01']:.3f} | {r['mass_recall']:.4f} / {r['mass_recall_min']:.4f} | "
+            f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} |"
+        )
     return "\n".join(L) + "\n"
 
 # %% ../nbs/07_bench.ipynb #cd0d1455
@@ -663,18 +951,27 @@ def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int =
     `total`: tokens of the pack; `lo`, `hi`: the shortest and the longest length drawn (the lengths are `lo · 2^i` <=
     `hi`); `seed`: the seed of the CPU generator.
     Returns the lengths, a list of ints summing to `total`."""
-    check_int("total", total, 1); check_int("lo", lo, 1); check_int("hi", hi, lo); check_int("seed", seed, 0)
+    check_int("total", total, 1)
+    check_int("lo", lo, 1)
+    check_int("hi", hi, lo)
+    check_int("seed", seed, 0)
     g, grid, lens = torch.Generator().manual_seed(seed), [lo << i for i in range(int(math.log2(hi // lo)) + 1)], []
     while sum(lens) < total:
         lens.append(min(grid[int(torch.randint(len(grid), (1,), generator=g))], total - sum(lens)))
     return lens
 
+
 def _thd_inputs(layer, T, device="cuda", seed=1):
     "Random bf16 THD inputs `(query [T,H,D], key [T,1,D], x, qr)` and an output gradient `[T, H·D]` for `layer`."
     cfg, g = layer.cfg, torch.Generator(device=device).manual_seed(seed)
     mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)
-    return (mk(T, cfg.num_heads, cfg.head_dim), mk(T, 1, cfg.head_dim), mk(T, cfg.hidden_size), mk(T, cfg.q_lora_rank),
-            mk(T, cfg.num_heads * cfg.head_dim))
+    return (
+        mk(T, cfg.num_heads, cfg.head_dim),
+        mk(T, 1, cfg.head_dim),
+        mk(T, cfg.hidden_size),
+        mk(T, cfg.q_lora_rank),
+        mk(T, cfg.num_heads * cfg.head_dim),
+    )
 
 # %% ../nbs/07_bench.ipynb #1e0dbbb8
 def _pack_step(layer, ins, cu, max_seqlen):
@@ -683,12 +980,16 @@ def _pack_step(layer, ins, cu, max_seqlen):
     out, loss = layer(q, k, x, qr, cu_seqlens=cu, max_seqlen=max_seqlen)
     torch.autograd.backward([out, loss], [dout, torch.ones_like(loss)])
 
+
 def _timed(fn, iters):
     "`(median ms, peak MiB above what was allocated before)` of `fn` on the GPU."
     ms = median_time_ms(fn, warmup=2, iters=iters)
-    torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()
-    fn(); torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
     return ms, (torch.cuda.max_memory_allocated() - base) / 2**20
+
 
 def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent) -> dict:
     """The packed-sequence benchmark (see above) on the current GPU: a ratio-4 fused training step over a pack of
@@ -704,26 +1005,32 @@ def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent)
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
     ins, m = _thd_inputs(layer, total), max(lens)
     row = dict(lengths=lens, tokens=total, max_len=m)
-    row["pack_ms"], row["pack_mib"] = _timed(lambda: _pack_step(layer, ins, cu, m), iters); log(row)
-    pad = [t.new_zeros(m, len(lens), *t.shape[1:]) for t in ins]                          # documents padded to the longest
-    row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3)); log(row)
+    row["pack_ms"], row["pack_mib"] = _timed(lambda: _pack_step(layer, ins, cu, m), iters)
+    log(row)
+    pad = [t.new_zeros(m, len(lens), *t.shape[1:]) for t in ins]  # documents padded to the longest
+    row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3))
+    log(row)
     del pad
     docs = {}
-    for n in sorted(set(lens)):                                                            # each length once, then summed
+    for n in sorted(set(lens)):  # each length once, then summed
         one = [t[:n].unsqueeze(1) for t in ins]
         docs[n] = median_time_ms(lambda: _step(layer, one, True), warmup=2, iters=iters)
-    row["docs_ms"] = sum(docs[n] for n in lens); log(row)
+    row["docs_ms"] = sum(docs[n] for n in lens)
+    log(row)
     T1 = 16384
     one_cu = torch.tensor([0, T1], dtype=torch.int32, device="cuda")
     one = [t[:T1] for t in ins]
-    row["one_doc"] = dict(T=T1, thd_ms=median_time_ms(lambda: _pack_step(layer, one, one_cu, T1), warmup=2, iters=iters),
-                          sbhd_ms=median_time_ms(lambda: _step(layer, [t.unsqueeze(1) for t in one], True), warmup=2,
-                                                 iters=iters))
+    row["one_doc"] = dict(
+        T=T1,
+        thd_ms=median_time_ms(lambda: _pack_step(layer, one, one_cu, T1), warmup=2, iters=iters),
+        sbhd_ms=median_time_ms(lambda: _step(layer, [t.unsqueeze(1) for t in one], True), warmup=2, iters=iters),
+    )
     log(row)
     return row
 
 # %% ../nbs/07_bench.ipynb #cd7f2b18
 _PACKED_HEADER = "## Packed sequences (THD)"
+
 
 def packed_markdown(row: dict, gpu: str | None = None) -> str:
     """The packed-sequence section of `BENCHMARKS.md` from `packed_rows`.
@@ -733,17 +1040,23 @@ def packed_markdown(row: dict, gpu: str | None = None) -> str:
     document."""
     gpu = gpu or measured_on()
     o = row["one_doc"]
-    L = [f"{_PACKED_HEADER}: a pack against padding (ratio-4 training step, fused, H = 64, top-512, bf16, {gpu})", "",
-         f"{len(row['lengths'])} documents, {row['tokens']:,} tokens, longest {row['max_len']:,} "
-         f"(lengths log-uniform on the powers of two 512 … 16,384: {row['lengths']}). Medians of CUDA-event timings "
-         "after warm-up, one process.", "",
-         "| layout | step ms | peak MiB | pack speed-up |", "|---|---|---|---|",
-         f"| one pack (THD) | {row['pack_ms']:.1f} | {row['pack_mib']:.0f} | 1.0× |",
-         f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {row['padded_ms']:.1f} | {row['padded_mib']:.0f} | "
-         f"{row['padded_ms'] / row['pack_ms']:.2f}× |",
-         f"| each document alone, summed | {row['docs_ms']:.1f} | – | {row['docs_ms'] / row['pack_ms']:.2f}× |", "",
-         f"One document of {o['T']:,} tokens: THD {o['thd_ms']:.2f} ms, SBHD {o['sbhd_ms']:.2f} ms "
-         f"({o['thd_ms'] / o['sbhd_ms'] - 1:+.1%})."]
+    L = [
+        f"{_PACKED_HEADER}: a pack against padding (ratio-4 training step, fused, H = 64, top-512, bf16, {gpu})",
+        "",
+        f"{len(row['lengths'])} documents, {row['tokens']:,} tokens, longest {row['max_len']:,} "
+        f"(lengths log-uniform on the powers of two 512 … 16,384: {row['lengths']}). Medians of CUDA-event timings "
+        "after warm-up, one process.",
+        "",
+        "| layout | step ms | peak MiB | pack speed-up |",
+        "|---|---|---|---|",
+        f"| one pack (THD) | {row['pack_ms']:.1f} | {row['pack_mib']:.0f} | 1.0× |",
+        f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {row['padded_ms']:.1f} | {row['padded_mib']:.0f} | "
+        f"{row['padded_ms'] / row['pack_ms']:.2f}× |",
+        f"| each document alone, summed | {row['docs_ms']:.1f} | – | {row['docs_ms'] / row['pack_ms']:.2f}× |",
+        "",
+        f"One document of {o['T']:,} tokens: THD {o['thd_ms']:.2f} ms, SBHD {o['sbhd_ms']:.2f} ms "
+        f"({o['thd_ms'] / o['sbhd_ms'] - 1:+.1%}).",
+    ]
     return "\n".join(L) + "\n"
 
 # %% ../nbs/07_bench.ipynb #eddc8d74
@@ -761,26 +1074,33 @@ def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None =
     if parity:
         ranks = parity["ranks"]
         keys = [k for k in ranks[0] if k not in ("pass", "loss_rel_err")]
-        L += [f"Parity, CP = {parity['world']} against one GPU at S = {parity['args']['seq'][0]} (1 − similarity; bars: "
-              "output 2e-3, gradients 2e-2): " + ("**pass**" if all(r["pass"] for r in ranks) else "**FAIL**"), "",
-              "| tensor | " + " | ".join(f"rank {i}" for i in range(len(ranks))) + " |",
-              "|---|" + "---|" * len(ranks)]
+        L += [
+            f"Parity, CP = {parity['world']} against one GPU at S = {parity['args']['seq'][0]} (1 − similarity; bars: "
+            "output 2e-3, gradients 2e-2): " + ("**pass**" if all(r["pass"] for r in ranks) else "**FAIL**"),
+            "",
+            "| tensor | " + " | ".join(f"rank {i}" for i in range(len(ranks))) + " |",
+            "|---|" + "---|" * len(ranks),
+        ]
         L += [f"| {k} | " + " | ".join(f"{1 - r[k]:.1e}" for r in ranks) + " |" for k in keys]
         L.append("")
     rows = {}
     for f in scales:
         for per_rank in f["ranks"]:
-            for r in (per_rank if isinstance(per_rank, list) else [per_rank]):
+            for r in per_rank if isinstance(per_rank, list) else [per_rank]:
                 rows.setdefault((r["S"], r["P"]), []).append(r)
     one = {S: max(x["step_ms"] for x in rs) for (S, P), rs in rows.items() if P == 1 and "step_ms" in rs[0]}
     mem1 = {S: rs[0]["peak_total_gib"] for (S, P), rs in rows.items() if P == 1 and "peak_total_gib" in rs[0]}
     mem1.update(mem_1gpu or {})
-    L += ["| S | GPUs | step ms per rank | speed-up vs 1 GPU | peak GiB per rank | vs 1 GPU | NCCL in step ms per rank | "
-          "collectives alone ms |", "|---|---|---|---|---|---|---|---|"]
+    L += [
+        "| S | GPUs | step ms per rank | speed-up vs 1 GPU | peak GiB per rank | vs 1 GPU | NCCL in step ms per rank | "
+        "collectives alone ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (S, P), rs in sorted(rows.items()):
         rs = sorted(rs, key=lambda r: r["rank"])
         if any(r.get("oom") for r in rs):
-            L.append(f"| {S} | {P} | out of memory | | | | | |"); continue
+            L.append(f"| {S} | {P} | out of memory | | | | | |")
+            continue
         slow, peak = max(r["step_ms"] for r in rs), max(r["peak_total_gib"] for r in rs)
         sp = f"{one[S] / slow:.2f}×" if S in one and P > 1 else "–"
         mr = f"{peak / mem1[S]:.2f}×" if S in mem1 and P > 1 else "–"
@@ -801,10 +1121,14 @@ def benchmarks_section(path, heading: str) -> str:
     Returns the section's text ending in one newline. Raises `ValueError`, naming the file's headings, when none
     matches."""
     import re
+
     text = open(path, encoding="utf-8").read()
     secs = [s for s in re.split(r"(?m)^(?=## )", text) if s.startswith("## ")]
     hit = [s for s in secs if s.startswith(heading)]
-    if not hit: raise ValueError(f"no section of {path} starts with {heading!r}; its sections: {[s.splitlines()[0] for s in secs]}")
+    if not hit:
+        raise ValueError(
+            f"no section of {path} starts with {heading!r}; its sections: {[s.splitlines()[0] for s in secs]}"
+        )
     return hit[0].rstrip("\n") + "\n"
 
 # %% ../nbs/07_bench.ipynb #507447a8
@@ -816,17 +1140,28 @@ def _filled_cache(layer, b: int, context: int, seed: int = 0):
     for t in cache.tensors():
         if t.dtype.is_floating_point:
             t.copy_(torch.randn(t.shape, generator=g, device=t.device, dtype=torch.float32).to(t.dtype))
-    if cache.index_keys8 is not None: cache.index_keys8[1].fill_(2.0 ** -4)
-    if cache.index_bad is not None: cache.index_bad.zero_()
-    cache.pos.fill_(context); cache.host_lengths[:] = [context] * b
+    if cache.index_keys8 is not None:
+        cache.index_keys8[1].fill_(2.0**-4)
+    if cache.index_bad is not None:
+        cache.index_bad.zero_()
+    cache.pos.fill_(context)
+    cache.host_lengths[:] = [context] * b
     return cache
 
+
 def _rewind(cache, context):
-    cache.pos.fill_(context); cache.host_lengths[:] = [context] * cache.batch_size
+    cache.pos.fill_(context)
+    cache.host_lengths[:] = [context] * cache.batch_size
 
 # %% ../nbs/07_bench.ipynb #2cad840a
-def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)), precisions=("bf16", "fp8"),
-                iters: int = 50, warmup: int = 5, seed: int = 0, log=_silent) -> list[dict]:
+def decode_rows(
+    cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)),
+    precisions=("bf16", "fp8"),
+    iters: int = 50,
+    warmup: int = 5,
+    seed: int = 0,
+    log=_silent,
+) -> list[dict]:
     """One fused decode step per `(ratio, batch, context)` of `cases` (and per indexer precision at ratio 4): `eager_us`,
     `graph_us` (median µs per step), `cache_mib` (the cache of that batch and context), `bytes_per_token`.
 
@@ -837,26 +1172,42 @@ def decode_rows(cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65
     each row as it is measured.
     Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `eager_us`, `graph_us`,
     `cache_mib`, `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache holding `context + 256` tokens)."""
-    if not torch.cuda.is_available(): raise RuntimeError("decode_rows needs a CUDA GPU")
+    if not torch.cuda.is_available():
+        raise RuntimeError("decode_rows needs a CUDA GPU")
     rows = []
     for ratio, b, ctx in cases:
-        for prec in (precisions if ratio == 4 else ("bf16",)):
+        for prec in precisions if ratio == 4 else ("bf16",):
             torch.manual_seed(seed)
-            layer = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", indexer_precision=prec), ratio)
+            layer = CompressedSparseAttention(
+                CSAConfig.v4_flash(dsa_kernel_backend="cudnn", indexer_precision=prec), ratio
+            )
             layer = layer.cuda().bfloat16().eval()
             cfg, cache = layer.cfg, _filled_cache(layer, b, ctx, seed)
             g = torch.Generator(device="cuda").manual_seed(seed + 1)
             mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)
-            static = (mk(1, b, cfg.num_heads, cfg.head_dim), mk(1, b, 1, cfg.head_dim), mk(1, b, cfg.hidden_size),
-                      mk(1, b, cfg.q_lora_rank))
+            static = (
+                mk(1, b, cfg.num_heads, cfg.head_dim),
+                mk(1, b, 1, cfg.head_dim),
+                mk(1, b, cfg.hidden_size),
+                mk(1, b, cfg.q_lora_rank),
+            )
             with torch.no_grad():
                 eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
                 _rewind(cache, ctx)
                 dg = capture_decode(layer, cache, *static)
                 graphed = median_time_ms(dg.replay, warmup=warmup, iters=iters)
-            row = dict(ratio=ratio, precision=prec if ratio == 4 else None, batch=b, context=ctx, eager_us=1e3 * eager,
-                       graph_us=1e3 * graphed, cache_mib=cache.nbytes / 2**20, bytes_per_token=cache.nbytes / (b * cache.max_seq_len))
-            rows.append(row); log(row)
+            row = dict(
+                ratio=ratio,
+                precision=prec if ratio == 4 else None,
+                batch=b,
+                context=ctx,
+                eager_us=1e3 * eager,
+                graph_us=1e3 * graphed,
+                cache_mib=cache.nbytes / 2**20,
+                bytes_per_token=cache.nbytes / (b * cache.max_seq_len),
+            )
+            rows.append(row)
+            log(row)
             del layer, cache, dg
             torch.cuda.empty_cache()
     return rows
@@ -877,7 +1228,8 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_sile
         with torch.no_grad():
             plain = median_time_ms(lambda: layer(*ins[:4]), warmup=1, iters=iters)
             cached = median_time_ms(lambda: layer(*ins[:4], cache=cache.reset()), warmup=1, iters=iters)
-        rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain)); log(rows[-1])
+        rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain))
+        log(rows[-1])
         del layer, ins, cache
         torch.cuda.empty_cache()
     return rows
@@ -891,18 +1243,34 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
     Returns the Markdown section: its `## Decoding (fused, one layer)` heading, how it was measured, the decode table
     and, with `prefill`, the prompt table."""
     if gpu is None and torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0); gpu = f"{p.name} (sm_{p.major}{p.minor})"
-    L = ["## Decoding (fused, one layer)", "",
-         f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one decode "
-         "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the context, one "
-         "new token per sequence; median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
-         "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.", "",
-         "| ratio | indexer precision | sequences | context | eager µs | graphed µs | cache MiB | cache bytes / token |",
-         "|---|---|---|---|---|---|---|---|"]
-    L += [f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r['eager_us']:.1f} | {r['graph_us']:.1f} | "
-          f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |" for r in rows]
+        p = torch.cuda.get_device_properties(0)
+        gpu = f"{p.name} (sm_{p.major}{p.minor})"
+    L = [
+        "## Decoding (fused, one layer)",
+        "",
+        f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one decode "
+        "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the context, one "
+        "new token per sequence; median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
+        "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.",
+        "",
+        "| ratio | indexer precision | sequences | context | eager µs | graphed µs | cache MiB | cache bytes / token |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    L += [
+        f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r['eager_us']:.1f} | {r['graph_us']:.1f} | "
+        f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |"
+        for r in rows
+    ]
     if prefill:
-        L += ["", "A prompt through the cache (inference forward + storing its keys) against the plain inference forward "
-              "(ratio 4, b = 1):", "", "| s_q | inference ms | through the cache ms | ratio |", "|---|---|---|---|"]
-        L += [f"| {r['sq']} | {r['plain_ms']:.2f} | {r['cached_ms']:.2f} | {r['ratio_to_plain']:.3f} |" for r in prefill]
+        L += [
+            "",
+            "A prompt through the cache (inference forward + storing its keys) against the plain inference forward "
+            "(ratio 4, b = 1):",
+            "",
+            "| s_q | inference ms | through the cache ms | ratio |",
+            "|---|---|---|---|",
+        ]
+        L += [
+            f"| {r['sq']} | {r['plain_ms']:.2f} | {r['cached_ms']:.2f} | {r['ratio_to_plain']:.3f} |" for r in prefill
+        ]
     return "\n".join(L) + "\n"

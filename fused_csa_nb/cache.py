@@ -20,47 +20,68 @@ from .reference import fp8_rows
 __all__ = ['MAX_STEP', 'CSACache', 'StepRows', 'make_cache', 'grow_cache']
 
 # %% ../nbs/05_cache.ipynb #3b0ca135
-MAX_STEP = 8      # new tokens one batched decode step takes at most (the window ring keeps W + MAX_STEP − 1 raw keys)
+MAX_STEP = 8  # new tokens one batched decode step takes at most (the window ring keeps W + MAX_STEP − 1 raw keys)
+
 
 @dataclasses.dataclass(eq=False)
 class CSACache:
     """The decode state of one CSA layer for `b` sequences (see above). Built by `CompressedSparseAttention.new_cache`; the
     layer's forward with `cache=` reads and writes it through the methods below. Every tensor holds the sequences along its
     batch dim."""
-    ratio: int                          # the layer's compression ratio (0, 4, 128)
-    window: int                         # W: raw keys per query, itself included
-    max_seq_len: int                    # tokens a sequence may hold
-    kv: torch.Tensor                    # [R + E, b, D]: the window ring (token p at slot p % R, R = W + MAX_STEP − 1), then entry j at slot R + j
-    pos: torch.Tensor                   # [b] int64: tokens each sequence holds (= the next token's position)
-    comp_ring: tuple | None = None      # (a, g) [S, b, width]: the compressor's projections of the last tokens (token p at p % S)
-    index_ring: tuple | None = None     # (a, g) [S, b, width_i]: the indexer compressor's
-    index_keys: torch.Tensor | None = None   # [b, E, Di]: the indexer's compressed keys
-    index_keys8: tuple | None = None    # (k8 [b, E, Di], scale [b, E] fp32): their FP8 form (the e4m3 values, held exactly in bf16), or None
-    index_bad: torch.Tensor | None = None    # [b] bool: a complete indexer key of the sequence is not finite
-    owner: object = None                # a weak reference to the layer the cache belongs to
-    host_lengths: list = dataclasses.field(default_factory=list)   # the host mirror of `pos` (shared by views)
-    rows: tuple = ()                    # which entries of `host_lengths` are this cache's sequences
-    slots: int = 0                      # R: the window ring's slots
+
+    ratio: int  # the layer's compression ratio (0, 4, 128)
+    window: int  # W: raw keys per query, itself included
+    max_seq_len: int  # tokens a sequence may hold
+    kv: (
+        torch.Tensor
+    )  # [R + E, b, D]: the window ring (token p at slot p % R, R = W + MAX_STEP − 1), then entry j at slot R + j
+    pos: torch.Tensor  # [b] int64: tokens each sequence holds (= the next token's position)
+    comp_ring: tuple | None = (
+        None  # (a, g) [S, b, width]: the compressor's projections of the last tokens (token p at p % S)
+    )
+    index_ring: tuple | None = None  # (a, g) [S, b, width_i]: the indexer compressor's
+    index_keys: torch.Tensor | None = None  # [b, E, Di]: the indexer's compressed keys
+    index_keys8: tuple | None = (
+        None  # (k8 [b, E, Di], scale [b, E] fp32): their FP8 form (the e4m3 values, held exactly in bf16), or None
+    )
+    index_bad: torch.Tensor | None = None  # [b] bool: a complete indexer key of the sequence is not finite
+    owner: object = None  # a weak reference to the layer the cache belongs to
+    host_lengths: list = dataclasses.field(default_factory=list)  # the host mirror of `pos` (shared by views)
+    rows: tuple = ()  # which entries of `host_lengths` are this cache's sequences
+    slots: int = 0  # R: the window ring's slots
 
     @property
-    def batch_size(self) -> int: return self.pos.shape[0]
+    def batch_size(self) -> int:
+        return self.pos.shape[0]
+
     @property
     def entries(self) -> int:
         "E: the compressed-entry slots per sequence (0 for ratio 0)."
         return self.kv.shape[0] - self.slots
+
     @property
     def lengths(self) -> list:
         "Tokens each sequence holds, on the host (no device read)."
         return [self.host_lengths[i] for i in self.rows]
+
     def tensors(self) -> list:
         "Every tensor the cache holds (what a step may write)."
-        ts = [self.kv, self.pos, self.index_keys, self.index_bad, *(self.comp_ring or ()), *(self.index_ring or ()),
-              *(self.index_keys8 or ())]
+        ts = [
+            self.kv,
+            self.pos,
+            self.index_keys,
+            self.index_bad,
+            *(self.comp_ring or ()),
+            *(self.index_ring or ()),
+            *(self.index_keys8 or ()),
+        ]
         return [t for t in ts if t is not None]
+
     @property
     def nbytes(self) -> int:
         "Bytes of device memory the cache holds."
         return sum(t.numel() * t.element_size() for t in self.tensors())
+
     def belongs_to(self, layer) -> bool:
         """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module to
         check, a `CompressedSparseAttention`. Returns `True` for the cache's own layer (while it lives), else `False`."""
@@ -83,11 +104,13 @@ class StepRows(NamedTuple):
     entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose entry stands once
     the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the number of entries
     the row sees (entries `e < visible`)."""
+
     positions: torch.Tensor
     entry: torch.Tensor | None = None
     last: torch.Tensor | None = None
     complete: torch.Tensor | None = None
     visible: torch.Tensor | None = None
+
 
 @patch
 def step_positions(self: CSACache, n: int) -> torch.Tensor:
@@ -101,7 +124,8 @@ def step_rows(self: CSACache, s: int) -> StepRows:
     """The rows of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read). `s`: the
     step's new tokens per sequence (`s <= MAX_STEP`). Returns their `StepRows` (positions only for ratio 0)."""
     pt, r = self.step_positions(s), self.ratio
-    if not r: return StepRows(pt)
+    if not r:
+        return StepRows(pt)
     j, off = pt // r, pt % r
     last = torch.clamp(self._iota(s).unsqueeze(1) + (r - 1 - off), max=s - 1)
     complete = off == r - 1
@@ -112,8 +136,10 @@ def step_rows(self: CSACache, s: int) -> StepRows:
 def _iota(self: CSACache, n: int) -> torch.Tensor:
     "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
     consts = self.__dict__.setdefault("_consts", {})
-    if n not in consts: consts[n] = torch.arange(n, device=self.pos.device)
+    if n not in consts:
+        consts[n] = torch.arange(n, device=self.pos.device)
     return consts[n]
+
 
 def _rows_of(t, i, dim):
     return None if t is None else t.narrow(dim, i, 1)
@@ -125,18 +151,27 @@ def sequence(self: CSACache, i: int) -> CSACache:
     sequence's index in the batch, `0 … b − 1`. Returns a `CSACache` with `b = 1` whose tensors are views of this one's."""
     i = check_int("i", i, 0, self.batch_size - 1)
     ring = lambda r: None if r is None else tuple(_rows_of(t, i, 1) for t in r)
-    return dataclasses.replace(self, kv=_rows_of(self.kv, i, 1), pos=_rows_of(self.pos, i, 0), comp_ring=ring(self.comp_ring),
-                               index_ring=ring(self.index_ring), index_keys=_rows_of(self.index_keys, i, 0),
-                               index_keys8=None if self.index_keys8 is None else tuple(_rows_of(t, i, 0) for t in self.index_keys8),
-                               index_bad=_rows_of(self.index_bad, i, 0), rows=(self.rows[i],))
+    return dataclasses.replace(
+        self,
+        kv=_rows_of(self.kv, i, 1),
+        pos=_rows_of(self.pos, i, 0),
+        comp_ring=ring(self.comp_ring),
+        index_ring=ring(self.index_ring),
+        index_keys=_rows_of(self.index_keys, i, 0),
+        index_keys8=None if self.index_keys8 is None else tuple(_rows_of(t, i, 0) for t in self.index_keys8),
+        index_bad=_rows_of(self.index_bad, i, 0),
+        rows=(self.rows[i],),
+    )
 
 # %% ../nbs/05_cache.ipynb #ca9e462f
 @patch
 def reset(self: CSACache) -> CSACache:
     "Forget every sequence (lengths 0); the buffers are reused as they are (nothing stale is ever read: see above)."
     self.pos.zero_()
-    if self.index_bad is not None: self.index_bad.zero_()
-    for i in self.rows: self.host_lengths[i] = 0
+    if self.index_bad is not None:
+        self.index_bad.zero_()
+    for i in self.rows:
+        self.host_lengths[i] = 0
     return self
 
 # %% ../nbs/05_cache.ipynb #5d195db5
@@ -144,6 +179,7 @@ def _ring(module, b, device, dtype):
     "The `(a, g)` projection ring of a compressor module: `2·ratio` token slots with the overlap, else `ratio`."
     s = 2 * module.ratio if module.overlap else module.ratio
     return tuple(torch.zeros(s, b, module.wkv.out_features, device=device, dtype=dtype) for _ in range(2))
+
 
 def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=None, module_dtype=None) -> CSACache:
     """The empty `CSACache` of a layer for `batch_size` sequences of up to `max_seq_len` tokens (the layer's `new_cache`).
@@ -158,16 +194,28 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
     E, R = (-(-n // r) if r else 0), W + MAX_STEP - 1
     dev = torch.device(device) if device is not None else layer.attn_sink.device
     kw = dict(device=dev)
-    cache = CSACache(r, W, n, torch.zeros(R + E, b, cfg.head_dim, dtype=dtype, **kw), torch.zeros(b, dtype=torch.int64, **kw),
-                     owner=weakref.ref(layer), host_lengths=[0] * b, rows=tuple(range(b)), slots=R)
-    if layer.compressor is not None: cache.comp_ring = _ring(layer.compressor, b, dev, module_dtype)
+    cache = CSACache(
+        r,
+        W,
+        n,
+        torch.zeros(R + E, b, cfg.head_dim, dtype=dtype, **kw),
+        torch.zeros(b, dtype=torch.int64, **kw),
+        owner=weakref.ref(layer),
+        host_lengths=[0] * b,
+        rows=tuple(range(b)),
+        slots=R,
+    )
+    if layer.compressor is not None:
+        cache.comp_ring = _ring(layer.compressor, b, dev, module_dtype)
     if layer.indexer is not None:
         cache.index_ring = _ring(layer.indexer.compressor, b, dev, module_dtype)
         cache.index_keys = torch.zeros(b, E, cfg.index_head_dim, dtype=module_dtype, **kw)
         cache.index_bad = torch.zeros(b, dtype=torch.bool, **kw)
         if cfg.indexer_precision == "fp8":
-            cache.index_keys8 = (torch.zeros(b, E, cfg.index_head_dim, dtype=torch.bfloat16, **kw),   # e4m3 values, exact in bf16
-                                 torch.ones(b, E, dtype=torch.float32, **kw))
+            cache.index_keys8 = (
+                torch.zeros(b, E, cfg.index_head_dim, dtype=torch.bfloat16, **kw),  # e4m3 values, exact in bf16
+                torch.ones(b, E, dtype=torch.float32, **kw),
+            )
     return cache
 
 # %% ../nbs/05_cache.ipynb #a7c0e51d
@@ -175,8 +223,11 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
 def __reduce_ex__(self: CSACache, protocol):
     """Refuse serialisation (`torch.save`, `pickle`, `copy.copy`) with a `TypeError` that says why. `protocol`: the pickle
     protocol asked for (not read)."""
-    raise TypeError("a CSACache is not serialisable (torch.save, pickle): it is inference state tied to its layer (a weak "
-                    "reference). Save the model instead and prefill a new cache (layer.new_cache) after loading")
+    raise TypeError(
+        "a CSACache is not serialisable (torch.save, pickle): it is inference state tied to its layer (a weak "
+        "reference). Save the model instead and prefill a new cache (layer.new_cache) after loading"
+    )
+
 
 @patch
 def __deepcopy__(self: CSACache, memo):
@@ -184,29 +235,41 @@ def __deepcopy__(self: CSACache, memo):
     `memo`: `deepcopy`'s memo dictionary (not read: the layer is shared, not copied)."""
     t = lambda x: None if x is None else x.clone()
     tt = lambda x: None if x is None else tuple(t(y) for y in x)
-    return dataclasses.replace(self, kv=t(self.kv), pos=t(self.pos), comp_ring=tt(self.comp_ring),
-                               index_ring=tt(self.index_ring), index_keys=t(self.index_keys), index_keys8=tt(self.index_keys8),
-                               index_bad=t(self.index_bad), host_lengths=list(self.host_lengths))
+    return dataclasses.replace(
+        self,
+        kv=t(self.kv),
+        pos=t(self.pos),
+        comp_ring=tt(self.comp_ring),
+        index_ring=tt(self.index_ring),
+        index_keys=t(self.index_keys),
+        index_keys8=tt(self.index_keys8),
+        index_bad=t(self.index_bad),
+        host_lengths=list(self.host_lengths),
+    )
 
 # %% ../nbs/05_cache.ipynb #e84f72de
 def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:
     "Whether `t` holds a NaN or ±Inf over `dims` (bool, the other dims kept): `0·x` is NaN exactly there, and a sum keeps it (3 kernels)."
     return torch.isnan((t * 0).sum(dims))
 
+
 @patch
 def advance(self: CSACache, n: int = 1):
     """Every sequence holds `n` more tokens (device counter and host mirror). `n`: the tokens the step added per
     sequence (default 1)."""
     self.pos += n
-    for i in self.rows: self.host_lengths[i] += n
+    for i in self.rows:
+        self.host_lengths[i] += n
+
 
 @patch
 @torch.no_grad()
 def write_keys(self: CSACache, key: torch.Tensor, rows: StepRows):
     """The raw keys of a step's `s <= MAX_STEP` new tokens into their window-ring slots (token `p` at slot `p % R`).
     `key [s, b, D]`: the step's raw keys (cast to the cache's dtype); `rows`: the step's `StepRows`."""
-    slot = rows.positions % self.slots                                          # [s, b]: distinct, s <= MAX_STEP < R + 1
+    slot = rows.positions % self.slots  # [s, b]: distinct, s <= MAX_STEP < R + 1
     self.kv[slot, self._iota(self.batch_size)] = key.to(self.kv.dtype)
+
 
 @patch
 @torch.no_grad()
@@ -217,10 +280,10 @@ def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, ro
     the new tokens' `wkv` and `wgate` projections (as `Compressor.step` returns them); `rows`: the step's `StepRows`."""
     s, S = a.shape[0], ring[0].shape[0]
     k = min(s, S)
-    slot = rows.positions[s - k:] % S
+    slot = rows.positions[s - k :] % S
     bi = self._iota(self.batch_size)
-    ring[0][slot, bi] = a[s - k:].to(ring[0].dtype)
-    ring[1][slot, bi] = g[s - k:].to(ring[1].dtype)
+    ring[0][slot, bi] = a[s - k :].to(ring[0].dtype)
+    ring[1][slot, bi] = g[s - k :].to(ring[1].dtype)
 
 # %% ../nbs/05_cache.ipynb #f6a4b5c3
 @patch
@@ -233,6 +296,7 @@ def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
     step's `StepRows`."""
     e = entries.gather(0, rows.last.unsqueeze(-1).expand_as(entries))
     self.kv[self.slots + rows.entry, self._iota(self.batch_size)] = e.to(self.kv.dtype)
+
 
 @patch
 @torch.no_grad()
@@ -249,7 +313,7 @@ def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torc
     if self.index_keys8 is not None:
         k8, ks = fp8_rows(k)
         self.index_keys8[0][bi, j], self.index_keys8[1][bi, j] = k8.to(self.index_keys8[0].dtype), ks
-    bad = rows.complete & _nonfinite(keys, -1)                                 # [s, b]: a completed key, not finite
+    bad = rows.complete & _nonfinite(keys, -1)  # [s, b]: a completed key, not finite
     rows_bad = self.index_bad | (bad.cumsum(0) > 0)
     self.index_bad |= rows_bad[-1]
     return rows_bad
@@ -260,8 +324,10 @@ def _ring_copy(buf, vals, p0: int):
     S, k = buf.shape[0], vals.shape[0]
     a = p0 % S
     n = min(k, S - a)
-    buf[a:a + n] = vals[:n]
-    if n < k: buf[:k - n] = vals[n:]
+    buf[a : a + n] = vals[:n]
+    if n < k:
+        buf[: k - n] = vals[n:]
+
 
 @patch
 @torch.no_grad()
@@ -274,20 +340,24 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
     [k, b, width]` the projections of the prefix's last `k` tokens. Returns the cache; a cache that holds tokens already is
     a `ValueError`."""
     if any(self.lengths):
-        raise ValueError(f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)")
+        raise ValueError(
+            f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)"
+        )
     s, R = kv.shape[0], self.slots
     k = min(s, R)
-    _ring_copy(self.kv[:R], kv[s - k:].to(self.kv.dtype), s - k)
-    if entries is not None: self.kv[R:R + entries.shape[0]] = entries.to(self.kv.dtype)
+    _ring_copy(self.kv[:R], kv[s - k :].to(self.kv.dtype), s - k)
+    if entries is not None:
+        self.kv[R : R + entries.shape[0]] = entries.to(self.kv.dtype)
     for ring, a, g in rings:
         k = min(a.shape[0], ring[0].shape[0])
-        for buf, v in zip(ring, (a, g)): _ring_copy(buf, v[v.shape[0] - k:].to(buf.dtype), s - k)
+        for buf, v in zip(ring, (a, g)):
+            _ring_copy(buf, v[v.shape[0] - k :].to(buf.dtype), s - k)
     if index_keys is not None:
-        keys = index_keys.transpose(0, 1)                                     # [b, s//r, Di]
-        self.index_keys[:, :keys.shape[1]] = keys.to(self.index_keys.dtype)
+        keys = index_keys.transpose(0, 1)  # [b, s//r, Di]
+        self.index_keys[:, : keys.shape[1]] = keys.to(self.index_keys.dtype)
         if self.index_keys8 is not None:
             k8, ks = fp8_rows(keys)
-            self.index_keys8[0][:, :keys.shape[1]], self.index_keys8[1][:, :keys.shape[1]] = k8.to(torch.bfloat16), ks
+            self.index_keys8[0][:, : keys.shape[1]], self.index_keys8[1][:, : keys.shape[1]] = k8.to(torch.bfloat16), ks
         self.index_bad |= _nonfinite(keys, (1, 2))
     self.advance(s)
     return self
@@ -300,7 +370,7 @@ def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
     `rows`: the step's `StepRows`; `selected [b, s, k]` (integer) or `None`: the entries each row attends to (the indexer's
     top-k, `-1` padded), `None` for every visible one (ratio 128, dense mode). Returns `[b, s, K]` int64: the `W` window
     ring slots (`-1` before token 0), then `R + j` for each entry `j` (`-1` kept): `K = W + k`, `W + E` with `selected=None`, `W` without entries."""
-    pt, W = rows.positions.t().unsqueeze(-1), self.window                                 # [b, s, 1]
+    pt, W = rows.positions.t().unsqueeze(-1), self.window  # [b, s, 1]
     q = pt - W + 1 + self._iota(W)
     parts = [torch.where(q >= 0, q % self.slots, -1)]
     if self.ratio and self.entries:
@@ -322,18 +392,32 @@ def grow(self: CSACache, max_seq_len: int) -> CSACache:
     n = check_int("max_seq_len", max_seq_len, self.max_seq_len)
     b, R, E, r = self.batch_size, self.slots, self.entries, self.ratio
     E2 = -(-n // r) if r else 0
+
     def wider(t, dim, fill=0.0):
-        if t is None: return None
-        shape = list(t.shape); shape[dim] = (R + E2) if dim == 0 else E2
+        if t is None:
+            return None
+        shape = list(t.shape)
+        shape[dim] = (R + E2) if dim == 0 else E2
         new = torch.full(shape, fill, dtype=t.dtype, device=t.device)
         new.narrow(dim, 0, t.shape[dim]).copy_(t)
         return new
+
     keys8 = None if self.index_keys8 is None else (wider(self.index_keys8[0], 1), wider(self.index_keys8[1], 1, 1.0))
     clone = lambda ring: None if ring is None else tuple(x.clone() for x in ring)
-    return dataclasses.replace(self, max_seq_len=n, kv=wider(self.kv, 0), pos=self.pos.clone(), comp_ring=clone(self.comp_ring),
-                               index_ring=clone(self.index_ring), index_keys=wider(self.index_keys, 1), index_keys8=keys8,
-                               index_bad=None if self.index_bad is None else self.index_bad.clone(),
-                               host_lengths=list(self.lengths), rows=tuple(range(b)))
+    return dataclasses.replace(
+        self,
+        max_seq_len=n,
+        kv=wider(self.kv, 0),
+        pos=self.pos.clone(),
+        comp_ring=clone(self.comp_ring),
+        index_ring=clone(self.index_ring),
+        index_keys=wider(self.index_keys, 1),
+        index_keys8=keys8,
+        index_bad=None if self.index_bad is None else self.index_bad.clone(),
+        host_lengths=list(self.lengths),
+        rows=tuple(range(b)),
+    )
+
 
 def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
     """`cache.grow(max_seq_len)`, once `cache` is checked to be a `CSACache` of `layer`.
@@ -342,12 +426,18 @@ def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
     `ValueError`); `max_seq_len`: the tokens a sequence may hold in the copy, >= `cache.max_seq_len`. Returns the grown
     copy (`CSACache.grow`)."""
     if not isinstance(cache, CSACache):
-        raise TypeError(f"`cache` must be a CSACache (grow_cache(cache, layer, max_seq_len)), got {type(cache).__name__}")
+        raise TypeError(
+            f"`cache` must be a CSACache (grow_cache(cache, layer, max_seq_len)), got {type(cache).__name__}"
+        )
     if not isinstance(layer, torch.nn.Module):
-        raise TypeError(f"`layer` must be the CompressedSparseAttention the cache belongs to, got {type(layer).__name__}")
+        raise TypeError(
+            f"`layer` must be the CompressedSparseAttention the cache belongs to, got {type(layer).__name__}"
+        )
     if not cache.belongs_to(layer):
-        raise ValueError(f"`cache` (ratio {cache.ratio}) belongs to another layer than `layer` (ratio "
-                         f"{getattr(layer, 'ratio', '?')}): grow each layer's own cache")
+        raise ValueError(
+            f"`cache` (ratio {cache.ratio}) belongs to another layer than `layer` (ratio "
+            f"{getattr(layer, 'ratio', '?')}): grow each layer's own cache"
+        )
     return cache.grow(max_seq_len)
 
 # %% ../nbs/05_cache.ipynb #9a460d44
@@ -356,6 +446,7 @@ from .checks import check_tensor
 # %% ../nbs/05_cache.ipynb #aff5132f
 _BATCH_DIMS = dict(kv=1, pos=0, comp_ring=1, index_ring=1, index_keys=0, index_keys8=0, index_bad=0)
 
+
 def _batch_tensors(cache: CSACache) -> list:
     "`[(tensor, its batch dim)]` for every tensor of `cache` (the fields of `_BATCH_DIMS`; a tuple field gives each of its tensors)."
     out = []
@@ -363,6 +454,7 @@ def _batch_tensors(cache: CSACache) -> list:
         v = getattr(cache, name)
         out += [(t, dim) for t in (v if isinstance(v, tuple) else (v,)) if t is not None]
     return out
+
 
 @patch
 def reorder(self: CSACache, beam_idx: torch.Tensor) -> CSACache:
@@ -374,7 +466,9 @@ def reorder(self: CSACache, beam_idx: torch.Tensor) -> CSACache:
     idx = beam_idx.to(device=self.pos.device, dtype=torch.int64)
     lengths = self.lengths
     with torch.no_grad():
-        for t, dim in _batch_tensors(self): t.copy_(t.index_select(dim, idx))
-    if len(set(lengths)) > 1:                                   # equal lengths stay as they are: no host read
-        for row, src in zip(self.rows, idx.tolist()): self.host_lengths[row] = lengths[src]
+        for t, dim in _batch_tensors(self):
+            t.copy_(t.index_select(dim, idx))
+    if len(set(lengths)) > 1:  # equal lengths stay as they are: no host read
+        for row, src in zip(self.rows, idx.tolist()):
+            self.host_lengths[row] = lengths[src]
     return self

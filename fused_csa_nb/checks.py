@@ -24,9 +24,11 @@ def _describe(value) -> str:
     r = repr(value)
     return r if len(r) <= 60 else f"a {type(value).__name__}"
 
+
 def _is_bool(value) -> bool:
     "`value` is a `bool` or numpy's `bool_` (which is neither a Python `bool` nor an `int`, but a flag all the same)."
     return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
+
 
 def check_int(name: str, value, minimum: int | None = 0, maximum: int | None = None) -> int:
     """`value` as a Python `int` if `operator.index` accepts it (not a bool, nor a tensor of one or more dims) and it lies in `[minimum, maximum]`.
@@ -36,16 +38,24 @@ def check_int(name: str, value, minimum: int | None = 0, maximum: int | None = N
     (`None`: no bound on that side; the default lower bound 0 asks for a non-negative value).
     Returns the value as an `int`; a bool, a float or a non-integer is a `TypeError`, a value out of range
     a `ValueError`."""
-    if (_is_bool(value) or isinstance(value, float)
-            or (isinstance(value, torch.Tensor) and (value.dtype == torch.bool or value.dim() != 0))):
+    if (
+        _is_bool(value)
+        or isinstance(value, float)
+        or (isinstance(value, torch.Tensor) and (value.dtype == torch.bool or value.dim() != 0))
+    ):
         raise TypeError(f"`{name}` must be an integer, got {_describe(value)} ({type(value).__name__})")
     try:
         v = operator.index(value)
     except TypeError:
         raise TypeError(f"`{name}` must be an integer, got {_describe(value)} ({type(value).__name__})") from None
     if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-        rng = (f"in [{minimum}, {maximum}]" if minimum is not None and maximum is not None
-               else f">= {minimum}" if minimum is not None else f"<= {maximum}")
+        rng = (
+            f"in [{minimum}, {maximum}]"
+            if minimum is not None and maximum is not None
+            else f">= {minimum}"
+            if minimum is not None
+            else f"<= {maximum}"
+        )
         raise ValueError(f"`{name}` must be an integer {rng}, got {v}")
     return v
 
@@ -55,13 +65,23 @@ def check_bool(name: str, value) -> bool:
 
     `name`: the argument's name, quoted in the error message; `value`: the object to check.
     Returns `value` as a Python `bool`."""
-    if isinstance(value, bool): return value
-    if _is_bool(value): return bool(value)
+    if isinstance(value, bool):
+        return value
+    if _is_bool(value):
+        return bool(value)
     raise TypeError(f"`{name}` must be a bool (True or False), got {_describe(value)} ({type(value).__name__})")
 
 # %% ../nbs/00_checks.ipynb #e9a4e1f6
-def check_float(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
-                positive: bool = False, finite: bool = True, allow_none: bool = False):
+def check_float(
+    name: str,
+    value,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    positive: bool = False,
+    finite: bool = True,
+    allow_none: bool = False,
+):
     """`value` as a `float` if it is a real number (not `bool`), finite, `> 0` when `positive`, within `[minimum, maximum]`.
 
     `name`: the argument's name, quoted in the error messages; `value`: the object to check (an `int`, a `float`, a
@@ -70,7 +90,8 @@ def check_float(name: str, value, *, minimum: float | None = None, maximum: floa
     let `None` through (returned as `None`; otherwise `None` is a `TypeError`).
     Returns the value as a `float` (or `None`); a wrong type is a `TypeError`, a value breaking a condition
     a `ValueError`."""
-    if value is None and allow_none: return None
+    if value is None and allow_none:
+        return None
     if _is_bool(value) or not isinstance(value, numbers.Real):
         what = "a real number" + (" or None" if allow_none else "")
         raise TypeError(f"`{name}` must be {what}, got {_describe(value)} ({type(value).__name__})")
@@ -80,10 +101,16 @@ def check_float(name: str, value, *, minimum: float | None = None, maximum: floa
     if positive and not v > 0:
         raise ValueError(f"`{name}` must be a number > 0, got {v}")
     if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-        rng = (f"in [{minimum}, {maximum}]" if minimum is not None and maximum is not None
-               else f">= {minimum}" if minimum is not None else f"<= {maximum}")
+        rng = (
+            f"in [{minimum}, {maximum}]"
+            if minimum is not None and maximum is not None
+            else f">= {minimum}"
+            if minimum is not None
+            else f"<= {maximum}"
+        )
         raise ValueError(f"`{name}` must be a number {rng}, got {v}")
     return v
+
 
 def check_scale(name: str, value, default=None, *, required: bool = False):
     """A finite positive number as `float` (a softmax scale, a rotary base, an epsilon); `None` gives `default` unless `required`.
@@ -91,16 +118,21 @@ def check_scale(name: str, value, default=None, *, required: bool = False):
     `name`: the argument's name, quoted in the error messages; `value`: the number to check, or `None`; `default`: what
     a `None` value gives (returned as it is, unchecked; default `None`); `required`: `None` is a `TypeError` instead.
     Returns `value` as a `float`, or `default`; zero, a negative number, `inf` or NaN is a `ValueError`."""
-    if value is None and not required: return default
-    if value is None: raise TypeError(f"`{name}` must be a finite number > 0, got None")
+    if value is None and not required:
+        return default
+    if value is None:
+        raise TypeError(f"`{name}` must be a finite number > 0, got None")
     return check_float(name, value, positive=True)
 
 # %% ../nbs/00_checks.ipynb #563c7a4e
 def _kind(value):
     "What `check_choice` matches besides `==`: `bool` (numpy's too), `int`, `float`, or `None` for anything else."
-    if _is_bool(value): return bool
-    if isinstance(value, numbers.Integral): return int
+    if _is_bool(value):
+        return bool
+    if isinstance(value, numbers.Integral):
+        return int
     return float if isinstance(value, numbers.Real) else None
+
 
 def check_choice(name: str, value, choices):
     """The member of `choices` equal to `value` (`==`; a bool, numpy's too, matches only a bool, a float never an int);
@@ -115,13 +147,26 @@ def check_choice(name: str, value, choices):
     kind = _kind(value)
     for c in choices:
         kc = _kind(c)
-        if (kind is kc or (kind is int and kc is float)) and value == c: return c
+        if (kind is kc or (kind is int and kc is float)) and value == c:
+            return c
     raise ValueError(f"`{name}` must be one of {choices}, got {_describe(value)}")
 
 # %% ../nbs/00_checks.ipynb #31699a16
-def check_tensor(name: str, t, *, ndim: int | None = None, min_ndim: int | None = None, shape=None, dtype=None,
-                 floating: bool | None = None, contiguous: bool = False, like=None, device_like=None,
-                 like_name: str = "the reference tensor", what: str = ""):
+def check_tensor(
+    name: str,
+    t,
+    *,
+    ndim: int | None = None,
+    min_ndim: int | None = None,
+    shape=None,
+    dtype=None,
+    floating: bool | None = None,
+    contiguous: bool = False,
+    like=None,
+    device_like=None,
+    like_name: str = "the reference tensor",
+    what: str = "",
+):
     """Check that `t` is a tensor meeting every given condition; else a `TypeError` (type, dtype) or `ValueError` (dims, shape, layout, device) naming `name`.
 
     `name`: the argument's name, quoted in every message; `t`: the object to check (must be a `torch.Tensor`); `ndim`:
@@ -138,8 +183,10 @@ def check_tensor(name: str, t, *, ndim: int | None = None, min_ndim: int | None 
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"`{name}` must be {ndim}-D{' ' + what if what else ''}, got shape {list(t.shape)}")
     if min_ndim is not None and t.dim() < min_ndim:
-        raise ValueError(f"`{name}` must have at least {min_ndim} dim{'s' if min_ndim > 1 else ''}"
-                         f"{' ' + what if what else ''}, got shape {list(t.shape)}")
+        raise ValueError(
+            f"`{name}` must have at least {min_ndim} dim{'s' if min_ndim > 1 else ''}"
+            f"{' ' + what if what else ''}, got shape {list(t.shape)}"
+        )
     if floating is True and not t.dtype.is_floating_point:
         raise TypeError(f"`{name}` must be a floating-point tensor, got {t.dtype}")
     if floating is False and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
@@ -175,34 +222,50 @@ def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"`module` must be a torch.nn.Module (the {owner}), got {type(module).__name__}")
     p = next(module.parameters(), None)
-    if p is None: return t
+    if p is None:
+        return t
     if t.dtype != p.dtype:
-        raise TypeError(f"`{name}` is {t.dtype} but the {owner}'s parameters are {p.dtype}: cast the {owner} with "
-                        f"`{owner}.to({t.dtype})`, or the input with `{name}.to({p.dtype})`")
+        raise TypeError(
+            f"`{name}` is {t.dtype} but the {owner}'s parameters are {p.dtype}: cast the {owner} with "
+            f"`{owner}.to({t.dtype})`, or the input with `{name}.to({p.dtype})`"
+        )
     if t.device != p.device:
-        raise ValueError(f"`{name}` is on {t.device} but the {owner}'s parameters are on {p.device}: move the {owner} "
-                         f"with `{owner}.to('{t.device}')`, or the input with `{name}.to('{p.device}')`")
+        raise ValueError(
+            f"`{name}` is on {t.device} but the {owner}'s parameters are on {p.device}: move the {owner} "
+            f"with `{owner}.to('{t.device}')`, or the input with `{name}.to('{p.device}')`"
+        )
     return t
 
 # %% ../nbs/00_checks.ipynb #3cdf07e3
-_USABLE_DEVICES: set = set()     # devices found usable (they stay so): asked once each
+_USABLE_DEVICES: set = set()  # devices found usable (they stay so): asked once each
+
 
 def _usable(name: str, dev: torch.device) -> torch.device:
     """`dev` if this process can allocate on it (CPU and meta always; CUDA: a GPU of that ordinal), else a `ValueError` naming
     `name`. Not asked while `torch.compile` traces (the eager call of the same code has asked)."""
-    if dev.type in ("cpu", "meta") or torch.compiler.is_compiling() or dev in _USABLE_DEVICES: return dev
+    if dev.type in ("cpu", "meta") or torch.compiler.is_compiling() or dev in _USABLE_DEVICES:
+        return dev
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             build = " (this torch build has no CUDA support)" if torch.version.cuda is None else ""
-            raise ValueError(f"`{name}` is {str(dev)!r} but no CUDA GPU is available here{build}: use 'cpu' (or 'meta')")
+            raise ValueError(
+                f"`{name}` is {str(dev)!r} but no CUDA GPU is available here{build}: use 'cpu' (or 'meta')"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"`{name}` is {str(dev)!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise ValueError(
+                f"`{name}` is {str(dev)!r} but this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
         _USABLE_DEVICES.add(dev)
         return dev
-    try: torch.empty(0, device=dev)
-    except Exception as e:  # a torch without that backend fails in several ways (RuntimeError, AssertionError, ImportError)
+    try:
+        torch.empty(0, device=dev)
+    except (
+        Exception
+    ) as e:  # a torch without that backend fails in several ways (RuntimeError, AssertionError, ImportError)
         why = ((str(e).splitlines() or [""])[0].split(". ")[0][:100]) or type(e).__name__
-        raise ValueError(f"`{name}` is {str(dev)!r} but this torch cannot use {dev.type} devices here ({why})") from None
+        raise ValueError(
+            f"`{name}` is {str(dev)!r} but this torch cannot use {dev.type} devices here ({why})"
+        ) from None
     _USABLE_DEVICES.add(dev)
     return dev
 
@@ -215,24 +278,31 @@ def check_device(name: str, device, allow_none: bool = True) -> torch.device | N
     or `'cuda:1'`, a CUDA ordinal, or `None`; `allow_none`: let `None` through (`False`: `None` is a `TypeError`).
     Returns a `torch.device` this process can allocate on (CPU and meta always; CUDA only with a GPU of that ordinal),
     or `None`; a device that cannot be used here is a `ValueError`."""
-    if device is None and allow_none: return None
-    if isinstance(device, torch.device): return _usable(name, device)
+    if device is None and allow_none:
+        return None
+    if isinstance(device, torch.device):
+        return _usable(name, device)
     if isinstance(device, str):
-        try: dev = torch.device(device)
+        try:
+            dev = torch.device(device)
         except RuntimeError:
-            raise ValueError(f"`{name}` must name a device ('cpu', 'cuda', 'cuda:1', 'meta', ...), got {device!r}") from None
+            raise ValueError(
+                f"`{name}` must name a device ('cpu', 'cuda', 'cuda:1', 'meta', ...), got {device!r}"
+            ) from None
         return _usable(name, dev)
     if _is_bool(device) or not isinstance(device, numbers.Integral):
         what = "a torch.device, a device string" + (", a CUDA ordinal or None" if allow_none else " or a CUDA ordinal")
         raise TypeError(f"`{name}` must be {what}, got {_describe(device)} ({type(device).__name__})")
     index = check_int(name, device)
-    try: dev = torch.device(index)
+    try:
+        dev = torch.device(index)
     except RuntimeError as e:
         raise ValueError(f"`{name}`={index} (a CUDA ordinal) names no device here: {e}") from None
     return _usable(name, dev)
 
 # %% ../nbs/00_checks.ipynb #0b9edb0f
 _INDEX_CHECKS = [os.environ.get("FUSED_CSA_CHECK_INDICES", "0").strip().lower() in ("1", "true", "yes", "on")]
+
 
 @contextlib.contextmanager
 def index_checks(enabled: bool = True):
@@ -243,8 +313,11 @@ def index_checks(enabled: bool = True):
     checked."""
     check_bool("enabled", enabled)
     _INDEX_CHECKS.append(enabled)
-    try: yield
-    finally: _INDEX_CHECKS.pop()
+    try:
+        yield
+    finally:
+        _INDEX_CHECKS.pop()
+
 
 def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "slots") -> torch.Tensor:
     """Check that every entry of the integer tensor `idx` is `-1` or in `[0, upper)`; values are read on the CPU always,
@@ -256,8 +329,10 @@ def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "sl
     Returns `idx` itself, unchanged; an entry out of range is a `ValueError`."""
     check_tensor(name, idx, floating=False)
     upper = check_int("upper", upper)
-    if idx.device.type == "meta" or idx.numel() == 0 or torch.compiler.is_compiling(): return idx
-    if idx.device.type != "cpu" and not _INDEX_CHECKS[-1]: return idx
+    if idx.device.type == "meta" or idx.numel() == 0 or torch.compiler.is_compiling():
+        return idx
+    if idx.device.type != "cpu" and not _INDEX_CHECKS[-1]:
+        return idx
     lo, hi = int(idx.min()), int(idx.max())
     if lo < -1 or hi >= upper:
         raise ValueError(f"`{name}` entries must be -1 (padding) or {what} in [0, {upper}), got range [{lo}, {hi}]")
@@ -267,15 +342,22 @@ def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "sl
 try:  # Triton is optional: the package and its eager functions import without it
     import triton
     import triton.language as tl
+
     _TRITON_IMPORT_ERROR = None
 except Exception as e:  # ImportError, or a broken installation
     triton = tl = None
     _TRITON_IMPORT_ERROR = f"{type(e).__name__}: {e}"
 
+
 def _triton_runs_on(x: torch.Tensor) -> bool:
     "The package's own Triton kernels take `x`: Triton imported, `x` a non-empty CUDA half/float tensor, and not while `torch.compile` traces (there the PyTorch form runs)."
-    return (triton is not None and x.is_cuda and x.dtype != torch.float64 and x.numel() > 0
-            and not torch.compiler.is_compiling())
+    return (
+        triton is not None
+        and x.is_cuda
+        and x.dtype != torch.float64
+        and x.numel() > 0
+        and not torch.compiler.is_compiling()
+    )
 
 # %% ../nbs/00_checks.ipynb #514aa970
 def first_order_only(what: str):
@@ -283,12 +365,17 @@ def first_order_only(what: str):
 
     `what`: the operation named in the error message (such as `"the Triton rotation"`).
     Returns the decorator: it wraps `backward(ctx, *grads)` into a function of the same signature."""
+
     def decorate(backward):
         @functools.wraps(backward)
         def first_order(ctx, *grads):
-            if torch.is_grad_enabled():           # the engine enables grad mode in a backward only for create_graph=True
-                raise RuntimeError(f"double backward (create_graph=True) through {what} is not supported: its kernels "
-                                   "compute first derivatives only; take gradients without create_graph")
+            if torch.is_grad_enabled():  # the engine enables grad mode in a backward only for create_graph=True
+                raise RuntimeError(
+                    f"double backward (create_graph=True) through {what} is not supported: its kernels "
+                    "compute first derivatives only; take gradients without create_graph"
+                )
             return backward(ctx, *grads)
+
         return first_order
+
     return decorate

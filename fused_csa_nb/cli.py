@@ -22,10 +22,22 @@ import torch
 
 import fused_csa_nb
 from .attention import CompressedSparseAttention
-from .bench import (_PACKED_HEADER, benchmarks_markdown, blocked_parity, decode_markdown, decode_rows,
-                                prefill_rows, fp8_selection_markdown,
-                                fp8_selection_rows, long_context_markdown,
-                                long_context_rows, packed_markdown, packed_rows, plot_long_context, run_benchmarks)
+from fused_csa_nb.bench import (
+    _PACKED_HEADER,
+    benchmarks_markdown,
+    blocked_parity,
+    decode_markdown,
+    decode_rows,
+    prefill_rows,
+    fp8_selection_markdown,
+    fp8_selection_rows,
+    long_context_markdown,
+    long_context_rows,
+    packed_markdown,
+    packed_rows,
+    plot_long_context,
+    run_benchmarks,
+)
 from .config import ATTENTION_VARIANTS, COMPRESS_RATIOS, DSA_KERNEL_BACKENDS, CSAConfig, validate_config
 from .kernels import FusedUnavailableError, kernel_status
 from .reference import INDEXER_PRECISIONS
@@ -55,14 +67,27 @@ _ARG_FIELDS = (  # (flag, field, type, help)
     ("--beta-fast", "beta_fast", float, "YaRN beta_fast (rotations over the original length)"),
     ("--beta-slow", "beta_slow", float, "YaRN beta_slow (rotations over the original length)"),
     ("--rms-norm-eps", "rms_norm_eps", float, "epsilon of the compressors' RMSNorm"),
-    ("--indexer-block-bytes", "indexer_block_bytes", int, "memory budget of one indexer query block, bytes (default 2**30)"),
+    (
+        "--indexer-block-bytes",
+        "indexer_block_bytes",
+        int,
+        "memory budget of one indexer query block, bytes (default 2**30)",
+    ),
 )
 _BOOL_FIELDS = (
-    ("--indexer-use-sparse-loss", "indexer_use_sparse_loss", "indexer loss over the selected top-k (else dense, all causal entries)"),
+    (
+        "--indexer-use-sparse-loss",
+        "indexer_use_sparse_loss",
+        "indexer loss over the selected top-k (else dense, all causal entries)",
+    ),
     ("--dense-mode", "dense_mode", "ratio-4 layers attend to all causal compressed entries (no indexer)"),
     ("--per-token-loss", "per_token_loss", "indexer loss as a sum over tokens instead of a mean"),
-    ("--deterministic", "deterministic", "bitwise-repeatable kernels (fused: our deterministic backward; native: needs "
-                                         "torch.use_deterministic_algorithms)"),
+    (
+        "--deterministic",
+        "deterministic",
+        "bitwise-repeatable kernels (fused: our deterministic backward; native: needs "
+        "torch.use_deterministic_algorithms)",
+    ),
 )
 
 # %% ../nbs/09_cli.ipynb #5816600f
@@ -73,19 +98,39 @@ def add_csa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     group.
     Returns `parser` itself, for chaining."""
     g = parser.add_argument_group("compressed sparse attention")
-    g.add_argument("--attention-variant", choices=ATTENTION_VARIANTS, default=None,
-                   help="dsv4_hybrid (DeepSeek-V4 CSA/HCA) or dsa (ordinary DSA); default dsv4_hybrid")
-    g.add_argument("--dsa-kernel-backend", choices=DSA_KERNEL_BACKENDS, default=None,
-                   help="kernel backend; omitted = cudnn for dsv4_hybrid, none for dsa")
-    g.add_argument("--compress-ratios", type=int, nargs="+", choices=COMPRESS_RATIOS, default=None,
-                   metavar="R", help="compression ratio per layer, each 0, 4 or 128")
-    g.add_argument("--indexer-precision", choices=INDEXER_PRECISIONS, default=None,
-                   help="precision of the indexer's selection scores: bf16 (default) or fp8 (e4m3, selection only)")
+    g.add_argument(
+        "--attention-variant",
+        choices=ATTENTION_VARIANTS,
+        default=None,
+        help="dsv4_hybrid (DeepSeek-V4 CSA/HCA) or dsa (ordinary DSA); default dsv4_hybrid",
+    )
+    g.add_argument(
+        "--dsa-kernel-backend",
+        choices=DSA_KERNEL_BACKENDS,
+        default=None,
+        help="kernel backend; omitted = cudnn for dsv4_hybrid, none for dsa",
+    )
+    g.add_argument(
+        "--compress-ratios",
+        type=int,
+        nargs="+",
+        choices=COMPRESS_RATIOS,
+        default=None,
+        metavar="R",
+        help="compression ratio per layer, each 0, 4 or 128",
+    )
+    g.add_argument(
+        "--indexer-precision",
+        choices=INDEXER_PRECISIONS,
+        default=None,
+        help="precision of the indexer's selection scores: bf16 (default) or fp8 (e4m3, selection only)",
+    )
     for flag, _, typ, hlp in _ARG_FIELDS:
         g.add_argument(flag, type=typ, default=None, help=hlp)
     for flag, _, hlp in _BOOL_FIELDS:
         g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=hlp)
     return parser
+
 
 def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) -> CSAConfig:
     """A `CSAConfig` from parsed arguments: given options override `base` (default `CSAConfig()`); the backend is resolved.
@@ -105,36 +150,48 @@ def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) ->
     return dataclasses.replace(cfg, dsa_kernel_backend=cfg.kernel_backend)
 
 # %% ../nbs/09_cli.ipynb #3d25aa4d
-_FLAG_OF = {"attention_variant": "--attention-variant", "dsa_kernel_backend": "--dsa-kernel-backend",
-            "compress_ratios": "--compress-ratios", "indexer_precision": "--indexer-precision",
-            **{f: flag for flag, f, _, _ in _ARG_FIELDS},
-            **{f: flag for flag, f, _ in _BOOL_FIELDS}}
+_FLAG_OF = {
+    "attention_variant": "--attention-variant",
+    "dsa_kernel_backend": "--dsa-kernel-backend",
+    "compress_ratios": "--compress-ratios",
+    "indexer_precision": "--indexer-precision",
+    **{f: flag for flag, f, _, _ in _ARG_FIELDS},
+    **{f: flag for flag, f, _ in _BOOL_FIELDS},
+}
+
 
 def cli_message(msg: str) -> str:
     """`msg` with each `field=value`, `` `field`=value `` and `` `field` `` of a CSA option written as its command-line flag (see above).
 
     `msg`: an error message (a string, or an exception, taken as `str(msg)`).
     Returns the message with the flags in it; other names stay as they were."""
+
     def flag(m):
         name, value = m.group(1), m.group(2)
-        if name not in _FLAG_OF: return m.group(0)
-        if value is None: return _FLAG_OF[name]
+        if name not in _FLAG_OF:
+            return m.group(0)
+        if value is None:
+            return _FLAG_OF[name]
         value = value.strip("'\"")
-        if value in ("True", "False"): return _FLAG_OF[name] if value == "True" else "--no-" + _FLAG_OF[name][2:]
+        if value in ("True", "False"):
+            return _FLAG_OF[name] if value == "True" else "--no-" + _FLAG_OF[name][2:]
         return f"{_FLAG_OF[name]} {value}"
+
     value = r"=('[^']*'|\"[^\"]*\"|[\w.+-]+)"
-    msg = re.sub(r"`([a-z][a-z_]*)`(?:" + value + ")?", flag, str(msg))          # `field`, `field`=value
-    return re.sub(r"\b([a-z][a-z_]*)" + value, flag, msg)                          # field=value
+    msg = re.sub(r"`([a-z][a-z_]*)`(?:" + value + ")?", flag, str(msg))  # `field`, `field`=value
+    return re.sub(r"\b([a-z][a-z_]*)" + value, flag, msg)  # field=value
 
 # %% ../nbs/09_cli.ipynb #d9814098
 def _probe_import(module: str, attr: str | None = None) -> str:
     "`'ok'` if `module` (and `attr` on it) imports, else the reason in one line."
     try:
         m = importlib.import_module(module)
-        if attr is not None: getattr(m, attr)
+        if attr is not None:
+            getattr(m, attr)
         return "ok"
     except Exception as e:  # any import-time failure is a reason to report, not to crash
         return f"unavailable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+
 
 def _no_gpu_reason(device=None):
     "Why the fused kernels cannot run for want of a CUDA device (`device`: the one chosen), or `None`."
@@ -144,6 +201,7 @@ def _no_gpu_reason(device=None):
     if device is not None and device.type != "cuda":
         return f"--device is {device.type}, and the fused kernels need a CUDA device"
     return None
+
 
 def default_backend_report(cfg: CSAConfig | None = None) -> str:
     """One line: the backend `cfg` (default: the V4-Flash preset, backend omitted) resolves to, and whether it runs here.
@@ -165,17 +223,23 @@ def default_backend_report(cfg: CSAConfig | None = None) -> str:
 def fp8_selection_report() -> str:
     "One line: where `indexer_precision='fp8'` runs here (natively anywhere; fused on SM90 with the kernels)."
     cfg = CSAConfig.v4_flash(indexer_precision="fp8", dsa_kernel_backend="cudnn", compress_ratios=(4,))
-    if _no_gpu_reason() is not None: return "native (emulated in float32); fused: no CUDA GPU here"
+    if _no_gpu_reason() is not None:
+        return "native (emulated in float32); fused: no CUDA GPU here"
     try:
         validate_config(cfg)
     except (ValueError, FusedUnavailableError) as e:
         return f"native (emulated in float32); fused refused here: {cli_message(e)}"
     return "native (emulated in float32) and fused (cuDNN SM90 FP8 indexer)"
 
+
 def environment_info() -> dict:
     "Package, torch, CUDA/GPU, kernel-package availability and the default backend, as an ordered dict of strings."
-    info = {"fused_csa_nb": fused_csa_nb.__version__, "python": platform.python_version(),
-            "torch": torch.__version__, "cuda (torch build)": str(torch.version.cuda)}
+    info = {
+        "fused_csa_nb": fused_csa_nb.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda (torch build)": str(torch.version.cuda),
+    }
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info["gpu"] = f"{p.name}, compute capability {p.major}.{p.minor} (sm_{p.major}{p.minor})"
@@ -187,9 +251,13 @@ def environment_info() -> dict:
     info["triton"] = _probe_import("triton")
     info["default backend"] = default_backend_report()
     info["fp8 indexer selection"] = fp8_selection_report()
-    info["deterministic mode (--deterministic)"] = ("fused (Triton backward) and native" if info["triton"] == "ok" else
-                                                    f"native only; the fused backward needs triton: {info['triton']}")
+    info["deterministic mode (--deterministic)"] = (
+        "fused (Triton backward) and native"
+        if info["triton"] == "ok"
+        else f"native only; the fused backward needs triton: {info['triton']}"
+    )
     return info
+
 
 def cmd_info(args) -> int:
     """`fused-csa info`: print the environment report.
@@ -205,13 +273,16 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 _PRESETS = {"flash": CSAConfig.v4_flash, "pro": CSAConfig.v4_pro}
 _LAYER_KIND = {0: "window only", 4: "CSA: compressor + indexer", 128: "HCA: compressor, all causal entries"}
 
+
 def resolve_device(value: str | None) -> torch.device:
     """The device of `--device` (default: cuda if available, else cpu); `ValueError` with a one-line reason if it cannot compute here.
 
     `value`: the `--device` text (`'cpu'`, `'cuda'`, `'cuda:N'`), or `None` when the flag is not given.
     Returns the `torch.device` (CPU or an existing CUDA device)."""
-    if value is None: return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try: dev = torch.device(value)
+    if value is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(value)
     except (RuntimeError, TypeError, ValueError):
         raise ValueError(f"--device {value!r} is not a torch device: use cpu, cuda or cuda:N") from None
     if dev.type == "meta":
@@ -221,7 +292,8 @@ def resolve_device(value: str | None) -> torch.device:
     if dev.type == "cpu" and dev.index not in (None, 0):
         raise ValueError(f"--device {value!r}: the CPU is one device, use --device cpu")
     if dev.type == "cuda":
-        if not torch.cuda.is_available(): raise ValueError(f"--device {value!r}: {_no_gpu_reason()}; use --device cpu")
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {value!r}: {_no_gpu_reason()}; use --device cpu")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"--device {value!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return dev
@@ -230,12 +302,16 @@ def resolve_device(value: str | None) -> torch.device:
 def _demo_ratio(args) -> int:
     "The demo layer's ratio: `--ratio`, or the single `--compress-ratios` value; `ValueError` when they conflict."
     given = args.compress_ratios
-    if given is None: return 4 if args.ratio is None else args.ratio
+    if given is None:
+        return 4 if args.ratio is None else args.ratio
     if len(given) != 1:
-        raise ValueError(f"--compress-ratios {' '.join(map(str, given))}: the demo runs one layer, give one ratio (--ratio R)")
+        raise ValueError(
+            f"--compress-ratios {' '.join(map(str, given))}: the demo runs one layer, give one ratio (--ratio R)"
+        )
     if args.ratio is not None and args.ratio != given[0]:
         raise ValueError(f"--compress-ratios {given[0]} conflicts with --ratio {args.ratio}: give one of them")
     return given[0]
+
 
 def _demo_backend(args, cfg, device):
     "The configuration to run (backend chosen) and a one-line explanation; `ValueError` if an explicit backend cannot run."
@@ -244,34 +320,45 @@ def _demo_backend(args, cfg, device):
     if cfg.kernel_backend == "cudnn" and cfg.attention_variant == "dsv4_hybrid" and _no_gpu_reason(device):
         reason = f"{_no_gpu_reason(device)}; use --dsa-kernel-backend none"
     if reason is None:
-        try: validate_config(cfg, ratio=args.ratio)
-        except (ValueError, FusedUnavailableError) as e: reason = cli_message(e)
+        try:
+            validate_config(cfg, ratio=args.ratio)
+        except (ValueError, FusedUnavailableError) as e:
+            reason = cli_message(e)
     if explicit or cfg.kernel_backend != "cudnn":
-        if reason is not None: raise ValueError(reason)
+        if reason is not None:
+            raise ValueError(reason)
         return cfg, f"{cfg.kernel_backend} ({'explicit' if explicit else cfg.attention_variant + ' default'})"
     if reason is None:
         return cfg, "cudnn (dsv4_hybrid default; fused FlashMLA + cuDNN DSA kernels)"
-    return (dataclasses.replace(cfg, dsa_kernel_backend="none"),
-            f"none (native PyTorch) — the dsv4_hybrid default cudnn is not usable here: {reason}")
+    return (
+        dataclasses.replace(cfg, dsa_kernel_backend="none"),
+        f"none (native PyTorch) — the dsv4_hybrid default cudnn is not usable here: {reason}",
+    )
+
 
 def _sync(device):
-    if device.type == "cuda": torch.cuda.synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
 
 def _norm(params):
     gs = [p.grad.float().norm() for p in params if p.grad is not None]
     return float(torch.stack(gs).norm()) if gs else None
 
+
 def _fmt_bytes(n):
-    return (f"{n / 2**40:.1f} TiB" if n >= 2**40 else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB")
+    return f"{n / 2**40:.1f} TiB" if n >= 2**40 else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 # %% ../nbs/09_cli.ipynb #9c258ea5
-_PROGRESS_DELAY = 1.0          # seconds a stage runs before it is announced
+_PROGRESS_DELAY = 1.0  # seconds a stage runs before it is announced
+
 
 class Progress:
     """Stage messages on `stream` (default stderr) for stages running longer than `_PROGRESS_DELAY` s; nothing when `quiet`.
 
     `prog`: the prefix of every message (the command, such as `"fused-csa demo"`); `quiet`: print nothing at all;
     `stream`: the text stream the messages go to (`None`: `sys.stderr`)."""
+
     def __init__(self, prog: str, quiet: bool = False, stream=None):
         self.prog, self.quiet, self.stream = prog, quiet, stream
         self.t0, self._timer = time.perf_counter(), None
@@ -284,8 +371,11 @@ class Progress:
 
         `msg`: the stage's message, printed with the prefix and the seconds since the start."""
         self.done()
-        if self.quiet: return
-        if _PROGRESS_DELAY <= 0: self._emit(msg); return
+        if self.quiet:
+            return
+        if _PROGRESS_DELAY <= 0:
+            self._emit(msg)
+            return
         self._timer = threading.Timer(_PROGRESS_DELAY, self._emit, (msg,))
         self._timer.daemon = True
         self._timer.start()
@@ -294,56 +384,86 @@ class Progress:
         """Print `msg` now (unless quiet).
 
         `msg`: the message, printed with the prefix and the seconds since the start."""
-        if not self.quiet: self._emit(msg)
+        if not self.quiet:
+            self._emit(msg)
 
     def done(self):
         "End the current stage (its message is not printed if it has not been yet)."
-        if self._timer is not None: self._timer.cancel(); self._timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 # %% ../nbs/09_cli.ipynb #4d7e1b95
 def _demo_min_bytes(cfg, ratio: int, sq: int, b: int, dtype) -> list[tuple[str, int]]:
     "Lower bounds `(what, bytes)` of what the demo holds at once: inputs, output, query/key gradients, the compressor's projections."
     e, H, D = torch.empty((), dtype=dtype).element_size(), cfg.num_heads, cfg.head_dim
-    parts = [(f"query [{sq}, {b}, {H}, {D}] and its gradient", 2 * sq * b * H * D * e),
-             (f"output [{sq}, {b}, {H * cfg.v_head_dim}]", sq * b * H * cfg.v_head_dim * e),
-             (f"key [{sq}, {b}, 1, {D}] and its gradient", 2 * sq * b * D * e),
-             (f"x [{sq}, {b}, {cfg.hidden_size}] and qr [{sq}, {b}, {cfg.q_lora_rank}]", sq * b * (cfg.hidden_size + cfg.q_lora_rank) * e)]
+    parts = [
+        (f"query [{sq}, {b}, {H}, {D}] and its gradient", 2 * sq * b * H * D * e),
+        (f"output [{sq}, {b}, {H * cfg.v_head_dim}]", sq * b * H * cfg.v_head_dim * e),
+        (f"key [{sq}, {b}, 1, {D}] and its gradient", 2 * sq * b * D * e),
+        (
+            f"x [{sq}, {b}, {cfg.hidden_size}] and qr [{sq}, {b}, {cfg.q_lora_rank}]",
+            sq * b * (cfg.hidden_size + cfg.q_lora_rank) * e,
+        ),
+    ]
     if ratio:
         w = (2 if ratio == 4 else 1) * D
-        parts.append((f"the compressor's projections 2 × [{w}, {cfg.hidden_size}] and their gradients", 4 * w * cfg.hidden_size * e))
+        parts.append(
+            (
+                f"the compressor's projections 2 × [{w}, {cfg.hidden_size}] and their gradients",
+                4 * w * cfg.hidden_size * e,
+            )
+        )
     return parts
+
 
 def _device_memory(device) -> int | None:
     "Bytes of memory of `device`: the GPU's total, or the machine's physical RAM; `None` if unknown."
     try:
-        if device.type == "cuda": return torch.cuda.get_device_properties(device).total_memory
+        if device.type == "cuda":
+            return torch.cuda.get_device_properties(device).total_memory
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AssertionError, AttributeError, ValueError, OSError, RuntimeError):   # no CUDA build; no sysconf
+    except (AssertionError, AttributeError, ValueError, OSError, RuntimeError):  # no CUDA build; no sysconf
         return None
 
-def _check_demo_size(cfg, ratio: int, sq: int, b: int, device, dtype, have: int | None = None,
-                     flags: str = "--seq-len, --batch, --num-heads, --head-dim or --hidden-size", given: str | None = None):
+
+def _check_demo_size(
+    cfg,
+    ratio: int,
+    sq: int,
+    b: int,
+    device,
+    dtype,
+    have: int | None = None,
+    flags: str = "--seq-len, --batch, --num-heads, --head-dim or --hidden-size",
+    given: str | None = None,
+):
     """A `ValueError` naming the flags when the lower bound `_demo_min_bytes` exceeds `have` (default: `device`'s memory);
     `given`: how the message names the size (default `--seq-len sq × --batch b`), `flags`: what to lower."""
     parts = _demo_min_bytes(cfg, ratio, sq, b, dtype)
     need, have = sum(n for _, n in parts), _device_memory(device) if have is None else have
-    if have is None or need <= have: return
+    if have is None or need <= have:
+        return
     what, n = max(parts, key=lambda p: p[1])
-    raise ValueError(f"{given or f'--seq-len {sq} × --batch {b}'} of this layer needs at least {_fmt_bytes(need)} on "
-                     f"{device} ({what}: {_fmt_bytes(n)}), more than its {_fmt_bytes(have)} of memory: use a smaller {flags}")
+    raise ValueError(
+        f"{given or f'--seq-len {sq} × --batch {b}'} of this layer needs at least {_fmt_bytes(need)} on "
+        f"{device} ({what}: {_fmt_bytes(n)}), more than its {_fmt_bytes(have)} of memory: use a smaller {flags}"
+    )
 
 # %% ../nbs/09_cli.ipynb #3a33a5e3
 def _demo_layer(args, progress):
     "`(args with its ratio, layer, cfg, backend line, device, dtype)` of `fused-csa demo`; `TypeError`/`ValueError` for bad options."
     device = resolve_device(args.device)
-    args = copy.copy(args); args.ratio = _demo_ratio(args)
+    args = copy.copy(args)
+    args.ratio = _demo_ratio(args)
     dtype = _DTYPES[args.dtype or ("bfloat16" if device.type == "cuda" else "float32")]
     base = _PRESETS[args.variant](indexer_loss_coeff=0.01, indexer_use_sparse_loss=True)
     cfg, why = _demo_backend(args, config_from_args(args, base), device)
-    _check_demo_size(cfg, args.ratio, args.seq_len, args.batch, device, dtype)     # before any allocation
+    _check_demo_size(cfg, args.ratio, args.seq_len, args.batch, device, dtype)  # before any allocation
     torch.manual_seed(args.seed)
     progress.stage("building the layer")
     return args, CompressedSparseAttention(cfg, args.ratio), cfg, why, device, dtype
+
 
 def _demo_inputs(args, cfg, device, dtype):
     "Random `(query, key, x, qr)` of the demo's shapes from `args.seed + 1`; query and key require grad."
@@ -358,30 +478,39 @@ def _demo_inputs(args, cfg, device, dtype):
 @dataclasses.dataclass(frozen=True)
 class _DemoRun:
     "What the timed demo step produced."
+
     out: torch.Tensor
     loss: torch.Tensor | None
-    fwd_s: float              # forward seconds (device synchronised)
-    bwd_s: float              # backward seconds
-    warmup: int               # warm-up steps before it
-    peak: str                 # peak memory, as text
+    fwd_s: float  # forward seconds (device synchronised)
+    bwd_s: float  # backward seconds
+    warmup: int  # warm-up steps before it
+    peak: str  # peak memory, as text
+
 
 def _demo_run(layer, inputs, args, cfg, device, progress) -> _DemoRun:
     "Warm-up steps, then one timed forward + backward of `layer` on `inputs`."
     query, key, x, qr = inputs
+
     def step():
-        layer.zero_grad(set_to_none=True); query.grad = key.grad = None
+        layer.zero_grad(set_to_none=True)
+        query.grad = key.grad = None
         out, loss = layer(query, key, x, qr)
-        _sync(device); t1 = time.perf_counter()
+        _sync(device)
+        t1 = time.perf_counter()
         (out.float().square().mean() + (loss if loss is not None else 0.0)).backward()
         _sync(device)
         return out, loss, t1
+
     warmup = args.warmup if args.warmup is not None else (1 if device.type == "cuda" else 0)
     importlib.import_module("torch._dynamo")  # imported by the first checkpointed call (seconds): not the layer's time
     for i in range(warmup):
-        progress.stage(f"warm-up step {i + 1}/{warmup} (sq={args.seq_len}, b={args.batch})"); step()
-    if device.type == "cuda": torch.cuda.reset_peak_memory_stats(device)
+        progress.stage(f"warm-up step {i + 1}/{warmup} (sq={args.seq_len}, b={args.batch})")
+        step()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     progress.stage(f"timed forward + backward (sq={args.seq_len}, b={args.batch}, {cfg.kernel_backend})")
-    _sync(device); t0 = time.perf_counter()
+    _sync(device)
+    t0 = time.perf_counter()
     out, loss, t1 = step()
     t2 = time.perf_counter()
     progress.done()
@@ -396,28 +525,45 @@ def _demo_report(args, layer, cfg, why, device, dtype, inputs, run: _DemoRun) ->
     "The `(label, text)` rows `fused-csa demo` prints."
     query, key, x, qr = inputs
     kind = _LAYER_KIND[args.ratio] + (" (dense mode)" if args.ratio == 4 and cfg.dense_mode else "")
-    if args.ratio == 4 and not cfg.dense_mode: kind += f" top-{cfg.index_topk}"
+    if args.ratio == 4 and not cfg.dense_mode:
+        kind += f" top-{cfg.index_topk}"
     groups = [("query", [query]), ("key", [key]), ("attn_sink", [layer.attn_sink])]
-    if layer.compressor is not None: groups.append(("compressor", list(layer.compressor.parameters())))
-    if layer.indexer is not None: groups.append(("indexer", list(layer.indexer.parameters())))
+    if layer.compressor is not None:
+        groups.append(("compressor", list(layer.compressor.parameters())))
+    if layer.indexer is not None:
+        groups.append(("indexer", list(layer.indexer.parameters())))
     norms = "  ".join(f"{n} {v:.3e}" if v is not None else f"{n} -" for n, v in ((n, _norm(ps)) for n, ps in groups))
     if run.loss is None:
-        loss_txt = "none (no indexer in this layer)" if layer.indexer is None else "none (coefficient 0 or no compressed entries)"
+        loss_txt = (
+            "none (no indexer in this layer)"
+            if layer.indexer is None
+            else "none (coefficient 0 or no compressed entries)"
+        )
     else:
-        loss_txt = (f"{run.loss.item():.6f} ({'sparse' if cfg.indexer_use_sparse_loss else 'dense'} KL, "
-                    f"coeff {cfg.indexer_loss_coeff:g}{', per-token sum' if cfg.per_token_loss else ', mean'})")
+        loss_txt = (
+            f"{run.loss.item():.6f} ({'sparse' if cfg.indexer_use_sparse_loss else 'dense'} KL, "
+            f"coeff {cfg.indexer_loss_coeff:g}{', per-token sum' if cfg.per_token_loss else ', mean'})"
+        )
     w = run.warmup
-    return [("layer", f"DeepSeek-V4-{args.variant.capitalize()} preset, ratio {args.ratio} ({kind}), "
-                      f"H={cfg.num_heads}, D={cfg.head_dim}, W={cfg.window_size}"),
-            ("backend", why),
-            ("device / dtype", f"{device} / {str(dtype).replace('torch.', '')}"),
-            ("inputs", f"query {list(query.shape)}  key {list(key.shape)}  x {list(x.shape)}  qr {list(qr.shape)}"),
-            ("output", f"{list(run.out.shape)}"),
-            ("time", f"forward {1e3 * run.fwd_s:.1f} ms, backward {1e3 * run.bwd_s:.1f} ms"
-                     + (f" (after {w} warm-up step{'s' if w > 1 else ''})" if w else "")),
-            ("peak memory", run.peak),
-            ("indexer loss", loss_txt),
-            ("grad norms", norms)]
+    return [
+        (
+            "layer",
+            f"DeepSeek-V4-{args.variant.capitalize()} preset, ratio {args.ratio} ({kind}), "
+            f"H={cfg.num_heads}, D={cfg.head_dim}, W={cfg.window_size}",
+        ),
+        ("backend", why),
+        ("device / dtype", f"{device} / {str(dtype).replace('torch.', '')}"),
+        ("inputs", f"query {list(query.shape)}  key {list(key.shape)}  x {list(x.shape)}  qr {list(qr.shape)}"),
+        ("output", f"{list(run.out.shape)}"),
+        (
+            "time",
+            f"forward {1e3 * run.fwd_s:.1f} ms, backward {1e3 * run.bwd_s:.1f} ms"
+            + (f" (after {w} warm-up step{'s' if w > 1 else ''})" if w else ""),
+        ),
+        ("peak memory", run.peak),
+        ("indexer loss", loss_txt),
+        ("grad norms", norms),
+    ]
 
 # %% ../nbs/09_cli.ipynb #6c1fc06c
 def cmd_demo(args) -> int:
@@ -432,28 +578,41 @@ def cmd_demo(args) -> int:
         progress.done()
     layer.to(device)
     for m in (layer.compressor, layer.indexer):
-        if m is not None: m.to(dtype)                     # the sink stays fp32
+        if m is not None:
+            m.to(dtype)  # the sink stays fp32
     layer.train()
     inputs = _demo_inputs(args, cfg, device, dtype)
     run = _demo_run(layer, inputs, args, cfg, device, progress)
     print("fused-csa demo")
-    for k, v in _demo_report(args, layer, cfg, why, device, dtype, inputs, run): print(f"  {k:15s} {v}")
+    for k, v in _demo_report(args, layer, cfg, why, device, dtype, inputs, run):
+        print(f"  {k:15s} {v}")
     return 0
 
 # %% ../nbs/09_cli.ipynb #4b7ba11d
 _LC_HEADER = "## Long context on one GPU"
 _DECODE_HEADER = "## Decoding (fused, one layer)"
 BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixes) it owns, in their order
-    "main": ("## Sparse attention kernels", "## One CSA layer", "## Host overhead", "## Path A", "## Parity, fused vs native"),
-    "long-context": (_LC_HEADER,), "packed": (_PACKED_HEADER,), "decode": (_DECODE_HEADER,),
-    "context-parallel": ("## Context parallelism",)}
+    "main": (
+        "## Sparse attention kernels",
+        "## One CSA layer",
+        "## Host overhead",
+        "## Path A",
+        "## Parity, fused vs native",
+    ),
+    "long-context": (_LC_HEADER,),
+    "packed": (_PACKED_HEADER,),
+    "decode": (_DECODE_HEADER,),
+    "context-parallel": ("## Context parallelism",),
+}
+
 
 def _blocks(text: str) -> tuple[str, list[str]]:
     "`text` as its preamble (before the first `## ` line) and its `## ` blocks (each up to the next), trailing blanks stripped."
     lines = text.splitlines(keepends=True)
     starts = [i for i, l in enumerate(lines) if l.startswith("## ")]
-    pre = "".join(lines[:starts[0]] if starts else lines).strip()
+    pre = "".join(lines[: starts[0]] if starts else lines).strip()
     return pre, ["".join(lines[a:b]).rstrip() + "\n" for a, b in zip(starts, starts[1:] + [len(lines)])]
+
 
 def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     """`text` (a `BENCHMARKS.md`) with the `## ` blocks whose heading starts with `header` — a prefix, or a tuple of them: the
@@ -466,13 +625,15 @@ def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     heading).
     Returns the merged Markdown as a `str`."""
     for name, v in (("text", text), ("section", section)):
-        if not isinstance(v, str): raise TypeError(f"`{name}` must be a str (Markdown), got {type(v).__name__}")
+        if not isinstance(v, str):
+            raise TypeError(f"`{name}` must be a str (Markdown), got {type(v).__name__}")
     owned = (header,) if isinstance(header, str) else tuple(header) if isinstance(header, (tuple, list)) else None
     if not owned or not all(isinstance(h, str) and h.startswith("## ") for h in owned):
         raise TypeError(f"`header` must be a `## ` heading (prefix) or a tuple of them, got {header!r}")
     new_pre, new = _blocks(section)
     foreign = [b.splitlines()[0] for b in new if not b.startswith(owned)]
-    if foreign: raise ValueError(f"`section` may only hold blocks under {owned}, got {foreign}: they belong to another section")
+    if foreign:
+        raise ValueError(f"`section` may only hold blocks under {owned}, got {foreign}: they belong to another section")
     pre, old = _blocks(text)
     at = next((i for i, b in enumerate(old) if b.startswith(owned)), len(old))
     kept = [b for b in old if not b.startswith(owned)]
@@ -486,28 +647,50 @@ def _bench_unavailable() -> str | None:
     reason = _no_gpu_reason()
     if reason is None:
         try:
-            validate_config(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", compress_ratios=(4,), indexer_loss_coeff=1.0,
-                                               indexer_use_sparse_loss=True))
-        except (ValueError, FusedUnavailableError) as e:   # its hint names a demo/config setting that bench does not take
+            validate_config(
+                CSAConfig.v4_flash(
+                    dsa_kernel_backend="cudnn",
+                    compress_ratios=(4,),
+                    indexer_loss_coeff=1.0,
+                    indexer_use_sparse_loss=True,
+                )
+            )
+        except (
+            ValueError,
+            FusedUnavailableError,
+        ) as e:  # its hint names a demo/config setting that bench does not take
             reason = re.sub(r";?,? *(install them;? *)?(or )?use dsa_kernel_backend='none'( \(native\))?", "", str(e))
     return reason
 
 # %% ../nbs/09_cli.ipynb #0d4c9e7a
 _BENCH_OPTIONS = {  # section → its own options (flag, attribute, default); --out and --quiet belong to every section
     "main": (("--seq-len", "seq_len", 4096), ("--quick", "quick", False), ("--no-graphs", "no_graphs", False)),
-    "long-context": (("--seqlens", "seqlens", [16384, 65536, 131072, 262144]), ("--precisions", "precisions", list(INDEXER_PRECISIONS)),
-                     ("--modes", "modes", ["train", "eval"]), ("--plot", "plot", None)),
-    "packed": (("--pack-tokens", "pack_tokens", 65536),), "decode": ()}
-_SECTION_FLAG = {"long-context": "--long-context", "packed": "--packed", "decode": "--decode",
-                 "main": "the main tables (no section flag)"}
+    "long-context": (
+        ("--seqlens", "seqlens", [16384, 65536, 131072, 262144]),
+        ("--precisions", "precisions", list(INDEXER_PRECISIONS)),
+        ("--modes", "modes", ["train", "eval"]),
+        ("--plot", "plot", None),
+    ),
+    "packed": (("--pack-tokens", "pack_tokens", 65536),),
+    "decode": (),
+}
+_SECTION_FLAG = {
+    "long-context": "--long-context",
+    "packed": "--packed",
+    "decode": "--decode",
+    "main": "the main tables (no section flag)",
+}
+
 
 def _check_path(flag: str, path, suffix: str, what: str):
     "`path` of `flag` can be written: a `suffix` file name, not a directory, in an existing directory we may write to."
     if not isinstance(path, str) or not path.lower().endswith(suffix):
         raise ValueError(f"argument {flag}: expected {what} ending in {suffix}, got {path!r}")
     folder = os.path.dirname(path) or "."
-    if os.path.isdir(path): raise ValueError(f"argument {flag}: {path!r} is a directory, expected {what}")
-    if not os.path.isdir(folder): raise ValueError(f"argument {flag}: the directory {folder!r} of {path!r} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"argument {flag}: {path!r} is a directory, expected {what}")
+    if not os.path.isdir(folder):
+        raise ValueError(f"argument {flag}: the directory {folder!r} of {path!r} does not exist")
     if not os.access(path if os.path.exists(path) else folder, os.W_OK):
         raise ValueError(f"argument {flag}: {path!r} cannot be written here (no write permission)")
 
@@ -520,48 +703,72 @@ def bench_section(args) -> str:
     `args`: the parsed `bench` command line (`argparse.Namespace` of `build_parser()`), completed in place.
     Returns the section's key: `"main"`, `"long-context"`, `"packed"` or `"decode"`."""
     if not isinstance(args, argparse.Namespace):
-        raise TypeError(f"`args` must be an argparse.Namespace (from `build_parser().parse_args(...)`), got {type(args).__name__}")
+        raise TypeError(
+            f"`args` must be an argparse.Namespace (from `build_parser().parse_args(...)`), got {type(args).__name__}"
+        )
     given = [f for f in ("long_context", "packed", "decode") if getattr(args, f, False)]
     if len(given) > 1:
         flags = ", ".join("--" + f.replace("_", "-") for f in given)
-        raise ValueError(f"arguments {flags}: not allowed together — each measures its own section of BENCHMARKS.md; "
-                         "run them one at a time")
+        raise ValueError(
+            f"arguments {flags}: not allowed together — each measures its own section of BENCHMARKS.md; "
+            "run them one at a time"
+        )
     key = given[0].replace("_", "-") if given else "main"
-    foreign = [flag for k, opts in _BENCH_OPTIONS.items() if k != key for flag, attr, default in opts
-               if getattr(args, attr, None) not in (None, False)]
+    foreign = [
+        flag
+        for k, opts in _BENCH_OPTIONS.items()
+        if k != key
+        for flag, attr, default in opts
+        if getattr(args, attr, None) not in (None, False)
+    ]
     if foreign:
         owner = {flag: _SECTION_FLAG[k] for k, opts in _BENCH_OPTIONS.items() for flag, _, _ in opts}
-        if len(foreign) == 1: raise ValueError(f"argument {foreign[0]}: an option of {owner[foreign[0]]}, not of {_SECTION_FLAG[key]}")
-        raise ValueError(f"arguments {', '.join(foreign)}: not options of {_SECTION_FLAG[key]} "
-                         f"({'; '.join(f'{f}: {owner[f]}' for f in foreign)})")
+        if len(foreign) == 1:
+            raise ValueError(f"argument {foreign[0]}: an option of {owner[foreign[0]]}, not of {_SECTION_FLAG[key]}")
+        raise ValueError(
+            f"arguments {', '.join(foreign)}: not options of {_SECTION_FLAG[key]} "
+            f"({'; '.join(f'{f}: {owner[f]}' for f in foreign)})"
+        )
     for flag, attr, default in _BENCH_OPTIONS[key]:
         v = getattr(args, attr, None)
-        if v is None: setattr(args, attr, default)
+        if v is None:
+            setattr(args, attr, default)
         elif isinstance(v, list) and len(set(v)) < len(v):
-            raise ValueError(f"argument {flag}: {next(x for x in v if v.count(x) > 1)} is given twice (each value is one row)")
+            raise ValueError(
+                f"argument {flag}: {next(x for x in v if v.count(x) > 1)} is given twice (each value is one row)"
+            )
     if args.out is not None:
         _check_path("--out", args.out, ".md", "a Markdown file (such as BENCHMARKS.md)")
         if os.path.exists(args.out):
             try:
-                with open(args.out, encoding="utf-8") as f: f.read()
+                with open(args.out, encoding="utf-8") as f:
+                    f.read()
             except (OSError, UnicodeDecodeError) as e:
-                raise ValueError(f"argument --out: {args.out!r} cannot be read as UTF-8 text to merge the section into ({e})") from None
-    if getattr(args, "plot", None) is not None: _check_path("--plot", args.plot, ".png", "a PNG file")
+                raise ValueError(
+                    f"argument --out: {args.out!r} cannot be read as UTF-8 text to merge the section into ({e})"
+                ) from None
+    if getattr(args, "plot", None) is not None:
+        _check_path("--plot", args.plot, ".png", "a PNG file")
     return key
 
 # %% ../nbs/09_cli.ipynb #c71a5e08
 def _write_section(path: str, md: str, key: str):
     "Merge section `key`'s markdown `md` into the file `path` (created if missing), atomically: a temporary file, then a rename."
     try:
-        with open(path, encoding="utf-8") as f: old = f.read()
-    except FileNotFoundError: old = ""
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = ""
     text = merge_section(old, md, BENCH_SECTIONS[key])
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".bench-", suffix=".md")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f: f.write(text)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp); raise
+        os.unlink(tmp)
+        raise
+
 
 def _measure(key: str, args, progress) -> str:
     "The markdown of section `key`, measured on the GPU with the (checked) options of `args`."
@@ -573,29 +780,40 @@ def _measure(key: str, args, progress) -> str:
         return packed_markdown(packed_rows(total=args.pack_tokens, log=progress.log))
     if key == "long-context":
         progress.stage("blocked-vs-one-block parity at 16,384 tokens")
-        par = blocked_parity(16384); progress.log(par)
+        par = blocked_parity(16384)
+        progress.log(par)
         progress.stage(f"long-context training steps at sq = {args.seqlens}")
-        rows = long_context_rows(seqlens=tuple(args.seqlens), log=progress.log, precisions=tuple(args.precisions),
-                                 modes=tuple(args.modes))
+        rows = long_context_rows(
+            seqlens=tuple(args.seqlens), log=progress.log, precisions=tuple(args.precisions), modes=tuple(args.modes)
+        )
         md = long_context_markdown(rows, par)
         if "fp8" in args.precisions:
             progress.stage("FP8 against bf16 selection scores, one query block each")
             md += fp8_selection_markdown(fp8_selection_rows(log=progress.log))
-        if args.plot: plot_long_context(rows, args.plot); progress.log(f"wrote {args.plot}")
+        if args.plot:
+            plot_long_context(rows, args.plot)
+            progress.log(f"wrote {args.plot}")
         return md
     progress.stage(f"running the benchmarks (sq={args.seq_len}{', quick' if args.quick else ''})")
-    return benchmarks_markdown(run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log, graphs=not args.no_graphs))
+    return benchmarks_markdown(
+        run_benchmarks(sq=args.seq_len, quick=args.quick, log=progress.log, graphs=not args.no_graphs)
+    )
 
 # %% ../nbs/09_cli.ipynb #d28f4a61
 def _check_bench_size(key: str, args, have: int | None = None):
     """The main tables' `--seq-len` and the pack's `--pack-tokens` against the GPU's memory (`have` bytes; default the GPU's):
     a one-line `ValueError` when a measured layer (H = 64, D = 512, hidden 1024, bf16) cannot fit. The long-context rows
     need no such check: a step out of memory is a row of the table (`long_context_rows`)."""
-    sizes = {"main": ("--seq-len", getattr(args, "seq_len", None)), "packed": ("--pack-tokens", getattr(args, "pack_tokens", None))}
-    if key not in sizes: return
+    sizes = {
+        "main": ("--seq-len", getattr(args, "seq_len", None)),
+        "packed": ("--pack-tokens", getattr(args, "pack_tokens", None)),
+    }
+    if key not in sizes:
+        return
     flag, n = sizes[key]
     cfg = dataclasses.replace(CSAConfig.v4_flash(dsa_kernel_backend="none"), hidden_size=1024, q_lora_rank=512)
     _check_demo_size(cfg, 4, n, 1, torch.device("cuda"), torch.bfloat16, have, flag, f"{flag} {n}")
+
 
 def cmd_bench(args) -> int:
     """`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown — the main tables, or one section
@@ -604,15 +822,19 @@ def cmd_bench(args) -> int:
     `args`: the parsed `bench` command line (`argparse.Namespace` of `build_parser()`; a copy is completed, not `args`).
     Returns the exit code 0 (errors are raised; `main` reports them)."""
     args = copy.copy(args)
-    key = bench_section(args)                                   # the command line, checked before anything runs
+    key = bench_section(args)  # the command line, checked before anything runs
     reason = _bench_unavailable()
     if reason is not None:
-        raise FusedUnavailableError(f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
-                                    "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment")
+        raise FusedUnavailableError(
+            f"it measures the fused kernels, which cannot run here: {reason}. For the native path "
+            "run `fused-csa demo --dsa-kernel-backend none`; `fused-csa info` shows the environment"
+        )
     _check_bench_size(key, args)
     progress = Progress("fused-csa bench", quiet=args.quiet)
-    try: md = _measure(key, args, progress)
-    finally: progress.done()
+    try:
+        md = _measure(key, args, progress)
+    finally:
+        progress.done()
     print(md)
     if args.out:
         _write_section(args.out, md, key)
@@ -622,16 +844,23 @@ def cmd_bench(args) -> int:
 # %% ../nbs/09_cli.ipynb #aea62b25
 class _Parser(argparse.ArgumentParser):
     "An argument parser whose errors are one line (`prog: error: …`, a pointer to `--help`) and exit code 2."
+
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
+
 def _int_in(lo: int, hi: int = 2**63 - 1):
     "An argparse type: an integer in `[lo, hi]`."
+
     def parse(text):
-        try: v = int(text)
-        except ValueError: raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if not lo <= v <= hi: raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {v}")
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {v}")
         return v
+
     return parse
 
 # %% ../nbs/09_cli.ipynb #8f49bbd3
@@ -643,48 +872,95 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     pi = sub.add_parser("info", help="package, torch, GPU and kernel-package report")
     pi.set_defaults(func=cmd_info)
-    pd = sub.add_parser("demo", help="run one CSA layer (forward + backward) and report", allow_abbrev=False,
-                        description="Build one CompressedSparseAttention layer from a preset, run a training step "
-                                    "on random inputs and print backend, shapes, time, memory, loss and grad norms.")
+    pd = sub.add_parser(
+        "demo",
+        help="run one CSA layer (forward + backward) and report",
+        allow_abbrev=False,
+        description="Build one CompressedSparseAttention layer from a preset, run a training step "
+        "on random inputs and print backend, shapes, time, memory, loss and grad norms.",
+    )
     pd.add_argument("--variant", choices=tuple(_PRESETS), default="flash", help="model preset (default flash)")
     pd.add_argument("--seq-len", type=_int_in(1), default=512, help="tokens per sequence (default 512)")
     pd.add_argument("--batch", type=_int_in(1), default=1, help="batch size (default 1)")
-    pd.add_argument("--ratio", type=int, choices=(0, 4, 128), default=None,
-                    help="layer kind (default 4, CSA; or the single --compress-ratios value)")
+    pd.add_argument(
+        "--ratio",
+        type=int,
+        choices=(0, 4, 128),
+        default=None,
+        help="layer kind (default 4, CSA; or the single --compress-ratios value)",
+    )
     pd.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default cuda if available, else cpu)")
     pd.add_argument("--dtype", choices=tuple(_DTYPES), default=None, help="default bfloat16 on CUDA, float32 on CPU")
     pd.add_argument("--seed", type=_int_in(0), default=0, help="random seed, >= 0 (default 0)")
-    pd.add_argument("--warmup", type=_int_in(0), default=None, help="untimed steps first, >= 0 (default 1 on CUDA, 0 on CPU)")
+    pd.add_argument(
+        "--warmup", type=_int_in(0), default=None, help="untimed steps first, >= 0 (default 1 on CUDA, 0 on CPU)"
+    )
     pd.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     add_csa_arguments(pd)
     pd.set_defaults(func=cmd_demo)
     pb = sub.add_parser("bench", help="fused vs native parity and speed on the GPU (Markdown tables)")
-    pb.add_argument("--seq-len", type=_int_in(256), default=None, help="main tables: tokens per sequence, >= 256 (default 4096)")
+    pb.add_argument(
+        "--seq-len", type=_int_in(256), default=None, help="main tables: tokens per sequence, >= 256 (default 4096)"
+    )
     pb.add_argument("--quick", action="store_true", help="main tables: ratios 0 and 4 only")
-    pb.add_argument("--no-graphs", action="store_true",
-                    help="main tables: skip the host-overhead measurements (path A vs direct kernel calls; compiled and "
-                         "CUDA-graph steps, GPU kernel time and GPU busy per layer row)")
-    pb.add_argument("--out", default=None, help="also write the tables into this Markdown file (e.g. BENCHMARKS.md): they "
-                    "replace the same section's tables there, the other sections stay; checked before measuring")
+    pb.add_argument(
+        "--no-graphs",
+        action="store_true",
+        help="main tables: skip the host-overhead measurements (path A vs direct kernel calls; compiled and "
+        "CUDA-graph steps, GPU kernel time and GPU busy per layer row)",
+    )
+    pb.add_argument(
+        "--out",
+        default=None,
+        help="also write the tables into this Markdown file (e.g. BENCHMARKS.md): they "
+        "replace the same section's tables there, the other sections stay; checked before measuring",
+    )
     pb.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
-    pb.add_argument("--long-context", action="store_true",
-                    help="the long-context section instead: one training step per --seqlens (ratios 4 and 128) and "
-                         "blocked-vs-one-block parity at 16K; with --out it replaces or appends that section")
-    pb.add_argument("--seqlens", type=_int_in(256), nargs="+", default=None, metavar="N",
-                    help="with --long-context: sequence lengths, each >= 256 (default 16384 65536 131072 262144)")
-    pb.add_argument("--precisions", nargs="+", choices=INDEXER_PRECISIONS, default=None,
-                    help="with --long-context: the ratio-4 rows' indexer precisions (default bf16 fp8; fp8 adds the "
-                         "selection-quality table)")
-    pb.add_argument("--modes", nargs="+", choices=("train", "eval"), default=None,
-                    help="with --long-context: training steps (forward + backward) and/or inference steps (default both)")
+    pb.add_argument(
+        "--long-context",
+        action="store_true",
+        help="the long-context section instead: one training step per --seqlens (ratios 4 and 128) and "
+        "blocked-vs-one-block parity at 16K; with --out it replaces or appends that section",
+    )
+    pb.add_argument(
+        "--seqlens",
+        type=_int_in(256),
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="with --long-context: sequence lengths, each >= 256 (default 16384 65536 131072 262144)",
+    )
+    pb.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=INDEXER_PRECISIONS,
+        default=None,
+        help="with --long-context: the ratio-4 rows' indexer precisions (default bf16 fp8; fp8 adds the "
+        "selection-quality table)",
+    )
+    pb.add_argument(
+        "--modes",
+        nargs="+",
+        choices=("train", "eval"),
+        default=None,
+        help="with --long-context: training steps (forward + backward) and/or inference steps (default both)",
+    )
     pb.add_argument("--plot", default=None, help="with --long-context: save the time/memory plot to this PNG")
-    pb.add_argument("--decode", action="store_true",
-                    help="the decoding section instead: decode steps of one layer per ratio (eager and CUDA-graphed) "
-                         "and a prompt through the cache against the inference forward; with --out it replaces that section")
-    pb.add_argument("--packed", action="store_true",
-                    help="the packed-sequence section instead: one THD pack of --pack-tokens against padding and single "
-                         "documents; with --out it replaces or appends that section")
-    pb.add_argument("--pack-tokens", type=_int_in(1024), default=None, help="with --packed: tokens of the pack (default 65536)")
+    pb.add_argument(
+        "--decode",
+        action="store_true",
+        help="the decoding section instead: decode steps of one layer per ratio (eager and CUDA-graphed) "
+        "and a prompt through the cache against the inference forward; with --out it replaces that section",
+    )
+    pb.add_argument(
+        "--packed",
+        action="store_true",
+        help="the packed-sequence section instead: one THD pack of --pack-tokens against padding and single "
+        "documents; with --out it replaces or appends that section",
+    )
+    pb.add_argument(
+        "--pack-tokens", type=_int_in(1024), default=None, help="with --packed: tokens of the pack (default 65536)"
+    )
     pb.set_defaults(func=cmd_bench)
     return p
 
@@ -695,15 +971,22 @@ def main(argv=None) -> int:
     `argv`: the command line without the program name, a list of strings (`None`: `sys.argv[1:]`).
     Returns the exit code: 0 ok, 2 an error reported on one line, 130 interrupted (a command-line error
     raises `SystemExit(2)`)."""
-    if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple))
-                             or not all(isinstance(a, str) for a in argv)):
-        raise TypeError(f"`argv` must be a list of strings (the command line without the program name, e.g. "
-                        f"['demo', '--seq-len', '64']), got {argv!r:.60}")
+    if argv is not None and (
+        isinstance(argv, (str, bytes))
+        or not isinstance(argv, (list, tuple))
+        or not all(isinstance(a, str) for a in argv)
+    ):
+        raise TypeError(
+            f"`argv` must be a list of strings (the command line without the program name, e.g. "
+            f"['demo', '--seq-len', '64']), got {argv!r:.60}"
+        )
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:
-        print(f"fused-csa {args.command}: interrupted", file=sys.stderr); return 130
+        print(f"fused-csa {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (TypeError, ValueError, RuntimeError, MemoryError, OverflowError, OSError) as e:
-        text = " ".join(cli_message(e).split()) or type(e).__name__        # one line, whatever the message
-        print(f"fused-csa {args.command}: error: {text}", file=sys.stderr); return 2
+        text = " ".join(cli_message(e).split()) or type(e).__name__  # one line, whatever the message
+        print(f"fused-csa {args.command}: error: {text}", file=sys.stderr)
+        return 2

@@ -14,7 +14,13 @@ from fastcore.basics import patch
 
 from .checks import check_bool, check_choice, check_float, check_int, check_scale
 from .reference import INDEXER_PRECISIONS
-from .kernels import FusedUnavailableError, detected_capability, detected_kernels, kernel_limits, padded_num_heads
+from fused_csa_nb.kernels import (
+    FusedUnavailableError,
+    detected_capability,
+    detected_kernels,
+    kernel_limits,
+    padded_num_heads,
+)
 
 # %% auto #0
 __all__ = ['ATTENTION_VARIANTS', 'DSA_KERNEL_BACKENDS', 'COMPRESS_RATIOS', 'CONFIG_FIELD_CHECKS', 'CSAConfig',
@@ -24,6 +30,7 @@ __all__ = ['ATTENTION_VARIANTS', 'DSA_KERNEL_BACKENDS', 'COMPRESS_RATIOS', 'CONF
 ATTENTION_VARIANTS = ("dsv4_hybrid", "dsa")
 DSA_KERNEL_BACKENDS = ("none", "tilelang", "cudnn")
 COMPRESS_RATIOS = (0, 4, 128)
+
 
 @dataclass(frozen=True)
 class CSAConfig:
@@ -57,6 +64,7 @@ class CSAConfig:
     Reproducibility: `deterministic`, bitwise-repeatable forward, loss and gradients on one GPU model with the same
     shapes and software (the fused path's own deterministic sparse-attention backward, the native path's deterministic
     index ops; see the deterministic chapter); `False` (default): the fastest kernels."""
+
     num_heads: int = 64
     head_dim: int = 512
     v_head_dim: int = 512
@@ -88,7 +96,8 @@ class CSAConfig:
 
     def __post_init__(self):
         "Check and normalise every field by its row of `CONFIG_FIELD_CHECKS`, then the rules between fields (below)."
-        for name, value in _checked_fields(self).items(): object.__setattr__(self, name, value)   # frozen: set once
+        for name, value in _checked_fields(self).items():
+            object.__setattr__(self, name, value)  # frozen: set once
         _check_between_fields(self, self.compress_ratios)
 
 # %% ../nbs/05_config.ipynb #aed7878e
@@ -97,44 +106,59 @@ def kernel_backend(self: CSAConfig) -> str:
     "The resolved DSA kernel backend (`none`, `tilelang` or `cudnn`): `dsa_kernel_backend`, or its default when omitted."
     return resolve_dsa_kernel_backend(self.attention_variant, self.dsa_kernel_backend)
 
+
 @patch(as_prop=True)
 def scale(self: CSAConfig) -> float:
     "The attention softmax scale: `softmax_scale`, or `head_dim ** -0.5` when unset."
-    return self.head_dim ** -0.5 if self.softmax_scale is None else float(self.softmax_scale)
+    return self.head_dim**-0.5 if self.softmax_scale is None else float(self.softmax_scale)
+
 
 @patch(as_prop=True)
 def index_scale(self: CSAConfig) -> float:
     "The lightning indexer's score scale `index_head_dim ** -0.5` (spec §2: `σ_I`)."
-    return self.index_head_dim ** -0.5
+    return self.index_head_dim**-0.5
 
 # %% ../nbs/05_config.ipynb #329c94cf
 def _at_least(minimum):
     "Row: an integer (`operator.index`, not `bool`) `>= minimum`."
     return lambda name, v: check_int(name, v, minimum)
 
+
 def _even_at_least(minimum):
     "Row: an even integer `>= minimum`."
+
     def check(name, v):
         v = check_int(name, v, minimum)
-        if v % 2: raise ValueError(f"`{name}` must be an even integer >= {minimum}, got {v}")
+        if v % 2:
+            raise ValueError(f"`{name}` must be an even integer >= {minimum}, got {v}")
         return v
+
     return check
+
 
 def _rotary_base(name, v):
     "Row of a rotary base: a finite number > 1 (YaRN divides by its logarithm; frequencies must fall with the pair)."
     v = check_float(name, v)
-    if not v > 1: raise ValueError(f"`{name}` must be a rotary base > 1, got {v}")
+    if not v > 1:
+        raise ValueError(f"`{name}` must be a rotary base > 1, got {v}")
     return v
+
 
 def _one_of(choices, allow_none=False):
     "Row: one of the strings `choices` (or `None` when `allow_none`)."
+
     def check(name, v):
-        if v is None and allow_none: return None
+        if v is None and allow_none:
+            return None
         if not isinstance(v, str):
-            raise TypeError(f"`{name}` must be a str, one of {choices}{' or None' if allow_none else ''}, "
-                            f"got {v!r} ({type(v).__name__})")
+            raise TypeError(
+                f"`{name}` must be a str, one of {choices}{' or None' if allow_none else ''}, "
+                f"got {v!r} ({type(v).__name__})"
+            )
         return check_choice(name, v, choices)
+
     return check
+
 
 def _ratios(name, v):
     "Row of `compress_ratios`: one ratio or a non-empty sequence of them, each in `COMPRESS_RATIOS`; a tuple of ints."
@@ -147,27 +171,37 @@ def _ratios(name, v):
     return vals
 
 # %% ../nbs/05_config.ipynb #50aabfdd
-CONFIG_FIELD_CHECKS = {   # one row per CSAConfig field: check(name, value) -> normalised value
-    "num_heads": _at_least(1), "head_dim": _at_least(1), "v_head_dim": _at_least(1),
-    "hidden_size": _at_least(1), "q_lora_rank": _at_least(1), "window_size": _at_least(1),
+CONFIG_FIELD_CHECKS = {  # one row per CSAConfig field: check(name, value) -> normalised value
+    "num_heads": _at_least(1),
+    "head_dim": _at_least(1),
+    "v_head_dim": _at_least(1),
+    "hidden_size": _at_least(1),
+    "q_lora_rank": _at_least(1),
+    "window_size": _at_least(1),
     "compress_ratios": _ratios,
-    "index_topk": _at_least(1), "index_n_heads": _at_least(1), "index_head_dim": _at_least(1),
+    "index_topk": _at_least(1),
+    "index_n_heads": _at_least(1),
+    "index_head_dim": _at_least(1),
     "attention_variant": _one_of(ATTENTION_VARIANTS),
     "dsa_kernel_backend": _one_of(DSA_KERNEL_BACKENDS, allow_none=True),
     "indexer_loss_coeff": lambda name, v: check_float(name, v, minimum=0.0),
-    "indexer_use_sparse_loss": check_bool, "dense_mode": check_bool, "per_token_loss": check_bool,
-    "softmax_scale": check_scale,                                   # None = head_dim ** -0.5
+    "indexer_use_sparse_loss": check_bool,
+    "dense_mode": check_bool,
+    "per_token_loss": check_bool,
+    "softmax_scale": check_scale,  # None = head_dim ** -0.5
     "rotary_dim": _even_at_least(2),
-    "rope_theta": _rotary_base, "compress_rope_theta": _rotary_base,
+    "rope_theta": _rotary_base,
+    "compress_rope_theta": _rotary_base,
     "rope_factor": lambda name, v: check_float(name, v, minimum=1.0),
     "original_seq_len": _at_least(1),
     "beta_fast": lambda name, v: check_scale(name, v, required=True),
     "beta_slow": lambda name, v: check_scale(name, v, required=True),
     "rms_norm_eps": lambda name, v: check_scale(name, v, required=True),
-    "indexer_block_bytes": _at_least(1),                            # bytes of one indexer query block
-    "indexer_precision": _one_of(INDEXER_PRECISIONS),               # selection scores: bf16 or fp8
-    "deterministic": check_bool,                                    # bitwise-repeatable kernels
+    "indexer_block_bytes": _at_least(1),  # bytes of one indexer query block
+    "indexer_precision": _one_of(INDEXER_PRECISIONS),  # selection scores: bf16 or fp8
+    "deterministic": check_bool,  # bitwise-repeatable kernels
 }
+
 
 def _checked_fields(cfg) -> dict:
     "Every field of `cfg` checked and normalised by its row of `CONFIG_FIELD_CHECKS`."
@@ -182,24 +216,32 @@ def _checked_fields(cfg) -> dict:
 def _check_between_fields(cfg, ratios):
     "The rules between fields, for every backend (the layers of `ratios`): run when a config is built, and per layer."
     if cfg.v_head_dim != cfg.head_dim:
-        raise ValueError(f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
-                         "one latent per token is both key and value")
+        raise ValueError(
+            f"`v_head_dim`={cfg.v_head_dim} must equal `head_dim`={cfg.head_dim}: "
+            "one latent per token is both key and value"
+        )
     if cfg.beta_fast <= cfg.beta_slow:
         raise ValueError(f"`beta_fast`={cfg.beta_fast} must be > `beta_slow`={cfg.beta_slow} (YaRN correction range)")
     if cfg.rotary_dim > cfg.head_dim:
-        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `head_dim`={cfg.head_dim} (rotary acts on the last "
-                         "rotary_dim dims of each head)")
+        raise ValueError(
+            f"`rotary_dim`={cfg.rotary_dim} must be <= `head_dim`={cfg.head_dim} (rotary acts on the last "
+            "rotary_dim dims of each head)"
+        )
     if _has_indexer_layer(cfg, ratios) and cfg.rotary_dim > cfg.index_head_dim:
-        raise ValueError(f"`rotary_dim`={cfg.rotary_dim} must be <= `index_head_dim`={cfg.index_head_dim} "
-                         "(the indexer's heads are roped too)")
+        raise ValueError(
+            f"`rotary_dim`={cfg.rotary_dim} must be <= `index_head_dim`={cfg.index_head_dim} "
+            "(the indexer's heads are roped too)"
+        )
     d = cfg.index_head_dim
     if _has_indexer_layer(cfg, ratios) and cfg.indexer_precision == "fp8" and d & (d - 1):
-        raise ValueError(f"indexer_precision='fp8' needs `index_head_dim` a power of two (its Hadamard rotation), got {d}")
+        raise ValueError(
+            f"indexer_precision='fp8' needs `index_head_dim` a power of two (its Hadamard rotation), got {d}"
+        )
+
 
 def _has_indexer_layer(cfg, ratios):
     "Whether a layer of `ratios` has the lightning indexer (ratio 4, not dense mode)."
     return 4 in ratios and not cfg.dense_mode
-
 
 # %% ../nbs/05_config.ipynb #d90f2730
 def _preset(defaults: dict, overrides: dict) -> CSAConfig:
@@ -208,22 +250,50 @@ def _preset(defaults: dict, overrides: dict) -> CSAConfig:
         raise TypeError(f"unknown CSAConfig field(s): {', '.join(sorted(unknown))}")
     return CSAConfig(**{**defaults, **overrides})
 
-_V4_ROTARY = dict(rope_theta=10000.0, compress_rope_theta=160000.0, rope_factor=16.0, original_seq_len=65536,
-                  beta_fast=32.0, beta_slow=1.0, rms_norm_eps=1e-6)   # published V4-Flash and V4-Pro values
+
+_V4_ROTARY = dict(
+    rope_theta=10000.0,
+    compress_rope_theta=160000.0,
+    rope_factor=16.0,
+    original_seq_len=65536,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    rms_norm_eps=1e-6,
+)  # published V4-Flash and V4-Pro values
+
 
 @patch(cls_method=True)
 def v4_flash(cls: CSAConfig, **overrides) -> CSAConfig:
     """DeepSeek-V4-Flash attention: H=64, D=512, W=128, indexer 64×128 top-512, the published rotary values.
     `hidden_size`, `q_lora_rank` and the layer pattern are illustrative; `overrides`: any `CSAConfig` field by keyword."""
-    return _preset(dict(num_heads=64, index_topk=512, hidden_size=4096, q_lora_rank=1024,
-                        compress_ratios=(0, 0) + (4, 128) * 20 + (4,), **_V4_ROTARY), overrides)
+    return _preset(
+        dict(
+            num_heads=64,
+            index_topk=512,
+            hidden_size=4096,
+            q_lora_rank=1024,
+            compress_ratios=(0, 0) + (4, 128) * 20 + (4,),
+            **_V4_ROTARY,
+        ),
+        overrides,
+    )
+
 
 @patch(cls_method=True)
 def v4_pro(cls: CSAConfig, **overrides) -> CSAConfig:
     """DeepSeek-V4-Pro attention: H=128, D=512, W=128, indexer 64×128 top-1024, the published rotary values.
     `hidden_size`, `q_lora_rank` and the layer pattern are illustrative; `overrides`: any `CSAConfig` field by keyword."""
-    return _preset(dict(num_heads=128, index_topk=1024, hidden_size=7168, q_lora_rank=1536,
-                        compress_ratios=(0, 0) + (4, 128) * 29 + (4,), **_V4_ROTARY), overrides)
+    return _preset(
+        dict(
+            num_heads=128,
+            index_topk=1024,
+            hidden_size=7168,
+            q_lora_rank=1536,
+            compress_ratios=(0, 0) + (4, 128) * 29 + (4,),
+            **_V4_ROTARY,
+        ),
+        overrides,
+    )
 
 # %% ../nbs/05_config.ipynb #f8f7f16d
 def resolve_dsa_kernel_backend(attention_variant: str, backend: str | None) -> str:
@@ -236,16 +306,21 @@ def resolve_dsa_kernel_backend(attention_variant: str, backend: str | None) -> s
     if backend is None:
         return "cudnn" if attention_variant == "dsv4_hybrid" else "none"
     if backend not in DSA_KERNEL_BACKENDS:
-        raise ValueError(f"`dsa_kernel_backend` must be one of {DSA_KERNEL_BACKENDS} or None (omitted), got {backend!r}")
+        raise ValueError(
+            f"`dsa_kernel_backend` must be one of {DSA_KERNEL_BACKENDS} or None (omitted), got {backend!r}"
+        )
     return backend
 
 # %% ../nbs/05_config.ipynb #ea010f45
 def _capability(device_capability) -> tuple:
     "`device_capability` checked: a `(major, minor)` pair of ints, or `()`; `None` detects (the stand-ins' value inside them)."
-    if device_capability is None: return detected_capability()
+    if device_capability is None:
+        return detected_capability()
     if isinstance(device_capability, (str, bytes)) or not isinstance(device_capability, (tuple, list)):
-        raise TypeError(f"`device_capability` must be a (major, minor) tuple of ints or () for no CUDA device, "
-                        f"got {device_capability!r} ({type(device_capability).__name__})")
+        raise TypeError(
+            f"`device_capability` must be a (major, minor) tuple of ints or () for no CUDA device, "
+            f"got {device_capability!r} ({type(device_capability).__name__})"
+        )
     cap = tuple(check_int(f"device_capability[{i}]", v) for i, v in enumerate(device_capability))
     if len(cap) not in (0, 2):
         raise ValueError(f"`device_capability` must be a (major, minor) pair or () for no CUDA device, got {cap}")
@@ -254,6 +329,7 @@ def _capability(device_capability) -> tuple:
 # %% ../nbs/05_config.ipynb #e5c609be
 def _fused_unavailable(why: str):
     return FusedUnavailableError(f"dsa_kernel_backend='cudnn' {why}; use dsa_kernel_backend='none' (native)")
+
 
 def validate_config(cfg: CSAConfig, *, ratio=None, device_capability=None, kernels_available=None) -> CSAConfig:
     """Return `cfg` if its resolved backend can run here (or on the given machine), else raise.
@@ -266,20 +342,24 @@ def validate_config(cfg: CSAConfig, *, ratio=None, device_capability=None, kerne
     if not isinstance(cfg, CSAConfig):
         raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
     ratios = cfg.compress_ratios if ratio is None else (check_choice("ratio", ratio, COMPRESS_RATIOS),)
-    _check_between_fields(cfg, ratios)          # built for cfg.compress_ratios: again for `ratio`
+    _check_between_fields(cfg, ratios)  # built for cfg.compress_ratios: again for `ratio`
     backend = cfg.kernel_backend
     if cfg.attention_variant != "dsv4_hybrid":
         return cfg  # ordinary DSA: its backends are not this package's concern
     if backend == "tilelang":
-        raise ValueError("dsa_kernel_backend='tilelang' is not supported for attention_variant='dsv4_hybrid' "
-                         "(TileLang kernels exist for ordinary DSA only); use 'cudnn' (fused) or 'none' (native)")
+        raise ValueError(
+            "dsa_kernel_backend='tilelang' is not supported for attention_variant='dsv4_hybrid' "
+            "(TileLang kernels exist for ordinary DSA only); use 'cudnn' (fused) or 'none' (native)"
+        )
     if backend == "none":
         return cfg
     kernels_ok = detected_kernels() if kernels_available is None else check_bool("kernels_available", kernels_available)
     cap = _capability(device_capability)
     if not kernels_ok:
-        raise _fused_unavailable("needs the fused kernel packages flash_mla (pip install tokenspeed-flashmla) and "
-                                 "cudnn.DSA (pip install nvidia-cudnn-frontend), which are not available; install them")
+        raise _fused_unavailable(
+            "needs the fused kernel packages flash_mla (pip install tokenspeed-flashmla) and "
+            "cudnn.DSA (pip install nvidia-cudnn-frontend), which are not available; install them"
+        )
     if not cap:
         raise _fused_unavailable("needs a CUDA device (compute capability >= 9.0, SM90), none is available")
     major, minor = cap
@@ -292,35 +372,55 @@ def validate_config(cfg: CSAConfig, *, ratio=None, device_capability=None, kerne
 def _check_kernel_limits(cfg, major, ratios):
     "The fused kernels' own limits on compute-capability `major` (the kernel-limit table), each a `ValueError`."
     fix = "; or use dsa_kernel_backend='none'"
-    if major == 9 and _has_indexer_layer(cfg, ratios) and cfg.indexer_loss_coeff > 0 and not cfg.indexer_use_sparse_loss:
-        raise ValueError("the dense indexer loss is not supported by the fused kernels on SM90 (ratio-4 layers with "
-                         "indexer_loss_coeff > 0): use the sparse indexer loss (indexer_use_sparse_loss=True)" + fix)
+    if (
+        major == 9
+        and _has_indexer_layer(cfg, ratios)
+        and cfg.indexer_loss_coeff > 0
+        and not cfg.indexer_use_sparse_loss
+    ):
+        raise ValueError(
+            "the dense indexer loss is not supported by the fused kernels on SM90 (ratio-4 layers with "
+            "indexer_loss_coeff > 0): use the sparse indexer loss (indexer_use_sparse_loss=True)" + fix
+        )
     lim = kernel_limits(major)
     if cfg.head_dim not in lim.head_dims or cfg.v_head_dim != lim.v_head_dim:
-        raise ValueError(f"dsa_kernel_backend='cudnn' needs head_dim = v_head_dim = {lim.v_head_dim} (FlashMLA sparse "
-                         f"prefill), got head_dim={cfg.head_dim}, v_head_dim={cfg.v_head_dim}" + fix)
+        raise ValueError(
+            f"dsa_kernel_backend='cudnn' needs head_dim = v_head_dim = {lim.v_head_dim} (FlashMLA sparse "
+            f"prefill), got head_dim={cfg.head_dim}, v_head_dim={cfg.v_head_dim}" + fix
+        )
     try:
         padded_num_heads(cfg.num_heads, major)
     except ValueError as e:
         raise ValueError(f"dsa_kernel_backend='cudnn': {e}" + fix) from None
-    if not _has_indexer_layer(cfg, ratios): return
+    if not _has_indexer_layer(cfg, ratios):
+        return
     if cfg.index_head_dim != lim.index_head_dim:
-        raise ValueError(f"dsa_kernel_backend='cudnn' needs index_head_dim = {lim.index_head_dim} (cuDNN indexer "
-                         f"kernels), got {cfg.index_head_dim}" + fix)
+        raise ValueError(
+            f"dsa_kernel_backend='cudnn' needs index_head_dim = {lim.index_head_dim} (cuDNN indexer "
+            f"kernels), got {cfg.index_head_dim}" + fix
+        )
     if cfg.index_n_heads not in lim.index_heads:
-        raise ValueError(f"dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in {lim.index_heads} (cuDNN "
-                         f"indexer kernels), got {cfg.index_n_heads}" + fix)
+        raise ValueError(
+            f"dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in {lim.index_heads} (cuDNN "
+            f"indexer kernels), got {cfg.index_n_heads}" + fix
+        )
     if cfg.indexer_precision == "fp8" and cfg.index_n_heads not in lim.fp8_index_heads:
-        raise ValueError(f"indexer_precision='fp8' with dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in "
-                         f"{lim.fp8_index_heads or 'none (no FP8 indexer on this GPU generation)'} (cuDNN FP8 indexer), got "
-                         f"{cfg.index_n_heads}; use indexer_precision='bf16'" + fix)
+        raise ValueError(
+            f"indexer_precision='fp8' with dsa_kernel_backend='cudnn' on SM{major}0 needs index_n_heads in "
+            f"{lim.fp8_index_heads or 'none (no FP8 indexer on this GPU generation)'} (cuDNN FP8 indexer), got "
+            f"{cfg.index_n_heads}; use indexer_precision='bf16'" + fix
+        )
     if cfg.indexer_loss_coeff > 0 and cfg.index_n_heads not in lim.index_bwd_heads:
-        raise ValueError(f"dsa_kernel_backend='cudnn' on SM{major}0 trains the indexer (indexer_loss_coeff > 0) with "
-                         f"index_n_heads in {lim.index_bwd_heads} (cuDNN sparse indexer backward), got "
-                         f"{cfg.index_n_heads}; use indexer_loss_coeff=0" + fix)
+        raise ValueError(
+            f"dsa_kernel_backend='cudnn' on SM{major}0 trains the indexer (indexer_loss_coeff > 0) with "
+            f"index_n_heads in {lim.index_bwd_heads} (cuDNN sparse indexer backward), got "
+            f"{cfg.index_n_heads}; use indexer_loss_coeff=0" + fix
+        )
     if cfg.index_topk > lim.max_topk:
-        raise ValueError(f"dsa_kernel_backend='cudnn' needs index_topk <= {lim.max_topk} (cuDNN radix top-k), "
-                         f"got {cfg.index_topk}" + fix)
+        raise ValueError(
+            f"dsa_kernel_backend='cudnn' needs index_topk <= {lim.max_topk} (cuDNN radix top-k), "
+            f"got {cfg.index_topk}" + fix
+        )
 
 # %% ../nbs/05_config.ipynb #d9baff6c
 def use_fused_kernels(cfg: CSAConfig) -> bool:

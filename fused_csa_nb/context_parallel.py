@@ -19,15 +19,18 @@ __all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'cp_window_idxs', 'c
            'cp_merge']
 
 # %% ../nbs/05_context_parallel.ipynb #ecf75f93
-CP_BLOCK = 128   # shard lengths are multiples of this: no compressed block straddles two shards
+CP_BLOCK = 128  # shard lengths are multiples of this: no compressed block straddles two shards
+
 
 class CPShard(NamedTuple):
     "One rank's contiguous shard of a sequence of `seq_len = world · sq_local` tokens."
-    rank: int        # this rank in the CP group
-    world: int       # P, ranks in the CP group
-    sq_local: int    # L = S/P tokens per rank
-    start: int       # global position of the first local token, rank · L
-    seq_len: int     # S
+
+    rank: int  # this rank in the CP group
+    world: int  # P, ranks in the CP group
+    sq_local: int  # L = S/P tokens per rank
+    start: int  # global position of the first local token, rank · L
+    seq_len: int  # S
+
 
 def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
     """The shard of `rank` of `world` for `sq_local` tokens per rank; `sq_local` must be a positive multiple of 128.
@@ -37,8 +40,10 @@ def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
     rank = check_int("rank", rank, 0, world - 1)
     sq_local = check_int("sq_local", sq_local)
     if sq_local < CP_BLOCK or sq_local % CP_BLOCK:
-        raise ValueError(f"`sq_local` (the shard length S/P of context parallelism) must be a positive multiple of "
-                         f"{CP_BLOCK}, so that no compressed block straddles two shards; got {sq_local}")
+        raise ValueError(
+            f"`sq_local` (the shard length S/P of context parallelism) must be a positive multiple of "
+            f"{CP_BLOCK}, so that no compressed block straddles two shards; got {sq_local}"
+        )
     return CPShard(rank, world, sq_local, rank * sq_local, world * sq_local)
 
 # %% ../nbs/05_context_parallel.ipynb #5f224161
@@ -47,34 +52,45 @@ def cp_window_idxs(sq_local: int, batch_size: int, window: int, start: int, devi
 
     `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `window` W, the keys each row sees; `start` global
     position of the first local row (rank · L); `device` the device of the result (None: the CPU). Returns the int64 slots `[batch_size, sq_local, window]`."""
-    check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
+    check_int("sq_local", sq_local)
+    check_int("batch_size", batch_size, 1)
+    check_int("window", window, 1)
     check_int("start", start)
     return _window_slots(sq_local, batch_size, window, start, window - 1, check_device("device", device))
+
 
 def cp_compressed_idxs(sq_local: int, batch_size: int, ratio: int, start: int, slot0: int, device=None) -> torch.Tensor:
     """All causal compressed entries `[b, L, (start+L)//ratio]` int64 for queries at global `start …`: `slot0 + j` or `-1`.
 
     `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `ratio` the compression ratio (>= 1); `start` global
     position of the first local row; `slot0` the slot of compressed entry 0 in `kv_full`; `device` the result's device (None: the CPU). Returns the int64 slots `[batch_size, sq_local, (start + sq_local) // ratio]`."""
-    check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
-    check_int("start", start); check_int("slot0", slot0)
+    check_int("sq_local", sq_local)
+    check_int("batch_size", batch_size, 1)
+    check_int("ratio", ratio, 1)
+    check_int("start", start)
+    check_int("slot0", slot0)
     return compressed_topk_idxs(sq_local, batch_size, ratio, slot0, device, start=start)
 
 # %% ../nbs/05_context_parallel.ipynb #ee6f4c1b
-_TENSOR_COLLECTIVE_BACKENDS = {"nccl"}   # backends using all_gather_into_tensor / reduce_scatter_tensor
+_TENSOR_COLLECTIVE_BACKENDS = {"nccl"}  # backends using all_gather_into_tensor / reduce_scatter_tensor
 _all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
+
 def _tensor_collectives(group) -> bool:
     return dist.get_backend(group) in _TENSOR_COLLECTIVE_BACKENDS
+
 
 def _all_gather_dim0(x, group):
     world = dist.get_world_size(group)
     x = x.contiguous()
     out = x.new_empty((world * x.shape[0], *x.shape[1:]))
-    if _tensor_collectives(group): _all_gather_1(out, x, group=group)
-    else: dist.all_gather(list(out.chunk(world)), x, group=group)        # dim-0 chunks: contiguous views
+    if _tensor_collectives(group):
+        _all_gather_1(out, x, group=group)
+    else:
+        dist.all_gather(list(out.chunk(world)), x, group=group)  # dim-0 chunks: contiguous views
     return out
+
 
 def _reduce_scatter_dim0(g, group):
     world, rank = dist.get_world_size(group), dist.get_rank(group)
@@ -82,9 +98,10 @@ def _reduce_scatter_dim0(g, group):
         out = g.new_empty((g.shape[0] // world, *g.shape[1:]))
         _reduce_scatter_1(out, g.contiguous(), group=group)
         return out
-    g = g.clone(memory_format=torch.contiguous_format)                    # all_reduce works in place
+    g = g.clone(memory_format=torch.contiguous_format)  # all_reduce works in place
     dist.all_reduce(g, group=group)
     return g.chunk(world)[rank].clone()
+
 
 class _GatherSeq(torch.autograd.Function):
     @staticmethod
@@ -100,6 +117,7 @@ class _GatherSeq(torch.autograd.Function):
 def _peer(group, r):
     return r if group is None else dist.get_global_rank(group, r)
 
+
 def _shift(x, group, to_next: bool):
     "Send `x` to the next (or previous) rank and return what arrives from the other side (zeros at the ends)."
     world, rank = dist.get_world_size(group), dist.get_rank(group)
@@ -107,11 +125,15 @@ def _shift(x, group, to_next: bool):
     out = torch.zeros_like(x)
     dst, src = (rank + 1, rank - 1) if to_next else (rank - 1, rank + 1)
     ops = []
-    if 0 <= dst < world: ops.append(dist.P2POp(dist.isend, x, _peer(group, dst), group))
-    if 0 <= src < world: ops.append(dist.P2POp(dist.irecv, out, _peer(group, src), group))
+    if 0 <= dst < world:
+        ops.append(dist.P2POp(dist.isend, x, _peer(group, dst), group))
+    if 0 <= src < world:
+        ops.append(dist.P2POp(dist.irecv, out, _peer(group, src), group))
     if ops:
-        for work in dist.batch_isend_irecv(ops): work.wait()
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
     return out
+
 
 class _HaloFromPrev(torch.autograd.Function):
     @staticmethod
@@ -128,38 +150,51 @@ def _check_group(group, ready: bool = True):
     """`group` if it is `None` (the default group) or a `torch.distributed.ProcessGroup`, else a `TypeError`; `ready`:
     and usable now (`None` needs an initialised default group, else a `ValueError`)."""
     if group is not None and not isinstance(group, getattr(dist, "ProcessGroup", ())):
-        raise TypeError(f"`group` must be None (the default group) or a torch.distributed.ProcessGroup, "
-                        f"got {_describe(group)} ({type(group).__name__})")
+        raise TypeError(
+            f"`group` must be None (the default group) or a torch.distributed.ProcessGroup, "
+            f"got {_describe(group)} ({type(group).__name__})"
+        )
     if ready and group is None and not (dist.is_available() and dist.is_initialized()):
-        raise ValueError("`group` is None (the default process group), but torch.distributed is not initialised: call "
-                         "torch.distributed.init_process_group(...) first, or pass a ProcessGroup")
+        raise ValueError(
+            "`group` is None (the default process group), but torch.distributed is not initialised: call "
+            "torch.distributed.init_process_group(...) first, or pass a ProcessGroup"
+        )
     return group
+
 
 def gather_seq(x: torch.Tensor, group=None) -> torch.Tensor:
     """All-gather `x [n, ...]` of every rank of `group` along dim 0 → `[P·n, ...]` in rank order.
 
     Backward: reduce-scatter (sum) of the gradient; each rank gets the rows of its own `x`.
     `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns the gathered `[P·n, ...]` tensor of `x`'s dtype (`x` itself for one rank)."""
-    check_tensor("x", x, min_ndim=1, what="[n, ...] (a leading sequence dim)"); _check_group(group)
-    if dist.get_world_size(group) == 1: return x
+    check_tensor("x", x, min_ndim=1, what="[n, ...] (a leading sequence dim)")
+    _check_group(group)
+    if dist.get_world_size(group) == 1:
+        return x
     return _GatherSeq.apply(x, group)
+
 
 def halo_from_prev(x_tail: torch.Tensor, group=None) -> torch.Tensor:
     """Rank `r` gets rank `r−1`'s `x_tail [h, ...]` (rank 0: zeros); backward returns the gradient to rank `r−1`.
 
     `x_tail`: this rank's last `h` rows `[h, ...]`, any dtype (e.g. the window's W−1 keys), sent to rank `r+1`;
     `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns rank `r−1`'s rows `[h, ...]`, zeros on rank 0."""
-    check_tensor("x_tail", x_tail, min_ndim=1, what="[h, ...] (a leading sequence dim)"); _check_group(group)
-    if dist.get_world_size(group) == 1: return torch.zeros_like(x_tail)
+    check_tensor("x_tail", x_tail, min_ndim=1, what="[h, ...] (a leading sequence dim)")
+    _check_group(group)
+    if dist.get_world_size(group) == 1:
+        return torch.zeros_like(x_tail)
     return _HaloFromPrev.apply(x_tail, group)
 
 # %% ../nbs/05_context_parallel.ipynb #2871efc9
 def _check_fingerprint(fingerprint, pairs: bool = True):
     "`fingerprint` if it is a tuple (or list) of `(name: str, value)` pairs (`pairs=False`: the container only, cheap); else a `TypeError`."
-    if not (isinstance(fingerprint, (tuple, list)) and (not pairs or
-            all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in fingerprint))):
+    if not (
+        isinstance(fingerprint, (tuple, list))
+        and (not pairs or all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in fingerprint))
+    ):
         raise TypeError(f"`fingerprint` must be a tuple of (name, value) pairs, got {_describe(fingerprint)}")
     return fingerprint
+
 
 def check_cp_group(group, sq_local: int, batch_size: int, fingerprint: tuple, cache: set) -> CPShard:
     """This rank's `CPShard` after checking, once per key, that all ranks of `group` agree.
@@ -168,36 +203,55 @@ def check_cp_group(group, sq_local: int, batch_size: int, fingerprint: tuple, ca
     `cache`: a set owned by the caller (the layer) holding the keys already checked;
     `group`: the CP `torch.distributed` process group (`None`: the default group);
     `sq_local`: this rank's tokens L (equal on every rank); `batch_size`: b (equal on every rank). Returns this rank's `CPShard`."""
-    _check_group(group, ready=False); check_int("sq_local", sq_local); check_int("batch_size", batch_size, 1)
-    if not isinstance(cache, set): raise TypeError(f"`cache` must be a set (the caller's checked keys), got {type(cache).__name__}")
+    _check_group(group, ready=False)
+    check_int("sq_local", sq_local)
+    check_int("batch_size", batch_size, 1)
+    if not isinstance(cache, set):
+        raise TypeError(f"`cache` must be a set (the caller's checked keys), got {type(cache).__name__}")
     key = (sq_local, batch_size, tuple(_check_fingerprint(fingerprint, pairs=False)))
-    try: seen = key in cache
-    except TypeError: raise TypeError(f"`fingerprint` values must be hashable, got {_describe(fingerprint)}") from None
-    if not seen: _check_fingerprint(fingerprint)                          # a key in the cache is well formed: check it once
-    _check_group(group)                                                   # and now the group itself: usable
+    try:
+        seen = key in cache
+    except TypeError:
+        raise TypeError(f"`fingerprint` values must be hashable, got {_describe(fingerprint)}") from None
+    if not seen:
+        _check_fingerprint(fingerprint)  # a key in the cache is well formed: check it once
+    _check_group(group)  # and now the group itself: usable
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     if not seen:
         got = [None] * world
-        dist.all_gather_object(got, key, group=group)                    # the one host sync
+        dist.all_gather_object(got, key, group=group)  # the one host sync
         lens, batches = [g[0] for g in got], [g[1] for g in got]
         if len(set(lens)) > 1:
-            raise ValueError(f"context parallelism needs equal shards: `sq_local` by rank is {lens}; "
-                             "split the sequence into P shards of S/P tokens")
+            raise ValueError(
+                f"context parallelism needs equal shards: `sq_local` by rank is {lens}; "
+                "split the sequence into P shards of S/P tokens"
+            )
         if len(set(batches)) > 1:
             raise ValueError(f"context parallelism needs the same batch on every rank: batch size by rank is {batches}")
         ref = dict(got[0][2])
         bad = sorted({(r, n) for r, g in enumerate(got) for n, v in g[2] if ref.get(n, object()) != v})
         if bad or any(len(g[2]) != len(ref) for g in got):
-            raise ValueError("context parallelism needs the same layer configuration on every rank; differing "
-                             f"from rank 0 (rank, field): {bad}")
-        cp_shard(sq_local, rank, world)                                   # every rank raises the same error
+            raise ValueError(
+                "context parallelism needs the same layer configuration on every rank; differing "
+                f"from rank 0 (rank, field): {bad}"
+            )
+        cp_shard(sq_local, rank, world)  # every rank raises the same error
         cache.add(key)
     return cp_shard(sq_local, rank, world)
 
 # %% ../nbs/05_context_parallel.ipynb #d1e9f858
-def cp_comm_bytes(seq_len: int, world: int, ratio: int = 4, head_dim: int = 512, batch_size: int = 1,
-                  window: int = 128, hidden_size: int = 4096, index_head_dim: int = 128, indexer: bool = True,
-                  elem_bytes: int = 2) -> dict:
+def cp_comm_bytes(
+    seq_len: int,
+    world: int,
+    ratio: int = 4,
+    head_dim: int = 512,
+    batch_size: int = 1,
+    window: int = 128,
+    hidden_size: int = 4096,
+    index_head_dim: int = 128,
+    indexer: bool = True,
+    elem_bytes: int = 2,
+) -> dict:
     """Bytes one rank receives in the forward of one CP layer (the backward sends as much back), by tensor.
 
     `seq_len` S, the whole sequence (divisible by `world`); `world` P, the ranks; `ratio` the layer's compression ratio
@@ -206,17 +260,24 @@ def cp_comm_bytes(seq_len: int, world: int, ratio: int = 4, head_dim: int = 512,
     key width (128); `indexer` whether the ratio-4 layer's indexer keys are gathered too; `elem_bytes` bytes per element
     (2 for bf16). Returns a dict of bytes by tensor, with `total` and, for comparison, `latent_gather`."""
     S, P, r = check_int("seq_len", seq_len, 1), check_int("world", world, 1), check_choice("ratio", ratio, (0, 4, 128))
-    D, b, e = check_int("head_dim", head_dim, 1), check_int("batch_size", batch_size, 1), check_int("elem_bytes", elem_bytes, 1)
+    D, b, e = (
+        check_int("head_dim", head_dim, 1),
+        check_int("batch_size", batch_size, 1),
+        check_int("elem_bytes", elem_bytes, 1),
+    )
     window, hidden_size = check_int("window", window, 1), check_int("hidden_size", hidden_size, 1)
     index_head_dim, indexer = check_int("index_head_dim", index_head_dim, 1), check_bool("indexer", indexer)
-    if S % P: raise ValueError(f"`seq_len`={S} must be divisible by `world`={P} (equal shards)")
+    if S % P:
+        raise ValueError(f"`seq_len`={S} must be divisible by `world`={P} (equal shards)")
     L, other = S // P, P - 1
-    out = dict(halo_kv=(window - 1) * b * D * e if P > 1 else 0,
-               halo_x=r * b * hidden_size * e if r == 4 and P > 1 else 0,
-               compressed_kv=other * (L // r) * b * D * e if r else 0,
-               indexer_k=other * (L // 4) * b * index_head_dim * e if r == 4 and indexer else 0)
+    out = dict(
+        halo_kv=(window - 1) * b * D * e if P > 1 else 0,
+        halo_x=r * b * hidden_size * e if r == 4 and P > 1 else 0,
+        compressed_kv=other * (L // r) * b * D * e if r else 0,
+        indexer_k=other * (L // 4) * b * index_head_dim * e if r == 4 and indexer else 0,
+    )
     out["total"] = sum(out.values())
-    out["latent_gather"] = other * L * b * D * e            # for comparison: not needed
+    out["latent_gather"] = other * L * b * D * e  # for comparison: not needed
     return out
 
 # %% ../nbs/05_context_parallel.ipynb #c6a1f9f9
@@ -225,21 +286,25 @@ def _scored(n, ratio):
     q, rem = divmod(n, ratio)
     return ratio * q * (q - 1) // 2 + q * (rem + 1)
 
+
 def cp_indexer_work(seq_len: int, world: int, ratio: int = 4, layout: str = "contiguous") -> list:
     """Indexer scores computed by each rank (`Σ (t+1)//ratio` over its queries) for `contiguous` or `zigzag` shards.
 
     `seq_len` S, the whole sequence; `world` P, the ranks; `ratio` the compression ratio (4); `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work).
     Returns a list of P ints, one per rank."""
     S, P = check_int("seq_len", seq_len, 1), check_int("world", world, 1)
-    ratio = check_int("ratio", ratio, 1); layout = check_choice("layout", layout, ("contiguous", "zigzag"))
+    ratio = check_int("ratio", ratio, 1)
+    layout = check_choice("layout", layout, ("contiguous", "zigzag"))
     n = 2 * P if layout == "zigzag" else P
-    if S % n: raise ValueError(f"`seq_len`={S} must be divisible by {n} ({layout} layout of {P} ranks)")
+    if S % n:
+        raise ValueError(f"`seq_len`={S} must be divisible by {n} ({layout} layout of {P} ranks)")
     c = S // n
     chunk = [_scored((i + 1) * c, ratio) - _scored(i * c, ratio) for i in range(n)]
     return chunk if layout == "contiguous" else [chunk[r] + chunk[n - 1 - r] for r in range(P)]
 
 # %% ../nbs/05_context_parallel.ipynb #f5c6e5a9
 CP_LAYOUTS = ("contiguous", "zigzag")
+
 
 def _cp_chunks(seq_len, world, layout):
     "`(chunk length, number of chunks)` of a layout; the sequence must divide evenly."
@@ -248,28 +313,36 @@ def _cp_chunks(seq_len, world, layout):
         raise ValueError(f"the sequence length {seq_len} must be divisible by {n} ({layout} layout of {world} ranks)")
     return seq_len // n, n
 
+
 def cp_positions(seq_len: int, rank: int, world: int, layout: str = "contiguous", device=None) -> torch.Tensor:
     """Global token positions `[S/P]` int64 of the rows rank `rank` of `world` holds in `layout` (`contiguous` or `zigzag`).
 
     `seq_len` S, the whole sequence; `rank` this rank (0 … P−1); `world` P, the ranks; `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `device` the
     result's device (None: the CPU). Returns the int64 positions `[seq_len // world]`."""
     S, P = check_int("seq_len", seq_len, 1), check_int("world", world, 1)
-    r = check_int("rank", rank, 0, P - 1); layout = check_choice("layout", layout, CP_LAYOUTS)
-    C, n = _cp_chunks(S, P, layout); device = check_device("device", device)
+    r = check_int("rank", rank, 0, P - 1)
+    layout = check_choice("layout", layout, CP_LAYOUTS)
+    C, n = _cp_chunks(S, P, layout)
+    device = check_device("device", device)
     ids = (r,) if layout == "contiguous" else (r, n - 1 - r)
     return torch.cat([torch.arange(k * C, (k + 1) * C, device=device) for k in ids])
+
 
 def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     """Rank `rank`'s rows of a full tensor `t` (sequence along `dim`, length S): `[S/P, ...]` in the layout's order.
 
     `t` the full tensor, any dtype, the sequence of length S along `dim`; `rank` this rank (0 … P−1); `world` P, the ranks;
     `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD). Returns a tensor of `t`'s dtype with `S/P` rows along `dim`."""
-    check_tensor("t", t, min_ndim=1); dim = check_int("dim", dim, -t.dim(), t.dim() - 1)
+    check_tensor("t", t, min_ndim=1)
+    dim = check_int("dim", dim, -t.dim(), t.dim() - 1)
     S, P = t.shape[dim], check_int("world", world, 1)
-    r = check_int("rank", rank, 0, P - 1); layout = check_choice("layout", layout, CP_LAYOUTS)
+    r = check_int("rank", rank, 0, P - 1)
+    layout = check_choice("layout", layout, CP_LAYOUTS)
     C, n = _cp_chunks(S, P, layout)
-    if layout == "contiguous": return t.narrow(dim, r * C, C)
+    if layout == "contiguous":
+        return t.narrow(dim, r * C, C)
     return torch.cat([t.narrow(dim, r * C, C), t.narrow(dim, (n - 1 - r) * C, C)], dim)
+
 
 def cp_merge(parts, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     """The full tensor from the ranks' rows `parts` (a list in rank order, as `cp_split` makes them, equal shapes): the inverse of `cp_split`.
@@ -277,15 +350,22 @@ def cp_merge(parts, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     `parts` P tensors `[S/P, ...]` (sequence along `dim`) in rank order; `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD). Returns the full tensor, `S` rows along `dim`."""
     if not isinstance(parts, (list, tuple)):
         hint = ": wrap one rank's rows as [t]" if isinstance(parts, torch.Tensor) else ""
-        raise TypeError(f"`parts` must be a list (or tuple) of the ranks' tensors, in rank order, got {type(parts).__name__}{hint}")
-    if not parts: raise ValueError("`parts` must hold one tensor per rank, got none")
-    check_tensor("parts[0]", parts[0], min_ndim=1); dim = check_int("dim", dim, -parts[0].dim(), parts[0].dim() - 1)
+        raise TypeError(
+            f"`parts` must be a list (or tuple) of the ranks' tensors, in rank order, got {type(parts).__name__}{hint}"
+        )
+    if not parts:
+        raise ValueError("`parts` must hold one tensor per rank, got none")
+    check_tensor("parts[0]", parts[0], min_ndim=1)
+    dim = check_int("dim", dim, -parts[0].dim(), parts[0].dim() - 1)
     for i, t in enumerate(parts):
         check_tensor(f"parts[{i}]", t, like=parts[0], like_name="parts[0]")
-        if t.shape != parts[0].shape:      # every rank holds S/P rows of the same tensor
-            raise ValueError(f"`parts[{i}]` must have parts[0]'s shape {list(parts[0].shape)} (equal shards), got {list(t.shape)}")
+        if t.shape != parts[0].shape:  # every rank holds S/P rows of the same tensor
+            raise ValueError(
+                f"`parts[{i}]` must have parts[0]'s shape {list(parts[0].shape)} (equal shards), got {list(t.shape)}"
+            )
     layout, P = check_choice("layout", layout, CP_LAYOUTS), len(parts)
-    if layout == "contiguous": return torch.cat(parts, dim)
+    if layout == "contiguous":
+        return torch.cat(parts, dim)
     if parts[0].shape[dim] % 2:
         raise ValueError(f"zigzag `parts` must have an even length along dim {dim}, got {parts[0].shape[dim]}")
     halves = [t.chunk(2, dim) for t in parts]
@@ -297,49 +377,70 @@ def _shard_rows(group, layout: str, sq: int, b: int, window: int, fingerprint: t
     shard = check_cp_group(group, sq, b, fingerprint, checked)
     if layout == "contiguous":
         if window - 1 > sq:
-            raise ValueError(f"context parallelism needs window_size - 1 <= sq_local (the halo comes from one rank): "
-                             f"window_size={window}, sq_local={sq}")
+            raise ValueError(
+                f"context parallelism needs window_size - 1 <= sq_local (the halo comes from one rank): "
+                f"window_size={window}, sq_local={sq}"
+            )
         return [(slice(None), QueryRows(shard.start, sq, shard.seq_len))]
     C = sq // 2
     if C % CP_BLOCK:
-        raise ValueError(f"the zigzag layout needs chunks of S/(2P) = sq_local/2 tokens, a multiple of {CP_BLOCK}: "
-                         f"got sq_local={sq} (chunks of {C}); use sq_local a multiple of {2 * CP_BLOCK}")
+        raise ValueError(
+            f"the zigzag layout needs chunks of S/(2P) = sq_local/2 tokens, a multiple of {CP_BLOCK}: "
+            f"got sq_local={sq} (chunks of {C}); use sq_local a multiple of {2 * CP_BLOCK}"
+        )
     if window - 1 > C:
-        raise ValueError(f"the zigzag layout needs window_size - 1 <= sq_local/2 (the chunk length): window_size={window}, "
-                         f"chunk={C}")
-    return [(slice(i * C, (i + 1) * C), QueryRows(k * C, C, shard.seq_len))
-            for i, k in enumerate((shard.rank, 2 * shard.world - 1 - shard.rank))]
+        raise ValueError(
+            f"the zigzag layout needs window_size - 1 <= sq_local/2 (the chunk length): window_size={window}, chunk={C}"
+        )
+    return [
+        (slice(i * C, (i + 1) * C), QueryRows(k * C, C, shard.seq_len))
+        for i, k in enumerate((shard.rank, 2 * shard.world - 1 - shard.rank))
+    ]
+
 
 def _layer_fingerprint(layer, query) -> tuple:
     "What must agree across the CP group for `layer`: every config field, the ratio, the layout, the backend, dtype, mode."
     cfg = tuple((f, getattr(layer.cfg, f)) for f in layer.cfg.__dataclass_fields__)
-    return cfg + (("ratio", layer.ratio), ("cp_layout", layer.cp_layout), ("fused", layer.fused),
-                  ("dtype", str(query.dtype)), ("training", layer.training), ("grad_enabled", torch.is_grad_enabled()))
+    return cfg + (
+        ("ratio", layer.ratio),
+        ("cp_layout", layer.cp_layout),
+        ("fused", layer.fused),
+        ("dtype", str(query.dtype)),
+        ("training", layer.training),
+        ("grad_enabled", torch.is_grad_enabled()),
+    )
 
 # %% ../nbs/05_context_parallel.ipynb #ecad858a
 def _with_halo(t, halo, first: bool):
     "`[halo | t]`, or `[t | halo]` on the first rank (whose halo is unused but kept in the graph)."
     return torch.cat([t, halo]) if first else torch.cat([halo, t])
 
+
 def _zigzag_gather(parts, group):
     "All-gather every rank's two chunks `parts` (chunks `r`, `2P−1−r`; equal shapes) → the `2P` chunks in sequence order."
     P = dist.get_world_size(group)
-    got = gather_seq(torch.cat(parts), group).chunk(2 * P)         # rank order: chunks 0, 2P−1, 1, 2P−2, …
+    got = gather_seq(torch.cat(parts), group).chunk(2 * P)  # rank order: chunks 0, 2P−1, 1, 2P−2, …
     return [got[2 * k] for k in range(P)] + [got[2 * (P - 1 - k) + 1] for k in range(P)]
+
 
 def _halos(t, h: int, segments, group) -> list:
     "The `h` rows of `t` before each segment, from the rank holding them (zeros before token 0); `None`s on one device."
-    if group is None: return [None] * len(segments)
-    if len(segments) == 1: return [halo_from_prev(t[t.shape[0] - h:], group)]
-    C = t.shape[0] // 2                                            # zigzag: each chunk gets the tail of the chunk before it
-    tails = _zigzag_gather([t[C - h:C], t[2 * C - h:]], group)
+    if group is None:
+        return [None] * len(segments)
+    if len(segments) == 1:
+        return [halo_from_prev(t[t.shape[0] - h :], group)]
+    C = t.shape[0] // 2  # zigzag: each chunk gets the tail of the chunk before it
+    tails = _zigzag_gather([t[C - h : C], t[2 * C - h :]], group)
     return [tails[rows.start // C - 1] if rows.start else torch.zeros_like(tails[0]) for _, rows in segments]
+
 
 def _gather_entries(comps, k_is, group):
     "`(compressed entries, indexer keys)` of the whole sequence from the segments' own: identity on one device, one all-gather under CP."
-    if group is None or comps[0] is None: return comps[0], k_is[0]
+    if group is None or comps[0] is None:
+        return comps[0], k_is[0]
     parts = comps if k_is[0] is None else [torch.cat([c, k.to(c.dtype)], -1) for c, k in zip(comps, k_is)]
     both = gather_seq(parts[0], group) if len(parts) == 1 else torch.cat(_zigzag_gather(parts, group))
-    if k_is[0] is None: return both, None
+    if k_is[0] is None:
+        return both, None
     comp, k_all = both.split([comps[0].shape[-1], k_is[0].shape[-1]], -1)
     return comp, k_all.to(k_is[0].dtype)

@@ -8,8 +8,17 @@ from __future__ import annotations
 import torch
 
 from .checks import _TRITON_IMPORT_ERROR, check_int, check_scale, check_tensor, first_order_only, tl, triton
-from .kernels import (_SparseAttention, _bwd_indices, _check_devices, _op, _pad_idx, _radix_topk_cuda, _run,
-                                  _sparse_bwd, round_up)
+from fused_csa_nb.kernels import (
+    _SparseAttention,
+    _bwd_indices,
+    _check_devices,
+    _op,
+    _pad_idx,
+    _radix_topk_cuda,
+    _run,
+    _sparse_bwd,
+    round_up,
+)
 from .layout import _pad_heads
 
 # %% auto #0
@@ -17,11 +26,31 @@ __all__ = ['deterministic_sparse_attn_bwd', 'bench_deterministic']
 
 # %% ../nbs/04_deterministic.ipynb #75669456
 if triton is not None:
+
     @triton.jit
-    def _det_ds_kernel(q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, part_ptr,
-                       row0, H, K, N, scale,
-                       D: tl.constexpr, DV: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr,
-                       BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+    def _det_ds_kernel(
+        q_ptr,
+        kv_ptr,
+        do_ptr,
+        idx_ptr,
+        tlen_ptr,
+        lsef_ptr,
+        delta_ptr,
+        ds_ptr,
+        part_ptr,
+        row0,
+        H,
+        K,
+        N,
+        scale,
+        D: tl.constexpr,
+        DV: tl.constexpr,
+        HAS_TLEN: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        UPCAST: tl.constexpr,
+    ):
         "Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`, the slots' dKV parts into `part [R·K, D]`."
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
@@ -32,8 +61,8 @@ if triton is not None:
         valid = (idx >= 0) & (idx < N) & (ks < K)
         if HAS_TLEN:
             n_ok = tl.load(tlen_ptr + t)
-            if tl.program_id(1) * BLOCK_K >= n_ok:                                   # past the row's valid prefix:
-                return                                                                # nothing reads these slots
+            if tl.program_id(1) * BLOCK_K >= n_ok:  # past the row's valid prefix:
+                return  # nothing reads these slots
             valid = valid & (ks < n_ok)
         rows = tl.where(valid, idx, 0).to(tl.int64)
         s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
@@ -54,10 +83,13 @@ if triton is not None:
         lsef = tl.load(lsef_ptr + t * H + hs, mask=hm, other=float("inf"))
         delta = tl.load(delta_ptr + t * H + hs, mask=hm, other=0.0)
         live = hm[:, None] & valid[None, :]
-        gp = tl.where(live, tl.exp(s * scale - lsef[:, None]), 0.0)           # p·gate = exp(s − logaddexp(lse, sink))
+        gp = tl.where(live, tl.exp(s * scale - lsef[:, None]), 0.0)  # p·gate = exp(s − logaddexp(lse, sink))
         ds = tl.where(live, gp * (dp - delta[:, None]) * scale, 0.0)
-        tl.store(ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :], ds.to(ds_ptr.dtype.element_ty),
-                 mask=hm[:, None] & (ks < K)[None, :])
+        tl.store(
+            ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :],
+            ds.to(ds_ptr.dtype.element_ty),
+            mask=hm[:, None] & (ks < K)[None, :],
+        )
         if UPCAST:
             dsT = tl.trans(ds)
             gpT = tl.trans(gp)
@@ -76,15 +108,31 @@ if triton is not None:
                 if UPCAST:
                     do = do.to(tl.float32)
                 c = tl.dot(gpT, do, c)
-            tl.store(part_ptr + prow + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None])             # the segment sum reads valid slots only
-
+            tl.store(
+                part_ptr + prow + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None]
+            )  # the segment sum reads valid slots only
 
 # %% ../nbs/04_deterministic.ipynb #5c395239
 if triton is not None:
+
     @triton.jit
-    def _det_dq_kernel(kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, row0, H, K, N,
-                       D: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-                       BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+    def _det_dq_kernel(
+        kv_ptr,
+        idx_ptr,
+        tlen_ptr,
+        ds_ptr,
+        dq_ptr,
+        row0,
+        H,
+        K,
+        N,
+        D: tl.constexpr,
+        HAS_TLEN: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        UPCAST: tl.constexpr,
+    ):
         "`dq[row0 + r, :, d-block] = Σ_k ds[r, :, k] · kv[idx[k], d-block]`, slots in order."
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
@@ -94,47 +142,61 @@ if triton is not None:
         acc = tl.zeros([BLOCK_H, BLOCK_D], dtype=tl.float32)
         k_end = K
         if HAS_TLEN:
-            k_end = tl.minimum(K, tl.load(tlen_ptr + t))                             # the valid prefix only
+            k_end = tl.minimum(K, tl.load(tlen_ptr + t))  # the valid prefix only
         for k0 in range(0, k_end, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             idx = tl.load(idx_ptr + t * K + ks, mask=ks < K, other=-1)
             valid = (idx >= 0) & (idx < N) & (ks < k_end)
             rows = tl.where(valid, idx, 0).to(tl.int64)
             k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
-            ds = tl.load(ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :],
-                         mask=hm[:, None] & valid[None, :], other=0.0)            # unwritten past the prefix
+            ds = tl.load(
+                ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :],
+                mask=hm[:, None] & valid[None, :],
+                other=0.0,
+            )  # unwritten past the prefix
             if UPCAST:
                 acc = tl.dot(ds, k.to(tl.float32), acc)
             else:
                 acc = tl.dot(ds.to(k.dtype), k, acc)
         tl.store(dq_ptr + (t * H + hs[:, None]) * D + dd[None, :], acc.to(dq_ptr.dtype.element_ty), mask=hm[:, None])
 
-
 # %% ../nbs/04_deterministic.ipynb #b86b803b
 if triton is not None:
+
     @triton.jit
-    def _det_segment_sum_kernel(part_ptr, order_ptr, keys_ptr, start_ptr, nseg_ptr, acc_ptr,
-                                D: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _det_segment_sum_kernel(
+        part_ptr,
+        order_ptr,
+        keys_ptr,
+        start_ptr,
+        nseg_ptr,
+        acc_ptr,
+        D: tl.constexpr,
+        BLOCK_P: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         """Segments `s = pid, pid + G, …` (< `nseg`): `acc[keys[p0], d-block] += Σ part[order[p], d-block]` over
         `p ∈ [start[s], start[s+1])`, in that order (blocks of BLOCK_P); a persistent grid over the segments present."""
         dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-        nseg = tl.load(nseg_ptr).to(tl.int32)                                         # loop bounds: one int type
+        nseg = tl.load(nseg_ptr).to(tl.int32)  # loop bounds: one int type
         for s in range(tl.program_id(0), nseg, tl.num_programs(0)):
-            p0 = tl.load(start_ptr + s).to(tl.int32)                                   # < part_bytes / (4·D) pairs
+            p0 = tl.load(start_ptr + s).to(tl.int32)  # < part_bytes / (4·D) pairs
             p1 = tl.load(start_ptr + s + 1).to(tl.int32)
             j = tl.load(keys_ptr + p0)
             acc = tl.zeros([BLOCK_D], dtype=tl.float32)
             for p in range(p0, p1, BLOCK_P):
                 ps = p + tl.arange(0, BLOCK_P)
                 src = tl.load(order_ptr + ps, mask=ps < p1, other=0)
-                x = tl.load(part_ptr + src[:, None] * D + dd[None, :], mask=(ps < p1)[:, None], other=0.0).to(tl.float32)
+                x = tl.load(part_ptr + src[:, None] * D + dd[None, :], mask=(ps < p1)[:, None], other=0.0).to(
+                    tl.float32
+                )
                 acc += tl.sum(x, 0)
             old = tl.load(acc_ptr + j * D + dd)
             tl.store(acc_ptr + j * D + dd, old + acc)
 
-
 # %% ../nbs/04_deterministic.ipynb #f2c3f329
 if triton is not None:
+
     @triton.jit
     def _det_delta_kernel(o_ptr, do_ptr, delta_ptr, H, DV: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
         "`delta[t, h] = Σ_d dout·out` in float32 (one program per query row)."
@@ -149,13 +211,14 @@ if triton is not None:
             acc += tl.sum(o * g, 1)
         tl.store(delta_ptr + t * H + hs, acc, mask=hm)
 
-
 # %% ../nbs/04_deterministic.ipynb #84affde0
 def _interpreted() -> bool:
     "Whether the kernels were defined under Triton's interpreter (`TRITON_INTERPRET=1` at import: CPU tests)."
     return triton is not None and type(_det_ds_kernel).__name__ == "InterpretedFunction"
 
+
 _BLOCK_D = 64
+
 
 def _det_blocks(h):
     "`(BLOCK_H, BLOCK_K, num_warps)` for `h` heads (64 padded heads: 64 slots a block; 128: 32)."
@@ -170,18 +233,23 @@ def _segments(targets, n: int):
     keys, order = torch.sort(targets, stable=True)
     first = torch.ones_like(keys, dtype=torch.bool)
     first[1:] = keys[1:] != keys[:-1]
-    cs = torch.cumsum(first & (keys < n), 0)                                        # segments begun up to each position
+    cs = torch.cumsum(first & (keys < n), 0)  # segments begun up to each position
     n_valid = torch.searchsorted(keys, torch.full((1,), n, dtype=keys.dtype, device=keys.device))
     start = torch.searchsorted(cs, torch.arange(1, min(n, keys.shape[0]) + 2, device=keys.device))
     return keys, order, torch.minimum(start, n_valid), cs[-1:]
 
+
 _SMS: dict = {}
+
 
 def _programs(device) -> int:
     "Programs of the persistent segment-sum grid: 4 per SM on a GPU (cached), 8 under the interpreter."
-    if device.type != "cuda": return 8
-    if device not in _SMS: _SMS[device] = 4 * torch.cuda.get_device_properties(device).multi_processor_count
+    if device.type != "cuda":
+        return 8
+    if device not in _SMS:
+        _SMS[device] = 4 * torch.cuda.get_device_properties(device).multi_processor_count
     return _SMS[device]
+
 
 def _segment_sum(targets, n: int, part, acc):
     """`acc[j] += Σ part[p]` over the pairs `p` whose `targets[p] = j < n`, in a fixed order (`_segments`, then the
@@ -189,11 +257,23 @@ def _segment_sum(targets, n: int, part, acc):
     keys, order, start, nseg = _segments(targets, n)
     d = acc.shape[-1]
     _det_segment_sum_kernel[(min(_programs(acc.device), start.shape[0] - 1), d // _BLOCK_D)](
-        part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D)
+        part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D
+    )
 
 # %% ../nbs/04_deterministic.ipynb #ed34c703
-def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None,
-                              part_bytes: int = 1 << 30, part_dtype=torch.float32):
+def _deterministic_sparse_bwd(
+    q,
+    kv,
+    out,
+    dout,
+    lse,
+    attn_sink,
+    indices,
+    sm_scale,
+    topk_length=None,
+    part_bytes: int = 1 << 30,
+    part_dtype=torch.float32,
+):
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
     `part_bytes`: the budget of one chunk's contribution buffer; `part_dtype`: its dtype (fp32; bf16 halves its traffic
     and rounds each contribution, see the bench)."""
@@ -202,47 +282,94 @@ def _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scal
     dev = q.device
     q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
     bh, bk, warps = _det_blocks(h)
-    bdq = 128 if d % 128 == 0 else _BLOCK_D                                           # dq's D block: `ds` read d/bdq times
+    bdq = 128 if d % 128 == 0 else _BLOCK_D  # dq's D block: `ds` read d/bdq times
     up = _interpreted()
-    lsef = torch.logaddexp(lse, attn_sink[None])                                        # [s_q, H]: + the sink
+    lsef = torch.logaddexp(lse, attn_sink[None])  # [s_q, H]: + the sink
     delta = torch.empty(s_q, h, dtype=torch.float32, device=dev)
     dq = torch.empty_like(q)
     acc = torch.zeros(n, d, dtype=torch.float32, device=dev)
     if s_q and k:
         _det_delta_kernel[(s_q,)](out, dout, delta, h, DV=dv, BLOCK_H=bh, BLOCK_D=_BLOCK_D)
     else:
-        delta.zero_(); dq.zero_()
+        delta.zero_()
+        dq.zero_()
     d_sink = -(delta * torch.exp(attn_sink[None] - lsef)).sum(0)
-    if not (s_q and k): return dq, acc.to(kv.dtype), d_sink
+    if not (s_q and k):
+        return dq, acc.to(kv.dtype), d_sink
     rows = max(1, min(s_q, part_bytes // (4 * k * (d + h))))
     tl_ptr = topk_length if topk_length is not None else indices
     slot = torch.arange(k, device=dev)
     for r0 in range(0, s_q, rows):
         r1 = min(s_q, r0 + rows)
-        ds = torch.empty(r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev)   # bf16: what the dq product reads
+        ds = torch.empty(
+            r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev
+        )  # bf16: what the dq product reads
         part = torch.empty((r1 - r0) * k, d, dtype=part_dtype, device=dev)
-        _det_ds_kernel[(r1 - r0, triton.cdiv(k, bk))](q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, r0, h, k, n,
-                                                      sm_scale, D=d, DV=dv, HAS_TLEN=topk_length is not None,
-                                                      BLOCK_H=bh, BLOCK_K=bk, BLOCK_D=_BLOCK_D, UPCAST=up, num_warps=warps)
-        _det_dq_kernel[(r1 - r0, d // bdq)](kv, indices, tl_ptr, ds, dq, r0, h, k, n, D=d,
-                                            HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=bk,
-                                            BLOCK_D=bdq, UPCAST=up, num_warps=warps)
+        _det_ds_kernel[(r1 - r0, triton.cdiv(k, bk))](
+            q,
+            kv,
+            dout,
+            indices,
+            tl_ptr,
+            lsef,
+            delta,
+            ds,
+            part,
+            r0,
+            h,
+            k,
+            n,
+            sm_scale,
+            D=d,
+            DV=dv,
+            HAS_TLEN=topk_length is not None,
+            BLOCK_H=bh,
+            BLOCK_K=bk,
+            BLOCK_D=_BLOCK_D,
+            UPCAST=up,
+            num_warps=warps,
+        )
+        _det_dq_kernel[(r1 - r0, d // bdq)](
+            kv,
+            indices,
+            tl_ptr,
+            ds,
+            dq,
+            r0,
+            h,
+            k,
+            n,
+            D=d,
+            HAS_TLEN=topk_length is not None,
+            BLOCK_H=bh,
+            BLOCK_K=bk,
+            BLOCK_D=bdq,
+            UPCAST=up,
+            num_warps=warps,
+        )
         idx = indices[r0:r1].long()
         valid = (idx >= 0) & (idx < n)
-        if topk_length is not None: valid &= slot[None] < topk_length[r0:r1, None]
+        if topk_length is not None:
+            valid &= slot[None] < topk_length[r0:r1, None]
         _segment_sum(torch.where(valid, idx, n).flatten(), n, part, acc)
     return dq, acc.to(kv.dtype), d_sink
 
 # %% ../nbs/04_deterministic.ipynb #169cfa6a
-@_op("sparse_attn_bwd_deterministic", "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, "
-                                      "Tensor indices, float sm_scale, Tensor? topk_length) -> (Tensor, Tensor, Tensor)")
+@_op(
+    "sparse_attn_bwd_deterministic",
+    "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, "
+    "Tensor indices, float sm_scale, Tensor? topk_length) -> (Tensor, Tensor, Tensor)",
+)
 def _det_bwd_op(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
-    if triton is None: raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    if triton is None:
+        raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     return _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
+
 
 @_det_bwd_op.register_fake
 def _(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
     return torch.empty_like(q), torch.empty_like(kv), torch.empty_like(attn_sink, dtype=torch.float32)
+
 
 def _sparse_bwd_det(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None):
     "The deterministic sparse-attention backward on checked flat tensors → `(dq, dkv, d_sink fp32)` (`kernels._sparse_bwd`'s twin)."
@@ -251,27 +378,34 @@ def _sparse_bwd_det(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_le
 # %% ../nbs/04_deterministic.ipynb #fb33aeb4
 class _DeterministicSparseAttention(_SparseAttention):
     "FlashMLA forward (`kernels._SparseAttention`'s) and the deterministic backward on padded flat tensors: `(out, lse)`."
+
     @staticmethod
     @first_order_only("the deterministic sparse attention (FlashMLA forward, deterministic backward)")
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout, _dlse):
         q, kv, out, lse, sink, idx, tlen = ctx.saved_tensors
         need = ctx.needs_input_grad
-        if dout is None or not (need[0] or need[1] or need[4]): return (None,) * 7
+        if dout is None or not (need[0] or need[1] or need[4]):
+            return (None,) * 7
         dq, dkv, dsink = _sparse_bwd_det(q, kv, out, dout.contiguous(), lse, sink, idx, ctx.sm_scale, tlen)
         return dq if need[0] else None, dkv if need[1] else None, None, None, dsink if need[4] else None, None, None
 
-def _sparse_fwd_det(q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poison=None, *, heads: int, multiple: int):
+
+def _sparse_fwd_det(
+    q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poison=None, *, heads: int, multiple: int
+):
     "`kernels._sparse_fwd` with the deterministic backward (same arguments)."
     h = q.shape[1]
-    if heads != h: q, attn_sink = _pad_heads(q, attn_sink, heads)
+    if heads != h:
+        q, attn_sink = _pad_heads(q, attn_sink, heads)
     idx = _pad_idx(indices, max(multiple, round_up(indices.shape[1], multiple)))
     out, lse = _DeterministicSparseAttention.apply(q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
     return (out, lse) if heads == h else (out[:, :h].contiguous(), lse[:, :h].contiguous())
 
 # %% ../nbs/04_deterministic.ipynb #b7baef5d
-def deterministic_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None,
-                                  *, part_bytes: int = 1 << 30):
+def deterministic_sparse_attn_bwd(
+    q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None, *, part_bytes: int = 1 << 30
+):
     """The deterministic sparse-attention backward, checked (bitwise repeatable; cuDNN's contract, see above).
 
     `q [s_q, H, D]` bf16: the queries (`D` a multiple of 64); `kv [s_kv, D]` bf16: the shared key rows, whose first `DV`
@@ -284,29 +418,52 @@ def deterministic_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_
     Returns `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
-    if d % 64: raise ValueError(f"`q` head dim must be a multiple of 64, got {d}")
+    if d % 64:
+        raise ValueError(f"`q` head dim must be a multiple of 64, got {d}")
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), what="[s_kv, D]", contiguous=True)
     check_tensor("out", out, dtype=torch.bfloat16, shape=(s_q, h, None), what="[s_q, H, DV]", contiguous=True)
     dv = out.shape[-1]
-    if dv % 64 or dv > d: raise ValueError(f"`out` value dim must be a multiple of 64 and <= D = {d}, got {dv}")
+    if dv % 64 or dv > d:
+        raise ValueError(f"`out` value dim must be a multiple of 64 and <= D = {d}, got {dv}")
     check_tensor("dout", dout, dtype=torch.bfloat16, shape=(s_q, h, dv), what="[s_q, H, DV]", contiguous=True)
     check_tensor("lse", lse, dtype=torch.float32, shape=(s_q, h), what="[s_q, H]", contiguous=True)
     check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
     check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
-    if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
-    sm_scale = check_scale("sm_scale", sm_scale, required=True); check_int("part_bytes", part_bytes, 1)
-    if triton is None: raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    if topk_length is not None:
+        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
+    sm_scale = check_scale("sm_scale", sm_scale, required=True)
+    check_int("part_bytes", part_bytes, 1)
+    if triton is None:
+        raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     if q.device.type != "cuda" and not _interpreted():
         raise ValueError(f"`q` must be a CUDA tensor (CPU only under TRITON_INTERPRET=1), got device {q.device}")
-    _check_devices(q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length) \
-        if q.device.type == "cuda" else None
+    _check_devices(
+        q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length
+    ) if q.device.type == "cuda" else None
     return _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length, part_bytes)
 
 # %% ../nbs/04_deterministic.ipynb #4be011d7
 if triton is not None:
+
     @triton.jit
-    def _det_index_dk_kernel(q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, row0, S, H, K, SK, scale,
-                             D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+    def _det_index_dk_kernel(
+        q_ptr,
+        w_ptr,
+        k_ptr,
+        g_ptr,
+        sel_ptr,
+        part_ptr,
+        row0,
+        S,
+        H,
+        K,
+        SK,
+        scale,
+        D: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        UPCAST: tl.constexpr,
+    ):
         "Indexer row `row0 + r` of `[B·S]`, slots `[kb·BLOCK_K, …)`: `σ Σ_h g·w_h·[q_h·k > 0]·q_h` into `part [R·K, D]`."
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
@@ -316,13 +473,13 @@ if triton is not None:
         dd = tl.arange(0, D)
         sel = tl.load(sel_ptr + t * K + ks, mask=ks < K, other=-1)
         valid = (sel >= 0) & (sel < SK) & (ks < K)
-        rows = (t // S) * SK + tl.where(valid, sel, 0).to(tl.int64)                    # the batch's own keys
+        rows = (t // S) * SK + tl.where(valid, sel, 0).to(tl.int64)  # the batch's own keys
         q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
         k = tl.load(k_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
         if UPCAST:
             q = q.to(tl.float32)
             k = k.to(tl.float32)
-        s = tl.dot(q, tl.trans(k))                                                      # [BLOCK_H, BLOCK_K]
+        s = tl.dot(q, tl.trans(k))  # [BLOCK_H, BLOCK_K]
         w = tl.load(w_ptr + t * H + hs, mask=hm, other=0.0).to(tl.float32)
         g = tl.load(g_ptr + t * K + ks, mask=valid, other=0.0)
         da = tl.where((s > 0) & hm[:, None] & valid[None, :], w[:, None] * g[None, :] * scale, 0.0)
@@ -332,16 +489,19 @@ if triton is not None:
             c = tl.dot(tl.trans(da).to(q.dtype), q)
         tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=valid[:, None])
 
-
 # %% ../nbs/04_deterministic.ipynb #58ced17d
-_CLIP = 3.720075976020836e-44        # exp(-100): the indexer backward's clipping of target and prediction
+_CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of target and prediction
+
 
 def _index_score_grad(target, predict, scale):
     "The KL's gradient in the indexer logits, `scale·(p Σt − t)`, with the kernels' clipping (`testing._score_grad`)."
     g = -target.clamp(min=_CLIP) * (predict >= _CLIP) * scale
     return g - predict * g.sum(-1, keepdim=True)
 
-def _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, part_bytes: int = 1 << 30):
+
+def _deterministic_index_dk(
+    q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, part_bytes: int = 1 << 30
+):
     """The sparse indexer loss's `d_index_k [B, S_k, D]` fp32, bitwise repeatable, on the cuDNN indexer backward's
     checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`, `predict [B,S,K]` fp32, local `indices
     [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it differentiates `loss_coeff · mean`)."""
@@ -351,51 +511,71 @@ def _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_sca
     q, w, k, idx = (t.contiguous() for t in (q, w, k, indices))
     acc = torch.zeros(b * sk, d, dtype=torch.float32, device=dev)
     n_rows, bh, up = b * s, max(16, triton.next_power_of_2(h)), _interpreted()
-    if not (n_rows and kk and sk): return acc.view(b, sk, d)
+    if not (n_rows and kk and sk):
+        return acc.view(b, sk, d)
     rows = max(1, min(n_rows, part_bytes // (4 * kk * d)))
     flat = idx.view(n_rows, kk).long()
     base = (torch.arange(n_rows, device=dev) // s * sk)[:, None]
     for r0 in range(0, n_rows, rows):
         r1 = min(n_rows, r0 + rows)
         part = torch.empty((r1 - r0) * kk, d, dtype=torch.float32, device=dev)
-        _det_index_dk_kernel[(r1 - r0, triton.cdiv(kk, 64))](q, w, k, g, idx, part, r0, s, h, kk, sk, sm_scale, D=d,
-                                                             BLOCK_H=bh, BLOCK_K=64, UPCAST=up, num_warps=4)
+        _det_index_dk_kernel[(r1 - r0, triton.cdiv(kk, 64))](
+            q, w, k, g, idx, part, r0, s, h, kk, sk, sm_scale, D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, num_warps=4
+        )
         sel = flat[r0:r1]
         _segment_sum(torch.where((sel >= 0) & (sel < sk), sel + base[r0:r1], b * sk).flatten(), b * sk, part, acc)
     return acc.view(b, sk, d)
 
-@_op("index_dk_deterministic", "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, "
-                               "Tensor grad_loss, float sm_scale, float loss_coeff) -> Tensor")
+
+@_op(
+    "index_dk_deterministic",
+    "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, "
+    "Tensor grad_loss, float sm_scale, float loss_coeff) -> Tensor",
+)
 def _index_dk_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    if triton is None: raise RuntimeError(f"the deterministic indexer d_k needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    if triton is None:
+        raise RuntimeError(f"the deterministic indexer d_k needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     return _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff)
+
 
 @_index_dk_op.register_fake
 def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     return torch.empty(k.shape, dtype=torch.float32, device=k.device)
 
+
 def _index_dk_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     "`_deterministic_index_dk` as the op (`torch.compile`, and the stand-in on CPU tensors): `d_index_k [B, S_k, D]` fp32."
     return _run("index_dk_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
 
-
 # %% ../nbs/04_deterministic.ipynb #efff052c
 def _cuda_ms(fn, warmup: int, iters: int) -> float:
     "Mean milliseconds of `fn()` on the current CUDA stream (events)."
-    for _ in range(warmup): fn()
+    for _ in range(warmup):
+        fn()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
-    for _ in range(iters): fn()
-    b.record(); torch.cuda.synchronize()
+    for _ in range(iters):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
     return a.elapsed_time(b) / iters
+
 
 def _similarity(a, b) -> float:
     "`2Σab / Σ(a²+b²)` in float64 (the package's parity measure, `testing.similarity`)."
     a, b = a.double().flatten(), b.double().flatten()
     return float(2 * (a * b).sum() / (a * a + b * b).sum().clamp_min(1e-300))
 
-def bench_deterministic(sq: int = 4096, heads: int = 64, topk: int = 640, n_comp: int = 1024, warmup: int = 3,
-                        iters: int = 10, seed: int = 0) -> dict:
+
+def bench_deterministic(
+    sq: int = 4096,
+    heads: int = 64,
+    topk: int = 640,
+    n_comp: int = 1024,
+    warmup: int = 3,
+    iters: int = 10,
+    seed: int = 0,
+) -> dict:
     """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
     (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
@@ -413,20 +593,29 @@ def bench_deterministic(sq: int = 4096, heads: int = 64, topk: int = 640, n_comp
     win = t - torch.arange(128, device="cuda")[None]
     comp = sq + torch.randint(0, n_comp, (sq, topk - 128), device="cuda", generator=g)
     idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32).contiguous()
-    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512 ** -0.5, sink, None, None)
+    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512**-0.5, sink, None, None)
     dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
-    args = (q, kv, out, dout, lse, sink, idx, 512 ** -0.5, None)
+    args = (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
     ref, det = _sparse_bwd(*args), _sparse_bwd_det(*args)
     repeat = all(torch.equal(a, b) for a, b in zip(det, _sparse_bwd_det(*args)))
-    r = dict(sq=sq, heads=heads, topk=topk, cudnn_bwd_ms=_cuda_ms(lambda: _sparse_bwd(*args), warmup, iters),
-             det_bwd_ms=_cuda_ms(lambda: _sparse_bwd_det(*args), warmup, iters), repeat=repeat,
-             sim_dq=_similarity(det[0], ref[0]), sim_dkv=_similarity(det[1], ref[1]), sim_dsink=_similarity(det[2], ref[2]))
+    r = dict(
+        sq=sq,
+        heads=heads,
+        topk=topk,
+        cudnn_bwd_ms=_cuda_ms(lambda: _sparse_bwd(*args), warmup, iters),
+        det_bwd_ms=_cuda_ms(lambda: _sparse_bwd_det(*args), warmup, iters),
+        repeat=repeat,
+        sim_dq=_similarity(det[0], ref[0]),
+        sim_dkv=_similarity(det[1], ref[1]),
+        sim_dsink=_similarity(det[2], ref[2]),
+    )
     r["det_bwd_x"] = r["det_bwd_ms"] / r["cudnn_bwd_ms"]
-    half = lambda: _deterministic_sparse_bwd(*args, part_dtype=torch.bfloat16)      # the bf16 contribution buffer
+    half = lambda: _deterministic_sparse_bwd(*args, part_dtype=torch.bfloat16)  # the bf16 contribution buffer
     r["det_bwd_bf16_part_ms"], r["sim_dkv_bf16_part"] = _cuda_ms(half, warmup, iters), _similarity(half()[1], ref[1])
-    scores = torch.randn(sq, n_comp, device="cuda", generator=g).relu_()          # ReLU: many exact zeros (ties)
+    scores = torch.randn(sq, n_comp, device="cuda", generator=g).relu_()  # ReLU: many exact zeros (ties)
     lens = torch.full((sq,), n_comp, dtype=torch.int32, device="cuda")
     for det_k in (False, True):
-        r[f"topk_{'det' if det_k else 'default'}_ms"] = _cuda_ms(lambda: _radix_topk_cuda(scores, lens, topk - 128, det_k),
-                                                              warmup, iters)
+        r[f"topk_{'det' if det_k else 'default'}_ms"] = _cuda_ms(
+            lambda: _radix_topk_cuda(scores, lens, topk - 128, det_k), warmup, iters
+        )
     return r

@@ -10,17 +10,53 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import first_order_only, check_bool, check_choice, check_float, check_int, check_scale, check_tensor
-from .layout import (QueryRows, _check_int32_range, _entry_slots, _flat_global, _no_indexer_rows, _row_blocks,
-                                 cached_index, _pad_idx, visible_counts)
-from .kernels import (KernelLimits, _check_devices, _compactify, _dense_attn_score, _dense_indexer_bwd,
-                                  _dense_indexer_score, _dk_result, _dsa, _flash_mla, _indexer_bwd, _indexer_fwd, _indexer_fwd_thd, _need,
-                                  _radix_topk, _sparse_indexer_predict,
-                                  _sparse_bwd, _sparse_fwd, _sparse_score, kernel_limits, padded_num_heads, round_up,
-                                  sm_major)
+from fused_csa_nb.checks import (
+    first_order_only,
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_scale,
+    check_tensor,
+)
+from fused_csa_nb.layout import (
+    QueryRows,
+    _check_int32_range,
+    _entry_slots,
+    _flat_global,
+    _no_indexer_rows,
+    _row_blocks,
+    cached_index,
+    _pad_idx,
+    visible_counts,
+)
+from fused_csa_nb.kernels import (
+    KernelLimits,
+    _check_devices,
+    _compactify,
+    _dense_attn_score,
+    _dense_indexer_bwd,
+    _dense_indexer_score,
+    _dk_result,
+    _dsa,
+    _flash_mla,
+    _indexer_bwd,
+    _indexer_fwd,
+    _indexer_fwd_thd,
+    _need,
+    _radix_topk,
+    _sparse_indexer_predict,
+    _sparse_bwd,
+    _sparse_fwd,
+    _sparse_score,
+    kernel_limits,
+    padded_num_heads,
+    round_up,
+    sm_major,
+)
 from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_rows
 from . import teacher as _teacher
-from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det   # deterministic=True
+from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det  # deterministic=True
 
 # %% auto #0
 __all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_attn_topk_idxs', 'fused_csa_indexer_sparse_attn']
@@ -49,25 +85,52 @@ def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128
     `sq` the sequence's tokens (query rows); `batch_size` b (>= 1); `ratio` the compression ratio (0 for none, else 4 or 128);
     `window` W, the sliding window (default 128); `device` the device of the result (None: the CPU).
     Returns the int32 flat rows `[sq·b, W (+ sq//ratio)]`."""
-    check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio); check_int("window", window, 1)
+    check_int("sq", sq)
+    check_int("batch_size", batch_size, 1)
+    check_int("ratio", ratio)
+    check_int("window", window, 1)
     _check_int32_range(2 * sq, batch_size)
-    return _no_indexer_rows(sq, batch_size, ratio, window, 0, 0, 2 * sq, device)   # slots < sq + n_comp ≤ 2·sq
+    return _no_indexer_rows(sq, batch_size, ratio, window, 0, 0, 2 * sq, device)  # slots < sq + n_comp ≤ 2·sq
 
 # %% ../nbs/04_fused.ipynb #fa860732
-def _sparse_attn(query, kv_full, attn_sink, topk_idxs, scale, topk_length=None, row_poison=None, *, heads, multiple,
-                 return_lse=False, deterministic=False):
+def _sparse_attn(
+    query,
+    kv_full,
+    attn_sink,
+    topk_idxs,
+    scale,
+    topk_length=None,
+    row_poison=None,
+    *,
+    heads,
+    multiple,
+    return_lse=False,
+    deterministic=False,
+):
     """Path A on checked SBHD tensors (`heads`, `multiple`: the padded head count and top-K granularity of the device;
     `deterministic`: the deterministic backward of the deterministic chapter instead of cuDNN's)."""
     sq, b, h, d = query.shape
-    if row_poison is not None: row_poison = row_poison.t().reshape(sq * b)          # flat rows t·b + batch
+    if row_poison is not None:
+        row_poison = row_poison.t().reshape(sq * b)  # flat rows t·b + batch
     fwd = _sparse_fwd_det if deterministic else _sparse_fwd
-    out, lse = fwd(query.view(sq * b, h, d), kv_full.view(-1, d), topk_idxs, scale, attn_sink, topk_length, row_poison,
-                   heads=heads, multiple=multiple)
+    out, lse = fwd(
+        query.view(sq * b, h, d),
+        kv_full.view(-1, d),
+        topk_idxs,
+        scale,
+        attn_sink,
+        topk_length,
+        row_poison,
+        heads=heads,
+        multiple=multiple,
+    )
     out = out.view(sq, b, h * out.shape[-1])
     return (out, lse.detach().view(sq, b, h).transpose(0, 1)) if return_lse else out
 
-def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False,
-                    row_poison=None):
+
+def csa_sparse_attn(
+    query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False, row_poison=None
+):
     """Fused sparse attention (path A): FlashMLA forward, cuDNN backward.
 
     `query [sq, b, H, D]` bf16: the roped queries; `kv_full [sq + n_comp, b, D]` bf16: raw keys, then compressed entries
@@ -80,29 +143,58 @@ def csa_sparse_attn(query, kv_full, attn_sink, topk_idxs, softmax_scale=None, to
     Returns `out [sq, b, H·512]` bf16, differentiable in `query`, `kv_full` and `attn_sink`; with `return_lse` also the
     sink-excluded LSE `[b, sq, H]` fp32 (not differentiable; `+inf` for a row without keys)."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
-    check_tensor("topk_idxs", topk_idxs, dtype=torch.int32, shape=(sq * b, None), what="[sq·b, K] (flat global indices)")
+    check_tensor(
+        "topk_idxs", topk_idxs, dtype=torch.int32, shape=(sq * b, None), what="[sq·b, K] (flat global indices)"
+    )
     if topk_length is not None:
-        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(sq * b,), what="[sq·b] (compact indices)", contiguous=True)
+        check_tensor(
+            "topk_length",
+            topk_length,
+            dtype=torch.int32,
+            shape=(sq * b,),
+            what="[sq·b] (compact indices)",
+            contiguous=True,
+        )
     if row_poison is not None:
         check_tensor("row_poison", row_poison, dtype=torch.float32, shape=(b, sq), what="[b, sq]")
-    scale = check_scale("softmax_scale", softmax_scale, d ** -0.5)
+    scale = check_scale("softmax_scale", softmax_scale, d**-0.5)
     check_bool("return_lse", return_lse)
     _need(_flash_mla)
-    major = sm_major(_check_devices(query=query, kv_full=kv_full, attn_sink=attn_sink, topk_idxs=topk_idxs,
-                                    topk_length=topk_length, row_poison=row_poison))
+    major = sm_major(
+        _check_devices(
+            query=query,
+            kv_full=kv_full,
+            attn_sink=attn_sink,
+            topk_idxs=topk_idxs,
+            topk_length=topk_length,
+            row_poison=row_poison,
+        )
+    )
     lim = kernel_limits(major)
-    if d not in lim.head_dims: raise ValueError(f"`query` head dim must be one of {lim.head_dims}, got {d}")
-    return _sparse_attn(query, kv_full, attn_sink, topk_idxs.contiguous(), scale, topk_length, row_poison,
-                        heads=padded_num_heads(h, major), multiple=lim.topk_multiple,
-                        return_lse=return_lse)
+    if d not in lim.head_dims:
+        raise ValueError(f"`query` head dim must be one of {lim.head_dims}, got {d}")
+    return _sparse_attn(
+        query,
+        kv_full,
+        attn_sink,
+        topk_idxs.contiguous(),
+        scale,
+        topk_length,
+        row_poison,
+        heads=padded_num_heads(h, major),
+        multiple=lim.topk_multiple,
+        return_lse=return_lse,
+    )
 
 # %% ../nbs/04_fused.ipynb #7203f8be
 def _visible_lengths_of(t0, t1, b, ratio, n_comp, device=None):
     return visible_counts(t0, t1, ratio, n_comp, device).to(torch.int32).repeat(b)
 
+
 def _visible_lengths(t0, t1, b, ratio, n_comp, device):
     "Visible compressed entries per BSHD row of the query block `[t0, t1)`, `[b·(t1−t0)]` int32: `min((t+1)//ratio, n_comp)` (cached)."
     return cached_index(_visible_lengths_of, t0, t1, b, ratio, n_comp, device=device)
+
 
 def _block_bshd(t, t0, t1):
     "Rows `[t0, t1)` of an SBHD tensor as contiguous BSHD (a view when b = 1, else a copy of the block only)."
@@ -111,16 +203,19 @@ def _block_bshd(t, t0, t1):
 # %% ../nbs/04_fused.ipynb #fdf40327
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     "A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)` (the queries quantised here)."
-    if k_fp8 is None: return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
+    if k_fp8 is None:
+        return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
     q8, qs = fp8_rows(q_i)
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
+
 
 def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None):
     """Query rows `[t0, t1)` of the row set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32, selected entry ids
     [b,c,index_topk] int32 (-1 padded), their columns in `scores` [b,c,index_topk], poison [b,c] fp32)`. The kernel by row
     kind: a sequence or a shard (global positions `rows.start + t`) — the SBHD indexer; a pack — the THD one (below).
     `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `fp8_rows(k_i)` for FP8 selection scores."""
-    if rows.thd: return _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
+    if rows.thd:
+        return _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
     b, n_comp = k_i.shape[:2]
     off = rows.start
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
@@ -130,10 +225,11 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
     poison = _indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0)
     return q_i, w_i, scores, sel, sel, poison
 
+
 def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, rows, fp8=False):
     "Path C's selection of the row set `rows` → `(selected entry ids [b, n, index_topk] int32, poison [b, n] fp32)`; `fp8`: FP8 scores."
     n, b = q_indexer.shape[:2]
-    k_i = k_indexer.transpose(0, 1).contiguous()                                  # [b, n_comp, Di]: small
+    k_i = k_indexer.transpose(0, 1).contiguous()  # [b, n_comp, Di]: small
     k_fp8 = fp8_rows(k_i) if fp8 else None
     sel = torch.empty(b, n, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(b, n, dtype=torch.float32, device=q_indexer.device)
@@ -148,15 +244,23 @@ def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ra
     columns, the selected ids those of the pack's entries)."""
     q, w, k_flat = q_indexer[t0:t1, 0], weights[t0:t1, 0], k_i[0]
     cu = pack.cu
-    thd = ((cu.clamp(t0, t1) - t0).int(), pack.cc.int(), min(pack.max_seqlen, t1 - t0), pack.max_seqlen // ratio,
-           (t0 - cu[:-1]).clamp(min=0).int())
-    if k_fp8 is None: scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, *thd)
+    thd = (
+        (cu.clamp(t0, t1) - t0).int(),
+        pack.cc.int(),
+        min(pack.max_seqlen, t1 - t0),
+        pack.max_seqlen // ratio,
+        (t0 - cu[:-1]).clamp(min=0).int(),
+    )
+    if k_fp8 is None:
+        scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, *thd)
     else:
         q8, qs = fp8_rows(q)
         scores = _indexer_fwd_thd(q8, k_fp8[0][0], w, ratio, isc, *thd, qs, k_fp8[1][0])
     cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
-    poison = _packed_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], pack.row_base[t0:t1], pack.row_visible[t0:t1])
+    poison = _packed_input_poison(
+        q_indexer[t0:t1], k_indexer, weights[t0:t1], pack.row_base[t0:t1], pack.row_visible[t0:t1]
+    )
     return q[None], w[None], scores[None], sel[None], cols[None], poison
 
 # %% ../nbs/04_fused.ipynb #a05e1ddb
@@ -168,23 +272,31 @@ def _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b):
         raise ValueError(f"`q_indexer` must have shape [{sq}, {b}, Hi, Di], got {list(q_indexer.shape)}")
     hi, di = q_indexer.shape[2:]
     if k_indexer.shape[1:] != (b, di) or k_indexer.shape[0] < 1:
-        raise ValueError(f"`k_indexer` must have shape [n_comp >= 1, {b}, {di}], got {list(k_indexer.shape)} "
-                         "(with no compressed entry use path A, `no_indexer_topk_idxs`)")
+        raise ValueError(
+            f"`k_indexer` must have shape [n_comp >= 1, {b}, {di}], got {list(k_indexer.shape)} "
+            "(with no compressed entry use path A, `no_indexer_topk_idxs`)"
+        )
     if weights.shape != (sq, b, hi):
         raise ValueError(f"`weights` must have shape [{sq}, {b}, {hi}], got {list(weights.shape)}")
     return hi, di, k_indexer.shape[0]
+
 
 def _check_block_rows(block_rows, sq):
     "Query rows per indexer block: `None` = all rows (one block)."
     return max(sq, 1) if block_rows is None else check_int("block_rows", block_rows, 1)
 
+
 def _check_precision(precision, hi, lim, major) -> bool:
     "`indexer_precision` checked (`'bf16'` or `'fp8'`; FP8 needs `hi` in the device's `fp8_index_heads`) → whether FP8."
-    if check_choice("indexer_precision", precision, INDEXER_PRECISIONS) == "bf16": return False
+    if check_choice("indexer_precision", precision, INDEXER_PRECISIONS) == "bf16":
+        return False
     if hi not in lim.fp8_index_heads:
-        raise ValueError(f"indexer_precision='fp8' on SM{major}0 runs {lim.fp8_index_heads or 'no'} indexer heads "
-                         f"(cuDNN FP8 indexer), got {hi}")
+        raise ValueError(
+            f"indexer_precision='fp8' on SM{major}0 runs {lim.fp8_index_heads or 'no'} indexer heads "
+            f"(cuDNN FP8 indexer), got {hi}"
+        )
     return True
+
 
 def _check_indexer_call(q_indexer, k_indexer, weights, index_topk, ratio, indexer_softmax_scale):
     "The checks of an indexer call (shapes, dtypes, devices, the device's limits) → `(sq, b, n_comp, isc, lim)`."
@@ -193,15 +305,25 @@ def _check_indexer_call(q_indexer, k_indexer, weights, index_topk, ratio, indexe
     sq, b, _, di = q_indexer.shape
     _, _, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     check_int("ratio", ratio, 1)
-    isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5)
+    isc = check_scale("indexer_softmax_scale", indexer_softmax_scale, di**-0.5)
     _need(_dsa)
     lim = kernel_limits(sm_major(_check_devices(q_indexer=q_indexer, k_indexer=k_indexer, weights=weights)))
     check_int("index_topk", index_topk, 1, lim.max_topk)
     return sq, b, n_comp, isc, lim
 
 # %% ../nbs/04_fused.ipynb #2a74186c
-def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, indexer_softmax_scale=None,
-                 *, block_rows: int | None = None, return_poison: bool = False, indexer_precision: str = "bf16"):
+def indexer_topk(
+    q_indexer,
+    k_indexer,
+    weights,
+    index_topk: int,
+    ratio: int,
+    indexer_softmax_scale=None,
+    *,
+    block_rows: int | None = None,
+    return_poison: bool = False,
+    indexer_precision: str = "bf16",
+):
     """Fused indexer top-k of a whole sequence → selected compressed-entry ids `[b, sq, index_topk]` int32, `-1` padded.
 
     `q_indexer [sq, b, Hi, Di]`, `weights [sq, b, Hi]`, `k_indexer [n_comp, b, Di]` bf16 (SBHD, one CUDA device):
@@ -210,41 +332,59 @@ def indexer_topk(q_indexer, k_indexer, weights, index_topk: int, ratio: int, ind
     `block_rows`: query rows scored at a time (the `[b, block_rows, n_comp]` scores are the transient); `None` = all.
     `return_poison`: also return `[b, sq]` float32, NaN on rows whose indexer inputs are not finite (the non-finite rule).
     `indexer_precision`: `'bf16'`, or `'fp8'` (SM90: the scores of the rotated e4m3 inputs, `reference.fp8_indexer_scores`)."""
-    sq, b, n_comp, isc, lim = _check_indexer_call(q_indexer, k_indexer, weights, index_topk, ratio, indexer_softmax_scale)
+    sq, b, n_comp, isc, lim = _check_indexer_call(
+        q_indexer, k_indexer, weights, index_topk, ratio, indexer_softmax_scale
+    )
     check_bool("return_poison", return_poison)
     fp8 = _check_precision(indexer_precision, q_indexer.shape[2], lim, sm_major(q_indexer.device))
-    sel, poison = _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, _check_block_rows(block_rows, sq),
-                          QueryRows(0, sq, sq), fp8=fp8)
+    sel, poison = _select(
+        q_indexer,
+        k_indexer,
+        weights,
+        index_topk,
+        ratio,
+        isc,
+        _check_block_rows(block_rows, sq),
+        QueryRows(0, sq, sq),
+        fp8=fp8,
+    )
     return (sel, poison) if return_poison else sel
 
 # %% ../nbs/04_fused.ipynb #0dfcc7b5
 def _attn_rows(window_idxs, selected, slot0: int, num_slots: int, compressed_first: bool = False):
     "Compact flat rows `(idx [sq·b, W+k] int32, topk_length [sq·b])` of checked `window_idxs [b,sq,W]`, `selected [b,sq,k]`."
-    slots = _entry_slots(selected.to(torch.int32), slot0)                                           # int32, -1 kept
+    slots = _entry_slots(selected.to(torch.int32), slot0)  # int32, -1 kept
     groups = (slots, window_idxs.to(torch.int32)) if compressed_first else (window_idxs.to(torch.int32), slots)
     return _compactify(_flat_global(torch.cat(groups, -1), num_slots))
+
 
 def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
     """Compact flat attention rows of a whole sequence of `sq` tokens: `window_idxs [b, sq, W]` local raw slots (`-1` = none),
     `selected [b, sq, k]` compressed-entry ids (`-1` = none, entry `j` at slot `sq + j`); `compressed_first`: order
     `[compressed, window]` (path B) instead of `[window, compressed]` (path C); `sq`: the sequence's tokens (query rows).
     → `(idx [sq·b, W+k] int32: valid entries first, topk_length [sq·b] int32)`."""
-    check_tensor("window_idxs", window_idxs, ndim=3, floating=False); check_tensor("selected", selected, ndim=3, floating=False)
+    check_tensor("window_idxs", window_idxs, ndim=3, floating=False)
+    check_tensor("selected", selected, ndim=3, floating=False)
     if selected.shape[:2] != window_idxs.shape[:2] or window_idxs.shape[1] != check_int("sq", sq):
-        raise ValueError(f"`window_idxs` [b, sq, W] and `selected` [b, sq, k] must agree on (b, sq = {sq}), got "
-                         f"{list(window_idxs.shape)} and {list(selected.shape)}")
+        raise ValueError(
+            f"`window_idxs` [b, sq, W] and `selected` [b, sq, k] must agree on (b, sq = {sq}), got "
+            f"{list(window_idxs.shape)} and {list(selected.shape)}"
+        )
     check_bool("compressed_first", compressed_first)
-    _check_int32_range(2 * sq, selected.shape[0])                 # every slot, and slot·b + batch, fits int32
-    _need(_dsa); _check_devices(window_idxs=window_idxs, selected=selected)
+    _check_int32_range(2 * sq, selected.shape[0])  # every slot, and slot·b + batch, fits int32
+    _need(_dsa)
+    _check_devices(window_idxs=window_idxs, selected=selected)
     return _attn_rows(window_idxs, selected, sq, 2 * sq, compressed_first)
 
 # %% ../nbs/04_fused.ipynb #0d77585c
 _TINY = torch.finfo(torch.float32).tiny
 
+
 def _kl_rows(target, log_p, support):
     "Per-row `Σ t (log t − log p)` over `support` (clamped at fp32 tiny; rows without support give 0)."
     log_t = torch.log(target.clamp_min(_TINY))
     return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), torch.zeros_like(target)).sum(-1)
+
 
 def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b, q_i=None, w_i=None, k_i=None):
     """Sparse loss pieces of a query block (`q` its flat rows; `sel [b, c, k]` entry ids, `cols` their columns in `scores`):
@@ -252,13 +392,19 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b
     bf16 one over the selected entries, recomputed from `q_i [b,c,Hi,Di]`, `w_i [b,c,Hi]`, `k_i [b,n,Di]` (the loss is bf16)."""
     c, k = sel.shape[1:]
     support = sel >= 0
-    comp_flat = _flat_global(_entry_slots(sel, cfg.slot0), kv.shape[0] // b)        # [c·b, k] flat slots, -1 kept
+    comp_flat = _flat_global(_entry_slots(sel, cfg.slot0), kv.shape[0] // b)  # [c·b, k] flat slots, -1 kept
     comp_flat = _pad_idx(comp_flat, round_up(k, cfg.lim.indexer_bwd_topk_multiple))
-    lse_full = torch.logaddexp(lse_attn, sink[None])                           # [c·b, H]: + the sink
-    tgt = _sparse_score(q[None], kv[None], lse_full[None].contiguous(), comp_flat[None].contiguous(), cfg.scale,
-                        cfg.lim.score_head_multiple)[0]
+    lse_full = torch.logaddexp(lse_attn, sink[None])  # [c·b, H]: + the sink
+    tgt = _sparse_score(
+        q[None],
+        kv[None],
+        lse_full[None].contiguous(),
+        comp_flat[None].contiguous(),
+        cfg.scale,
+        cfg.lim.score_head_multiple,
+    )[0]
     unsupported = ~support
-    target = tgt[:, :k].reshape(c, b, k).transpose(0, 1)                       # → [b, c, k]
+    target = tgt[:, :k].reshape(c, b, k).transpose(0, 1)  # → [b, c, k]
     target = target.nan_to_num(0.0).masked_fill(unsupported, 0.0)
     if cfg.fp8:
         log_p = torch.log(_sparse_indexer_predict(q_i, k_i, w_i, sel, cfg.isc)).masked_fill(unsupported, float("-inf"))
@@ -267,13 +413,21 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b
         log_p = torch.log_softmax(logits, -1).masked_fill(unsupported, float("-inf"))
     return target.contiguous(), log_p.exp().contiguous(), log_p, support
 
+
 class _RowBuffer:
     "Per-row results of all query blocks along dim 0: the block's own tensor when it is the only block, else one preallocated buffer."
-    def __init__(self, n_rows, one_block): self.n, self.one, self.t = n_rows, one_block, None
+
+    def __init__(self, n_rows, one_block):
+        self.n, self.one, self.t = n_rows, one_block, None
+
     def put(self, r0, r1, x):
-        if self.one: self.t = x; return
-        if self.t is None: self.t = x.new_empty((self.n, *x.shape[1:]))
+        if self.one:
+            self.t = x
+            return
+        if self.t is None:
+            self.t = x.new_empty((self.n, *x.shape[1:]))
         self.t[r0:r1] = x
+
 
 def _scale_rows(t, g):
     """`t · g` in `t`'s dtype, one kernel and no temporary. The 0-dim `g` (the upstream gradient of the loss) is rounded to
@@ -283,54 +437,87 @@ def _scale_rows(t, g):
 # %% ../nbs/04_fused.ipynb #aca5c3bc
 class _PathB(NamedTuple):
     "The settings of one path-B call: the loss, the query rows' place in the sequence and the kernels of the device."
+
     index_topk: int
     ratio: int
-    scale: float              # attention softmax scale
-    isc: float                # indexer softmax scale
-    coeff: float              # indexer-loss coefficient; 0: no loss and no teacher work
-    sparse_loss: bool         # sparse (selected entries) or dense (all causal entries) KL
-    per_token: bool           # loss summed over rows instead of averaged
-    block_rows: int           # query rows per indexer block
-    rows: QueryRows           # the row set: a sequence, a shard at `start` (the mean divides by b·seq_len), a pack (by count)
-    slot0: int                # kv_full slot of compressed entry 0 (sq: a whole sequence)
-    heads: int                # query heads FlashMLA runs (padded)
-    lim: KernelLimits         # the kernel limits of the device
-    fp8: bool = False         # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
-    deterministic: bool = False   # our deterministic sparse-attention backward and indexer d_k (deterministic chapter)
+    scale: float  # attention softmax scale
+    isc: float  # indexer softmax scale
+    coeff: float  # indexer-loss coefficient; 0: no loss and no teacher work
+    sparse_loss: bool  # sparse (selected entries) or dense (all causal entries) KL
+    per_token: bool  # loss summed over rows instead of averaged
+    block_rows: int  # query rows per indexer block
+    rows: QueryRows  # the row set: a sequence, a shard at `start` (the mean divides by b·seq_len), a pack (by count)
+    slot0: int  # kv_full slot of compressed entry 0 (sq: a whole sequence)
+    heads: int  # query heads FlashMLA runs (padded)
+    lim: KernelLimits  # the kernel limits of the device
+    fp8: bool = False  # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
+    deterministic: bool = False  # our deterministic sparse-attention backward and indexer d_k (deterministic chapter)
+
 
 def _block_coeff(cfg, c, b):
     """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`
     (mean) or `coeff` (sum; and for a pack's mean, whose `1 / real rows` is the device-side `grad_loss`)."""
     return cfg.coeff * b * c if cfg.per_token or cfg.rows.count is not None else cfg.coeff * c / cfg.rows.seq_len
 
+
 def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, one, dk_out):
     "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
     b = k_i.shape[0]
-    target, predict, log_p, support = _sparse_teacher_and_predict(cfg, q, kv, lse, sink, scores, sel, cols, b, q_i, w_i, k_i)
-    grads = _indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b),
-                         cfg.lim.indexer_bwd_topk_multiple, d_index_k=dk_out)
-    if cfg.deterministic:     # cuDNN's SM90 d_k adds with atomics: ours (deterministic chapter), its d_q and d_w kept
+    target, predict, log_p, support = _sparse_teacher_and_predict(
+        cfg, q, kv, lse, sink, scores, sel, cols, b, q_i, w_i, k_i
+    )
+    grads = _indexer_bwd(
+        q_i,
+        w_i,
+        k_i,
+        target,
+        predict,
+        sel,
+        one,
+        cfg.isc,
+        _block_coeff(cfg, sel.shape[1], b),
+        cfg.lim.indexer_bwd_topk_multiple,
+        d_index_k=dk_out,
+    )
+    if cfg.deterministic:  # cuDNN's SM90 d_k adds with atomics: ours (deterministic chapter), its d_q and d_w kept
         dk = _index_dk_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b))
         grads = (grads[0], grads[1], _dk_result(dk, k_i, dk_out))
     return _kl_rows(target, log_p, support).sum(), grads
 
+
 def _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out):
     "Dense KL of the block `[t0, t1)` over all causal entries (dense kernels with `q_offset = t0`)."
     b, n_comp = k_i.shape[:2]
-    a_scores, a_denom = _dense_attn_score(_block_bshd(query, t0, t1), ckv, lse_full[:, t0:t1].contiguous(), cfg.scale,
-                                          cfg.ratio, t0)
+    a_scores, a_denom = _dense_attn_score(
+        _block_bshd(query, t0, t1), ckv, lse_full[:, t0:t1].contiguous(), cfg.scale, cfg.ratio, t0
+    )
     i_scores, i_lse = _dense_indexer_score(q_i, k_i, w_i, cfg.ratio, cfg.isc, t0)
-    support = torch.arange(n_comp, device=query.device)[None, None] < \
-        _visible_lengths(t0, t1, b, cfg.ratio, n_comp, query.device).view(b, t1 - t0, 1)
+    support = torch.arange(n_comp, device=query.device)[None, None] < _visible_lengths(
+        t0, t1, b, cfg.ratio, n_comp, query.device
+    ).view(b, t1 - t0, 1)
     target = torch.where(support, (a_scores / a_denom[..., None]).nan_to_num(0.0), torch.zeros_like(a_scores))
     log_p = torch.where(support, i_scores - i_lse[..., None], torch.full_like(i_scores, float("-inf")))
-    grads = _dense_indexer_bwd(q_i, w_i, k_i, a_scores, a_denom, i_scores, i_lse, one, cfg.isc,
-                               _block_coeff(cfg, t1 - t0, b), cfg.ratio, t0, d_index_k=dk_out)
+    grads = _dense_indexer_bwd(
+        q_i,
+        w_i,
+        k_i,
+        a_scores,
+        a_denom,
+        i_scores,
+        i_lse,
+        one,
+        cfg.isc,
+        _block_coeff(cfg, t1 - t0, b),
+        cfg.ratio,
+        t0,
+        d_index_k=dk_out,
+    )
     return _kl_rows(target, log_p, support).sum(), grads
 
 # %% ../nbs/04_fused.ipynb #bd64dc55
 class _PathBInputs(NamedTuple):
     "The tensors of one path-B call and the flat views the kernels take."
+
     query: torch.Tensor
     kv_full: torch.Tensor
     attn_sink: torch.Tensor
@@ -338,51 +525,78 @@ class _PathBInputs(NamedTuple):
     k_indexer: torch.Tensor
     weights: torch.Tensor
     window_idxs: torch.Tensor
-    q: torch.Tensor           # query as [sq·b, H, D]
-    kv: torch.Tensor          # kv_full as [slots·b, D]
-    k_i: torch.Tensor         # k_indexer as BSHD [b, n_comp, Di] (small)
-    k_fp8: tuple | None       # `(k8, k_scale)` of k_i for FP8 selection, else None
+    q: torch.Tensor  # query as [sq·b, H, D]
+    kv: torch.Tensor  # kv_full as [slots·b, D]
+    k_i: torch.Tensor  # k_indexer as BSHD [b, n_comp, Di] (small)
+    k_fp8: tuple | None  # `(k8, k_scale)` of k_i for FP8 selection, else None
+
 
 class _Block(NamedTuple):
     "Query block `[t0, t1)` after its indexer selection and its FlashMLA forward."
-    q_i: torch.Tensor         # [b, c, Hi, Di]
-    w_i: torch.Tensor         # [b, c, Hi]
-    scores: torch.Tensor      # [b, c, n_comp] fp32
-    sel: torch.Tensor         # [b, c, index_topk] int32, -1 padded: entry ids (of k_i)
-    cols: torch.Tensor        # [b, c, index_topk] their columns in `scores` (= sel, but document-local in a pack)
-    out: torch.Tensor         # [c·b, H, 512]
-    lse: torch.Tensor         # [c·b, H] fp32, sink excluded
-    idx: torch.Tensor         # [c·b, K] int32 compact rows
-    tlen: torch.Tensor        # [c·b] int32
-    poison: torch.Tensor      # [b, c] fp32, 0 or NaN
+
+    q_i: torch.Tensor  # [b, c, Hi, Di]
+    w_i: torch.Tensor  # [b, c, Hi]
+    scores: torch.Tensor  # [b, c, n_comp] fp32
+    sel: torch.Tensor  # [b, c, index_topk] int32, -1 padded: entry ids (of k_i)
+    cols: torch.Tensor  # [b, c, index_topk] their columns in `scores` (= sel, but document-local in a pack)
+    out: torch.Tensor  # [c·b, H, 512]
+    lse: torch.Tensor  # [c·b, H] fp32, sink excluded
+    idx: torch.Tensor  # [c·b, K] int32 compact rows
+    tlen: torch.Tensor  # [c·b] int32
+    poison: torch.Tensor  # [b, c] fp32, 0 or NaN
+
 
 def _block_forward(cfg, ins, t0, t1) -> _Block:
     "Indexer top-k, compact attention rows and the FlashMLA forward (non-finite rule inside) of query rows `[t0, t1)`."
     b = ins.query.shape[1]
-    q_i, w_i, scores, sel, cols, poison = _select_block(ins.q_indexer, ins.k_indexer, ins.k_i, ins.weights, t0, t1,
-                                                        cfg.index_topk, cfg.ratio, cfg.isc, cfg.rows, ins.k_fp8)
+    q_i, w_i, scores, sel, cols, poison = _select_block(
+        ins.q_indexer,
+        ins.k_indexer,
+        ins.k_i,
+        ins.weights,
+        t0,
+        t1,
+        cfg.index_topk,
+        cfg.ratio,
+        cfg.isc,
+        cfg.rows,
+        ins.k_fp8,
+    )
     packed, tlen = _attn_rows(ins.window_idxs[:, t0:t1], sel, cfg.slot0, ins.kv_full.shape[0], compressed_first=True)
     idx = _pad_idx(packed, max(cfg.lim.topk_multiple, round_up(packed.shape[1], cfg.lim.topk_multiple)))
-    out, lse = _sparse_fwd(ins.q[t0 * b:t1 * b], ins.kv, idx, cfg.scale, ins.attn_sink, tlen, poison.t().reshape(-1),
-                           heads=cfg.heads, multiple=cfg.lim.topk_multiple)     # NaN rows written inside the op
+    out, lse = _sparse_fwd(
+        ins.q[t0 * b : t1 * b],
+        ins.kv,
+        idx,
+        cfg.scale,
+        ins.attn_sink,
+        tlen,
+        poison.t().reshape(-1),
+        heads=cfg.heads,
+        multiple=cfg.lim.topk_multiple,
+    )  # NaN rows written inside the op
     return _Block(q_i, w_i, scores, sel, cols, out, lse, idx, tlen, poison)
 
 # %% ../nbs/04_fused.ipynb #e7b942a5
 class _LossSum:
     "Path B's indexer loss over query blocks: the KL total, the non-finite flag, the per-row indexer gradients and `d_k`."
+
     def __init__(self, cfg, ins, one_block):
         sq, b = ins.query.shape[:2]
         dev = ins.query.device
         self.total = torch.zeros((), device=dev, dtype=torch.float32)
-        self.bad = torch.zeros((), device=dev, dtype=torch.float32)                    # NaN if any row is
+        self.bad = torch.zeros((), device=dev, dtype=torch.float32)  # NaN if any row is
         self.one = torch.ones(1, device=dev, dtype=torch.float32)
-        if cfg.rows.count is not None and not cfg.per_token: self.one = (1.0 / cfg.rows.count).view(1)   # a pack's mean
-        self.rows = [_RowBuffer(sq, one_block) for _ in range(2)]                      # d_q_i, d_w_i: SBHD rows
-        self.dk = self.dk_out = None                                                   # fp32 d_k summed over blocks
-        if not one_block: self.dk, self.dk_out = torch.zeros(ins.k_i.shape, device=dev), torch.empty(ins.k_i.shape, device=dev)
+        if cfg.rows.count is not None and not cfg.per_token:
+            self.one = (1.0 / cfg.rows.count).view(1)  # a pack's mean
+        self.rows = [_RowBuffer(sq, one_block) for _ in range(2)]  # d_q_i, d_w_i: SBHD rows
+        self.dk = self.dk_out = None  # fp32 d_k summed over blocks
+        if not one_block:
+            self.dk, self.dk_out = torch.zeros(ins.k_i.shape, device=dev), torch.empty(ins.k_i.shape, device=dev)
         if not cfg.sparse_loss:
-            self.lse_full = _teacher.teacher_lse_for_dense_loss(ins.query, ins.kv_full[:sq], ins.kv_full[sq:], ins.attn_sink,
-                                                                ins.window_idxs, cfg.ratio, cfg.scale)   # [b, sq, H]
+            self.lse_full = _teacher.teacher_lse_for_dense_loss(
+                ins.query, ins.kv_full[:sq], ins.kv_full[sq:], ins.attn_sink, ins.window_idxs, cfg.ratio, cfg.scale
+            )  # [b, sq, H]
             self.ckv = ins.kv_full[sq:].transpose(0, 1).contiguous()
 
     def add(self, cfg, ins, blk: _Block, t0, t1):
@@ -390,22 +604,43 @@ class _LossSum:
         b = ins.query.shape[1]
         with torch.no_grad():
             if cfg.sparse_loss:
-                kl, g = _sparse_block_loss(cfg, ins.q[t0 * b:t1 * b], ins.kv, ins.attn_sink, blk.lse, blk.q_i, blk.w_i, ins.k_i,
-                                           blk.scores, blk.sel, blk.cols, self.one, self.dk_out)
+                kl, g = _sparse_block_loss(
+                    cfg,
+                    ins.q[t0 * b : t1 * b],
+                    ins.kv,
+                    ins.attn_sink,
+                    blk.lse,
+                    blk.q_i,
+                    blk.w_i,
+                    ins.k_i,
+                    blk.scores,
+                    blk.sel,
+                    blk.cols,
+                    self.one,
+                    self.dk_out,
+                )
             else:
-                kl, g = _dense_block_loss(cfg, ins.query, self.ckv, self.lse_full, blk.q_i, blk.w_i, ins.k_i, t0, t1, self.one,
-                                          self.dk_out)
-        self.total += kl; self.bad += blk.poison.sum()                                 # no sync
-        self.rows[0].put(t0, t1, g[0].transpose(0, 1)); self.rows[1].put(t0, t1, g[1].transpose(0, 1))
-        if self.dk is None: self.dk = g[2]
-        else: self.dk += self.dk_out
+                kl, g = _dense_block_loss(
+                    cfg, ins.query, self.ckv, self.lse_full, blk.q_i, blk.w_i, ins.k_i, t0, t1, self.one, self.dk_out
+                )
+        self.total += kl
+        self.bad += blk.poison.sum()  # no sync
+        self.rows[0].put(t0, t1, g[0].transpose(0, 1))
+        self.rows[1].put(t0, t1, g[1].transpose(0, 1))
+        if self.dk is None:
+            self.dk = g[2]
+        else:
+            self.dk += self.dk_out
 
     def finish(self, cfg, ins, lse):
         "`(loss, (d_q_i, d_w_i, d_k_i) SBHD)`; as the native teacher: a NaN row, attention LSE or sink is a NaN loss."
         b = ins.query.shape[1]
-        if cfg.per_token: loss = cfg.coeff * self.total
-        elif cfg.rows.count is not None: loss = cfg.coeff * self.total * self.one[0]  # Σ KL / the pack's real rows
-        else: loss = cfg.coeff * self.total / (b * cfg.rows.seq_len)
+        if cfg.per_token:
+            loss = cfg.coeff * self.total
+        elif cfg.rows.count is not None:
+            loss = cfg.coeff * self.total * self.one[0]  # Σ KL / the pack's real rows
+        else:
+            loss = cfg.coeff * self.total / (b * cfg.rows.seq_len)
         loss = (loss + self.bad).masked_fill(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"))
         return loss, (self.rows[0].t, self.rows[1].t, self.dk.to(ins.k_indexer.dtype).transpose(0, 1))
 
@@ -415,17 +650,30 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
     def forward(ctx, query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, cfg):
         sq, b, h, d = query.shape
         k_i = k_indexer.transpose(0, 1).contiguous()
-        ins = _PathBInputs(query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, query.view(sq * b, h, d),
-                           kv_full.view(-1, d), k_i, fp8_rows(k_i) if cfg.fp8 else None)
+        ins = _PathBInputs(
+            query,
+            kv_full,
+            attn_sink,
+            q_indexer,
+            k_indexer,
+            weights,
+            window_idxs,
+            query.view(sq * b, h, d),
+            kv_full.view(-1, d),
+            k_i,
+            fp8_rows(k_i) if cfg.fp8 else None,
+        )
         blocks = _row_blocks(sq, cfg.block_rows)
-        rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]               # out, lse, idx, tlen
+        rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]  # out, lse, idx, tlen
         acc = _LossSum(cfg, ins, len(blocks) == 1) if cfg.coeff != 0.0 else None
         for t0, t1 in blocks:
             blk = _block_forward(cfg, ins, t0, t1)
-            if acc is not None: acc.add(cfg, ins, blk, t0, t1)
-            blk.idx.clamp_(min=0)                   # cuDNN backward: every slot a non-negative address
-            for r, x in zip(rows, (blk.out, blk.lse, blk.idx, blk.tlen)): r.put(t0 * b, t1 * b, x)
-            del blk                                                                     # one block's temporaries at a time
+            if acc is not None:
+                acc.add(cfg, ins, blk, t0, t1)
+            blk.idx.clamp_(min=0)  # cuDNN backward: every slot a non-negative address
+            for r, x in zip(rows, (blk.out, blk.lse, blk.idx, blk.tlen)):
+                r.put(t0 * b, t1 * b, x)
+            del blk  # one block's temporaries at a time
         out, lse, idx, tlen = (r.t for r in rows)
         loss, grads = acc.finish(cfg, ins, lse) if acc is not None else (torch.zeros((), device=query.device), ())
         ctx.save_for_backward(ins.q, ins.kv, out, lse, attn_sink, idx, tlen, *grads)
@@ -447,20 +695,44 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             dq, dkv, dsink = ctx.bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
-            dq_i, dw_i, dk_i = (_scale_rows(t, dloss) for t in grads)                    # SBHD already
-        return (dq if need[0] else None, dkv if need[1] else None, dsink if need[2] else None,
-                dq_i if need[3] else None, dk_i if need[4] else None, dw_i if need[5] else None, None, None)
+            dq_i, dw_i, dk_i = (_scale_rows(t, dloss) for t in grads)  # SBHD already
+        return (
+            dq if need[0] else None,
+            dkv if need[1] else None,
+            dsink if need[2] else None,
+            dq_i if need[3] else None,
+            dk_i if need[4] else None,
+            dw_i if need[5] else None,
+            None,
+            None,
+        )
+
 
 def _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, cfg: _PathB):
     "Path B on checked tensors → `(out [sq, b, H·512], loss 0-d fp32, lse [sq·b, H] fp32)` (settings in `cfg`)."
     return _CSAIndexerSparseAttnFunc.apply(query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, cfg)
 
 # %% ../nbs/04_fused.ipynb #8119e393
-def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights,
-                                  index_topk: int, ratio: int, softmax_scale=None, indexer_softmax_scale=None,
-                                  loss_coeff: float = 0.0, sparse_loss: bool = False,
-                                  calculate_per_token_loss: bool = False, *, return_lse: bool = False,
-                                  block_rows: int | None = None, indexer_precision: str = "bf16"):
+def fused_csa_indexer_sparse_attn(
+    query,
+    kv_full,
+    attn_sink,
+    window_idxs,
+    q_indexer,
+    k_indexer,
+    weights,
+    index_topk: int,
+    ratio: int,
+    softmax_scale=None,
+    indexer_softmax_scale=None,
+    loss_coeff: float = 0.0,
+    sparse_loss: bool = False,
+    calculate_per_token_loss: bool = False,
+    *,
+    return_lse: bool = False,
+    block_rows: int | None = None,
+    indexer_precision: str = "bf16",
+):
     """Path B of a whole sequence: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward.
 
     `query [sq, b, H, D]`, `kv_full [sq + n_comp, b, D]` bf16: as in `csa_sparse_attn`; `attn_sink [H]` fp32: the
@@ -480,24 +752,52 @@ def fused_csa_indexer_sparse_attn(query, kv_full, attn_sink, window_idxs, q_inde
         raise ValueError(f"`kv_full` must hold sq + n_comp = {sq} + {n_comp} slots, got {kv_full.shape[0]}")
     check_tensor("window_idxs", window_idxs, floating=False, shape=(b, sq, None), what="[b, sq, W] (local slots)")
     check_int("ratio", ratio, 1)
-    if n_comp != sq // ratio: raise ValueError(f"`k_indexer` has {n_comp} entries but sq // ratio = {sq // ratio}")
+    if n_comp != sq // ratio:
+        raise ValueError(f"`k_indexer` has {n_comp} entries but sq // ratio = {sq // ratio}")
     loss_coeff = check_float("loss_coeff", loss_coeff, minimum=0.0)
-    for name, v in (("sparse_loss", sparse_loss), ("calculate_per_token_loss", calculate_per_token_loss),
-                    ("return_lse", return_lse)): check_bool(name, v)
-    _need(_flash_mla); _need(_dsa)
-    major = sm_major(_check_devices(query=query, kv_full=kv_full, attn_sink=attn_sink, q_indexer=q_indexer,
-                                    k_indexer=k_indexer, weights=weights, window_idxs=window_idxs))
+    for name, v in (
+        ("sparse_loss", sparse_loss),
+        ("calculate_per_token_loss", calculate_per_token_loss),
+        ("return_lse", return_lse),
+    ):
+        check_bool(name, v)
+    _need(_flash_mla)
+    _need(_dsa)
+    major = sm_major(
+        _check_devices(
+            query=query,
+            kv_full=kv_full,
+            attn_sink=attn_sink,
+            q_indexer=q_indexer,
+            k_indexer=k_indexer,
+            weights=weights,
+            window_idxs=window_idxs,
+        )
+    )
     lim = kernel_limits(major)
     check_int("index_topk", index_topk, 1, lim.max_topk)
     fp8 = _check_precision(indexer_precision, hi, lim, major)
     _check_int32_range(kv_full.shape[0], b)
     if loss_coeff != 0.0 and not sparse_loss and major < 10:
-        raise ValueError("the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
-                         "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "
-                         "indexer loss (sparse_loss=True) or dsa_kernel_backend='none'")
-    cfg = _PathB(index_topk, ratio, check_scale("softmax_scale", softmax_scale, d ** -0.5),
-                 check_scale("indexer_softmax_scale", indexer_softmax_scale, di ** -0.5), loss_coeff, sparse_loss,
-                 calculate_per_token_loss, _check_block_rows(block_rows, sq), QueryRows(0, sq, sq), sq,
-                 padded_num_heads(h, major), lim, fp8=fp8)
+        raise ValueError(
+            "the dense indexer loss is not supported by the fused kernels on SM90 (the cuDNN dense "
+            "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "
+            "indexer loss (sparse_loss=True) or dsa_kernel_backend='none'"
+        )
+    cfg = _PathB(
+        index_topk,
+        ratio,
+        check_scale("softmax_scale", softmax_scale, d**-0.5),
+        check_scale("indexer_softmax_scale", indexer_softmax_scale, di**-0.5),
+        loss_coeff,
+        sparse_loss,
+        calculate_per_token_loss,
+        _check_block_rows(block_rows, sq),
+        QueryRows(0, sq, sq),
+        sq,
+        padded_num_heads(h, major),
+        lim,
+        fp8=fp8,
+    )
     out, loss, lse = _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, cfg)
     return (out, loss, lse.view(sq, b, h).transpose(0, 1)) if return_lse else (out, loss)

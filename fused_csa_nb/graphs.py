@@ -14,23 +14,29 @@ from .checks import check_int
 __all__ = ['capture_step', 'DecodeGraph', 'capture_decode', 'decode_step_ops']
 
 # %% ../nbs/08_graphs.ipynb #62368a9c
-_LEGACY_STREAM = "legacy stream"      # what CUDA's error says when a captured stream must wait on the default one
+_LEGACY_STREAM = "legacy stream"  # what CUDA's error says when a captured stream must wait on the default one
+
 
 def _capture_error(e: BaseException) -> RuntimeError | None:
     """The explained error for a failed capture `e`, or `None` when it is not the stream-dependency failure (see above).
     CUDA reports it first inside the captured region; ending the invalidated capture then raises a second error
     ("operation failed due to a previous error during capture") whose context is the first, so the chain is searched."""
     chain, seen = [], e
-    while seen is not None and len(chain) < 8: chain.append(seen); seen = seen.__cause__ or seen.__context__
+    while seen is not None and len(chain) < 8:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
     first = next((x for x in chain if _LEGACY_STREAM in str(x)), None)
-    if first is None: return None
+    if first is None:
+        return None
     e = first
     return RuntimeError(
         "capture_step: CUDA refused the capture because a captured operation had to wait on the default stream — "
         "typically the backward's gradient accumulation, bound to the default stream by an earlier eager step whose "
         "tensors (a loss, an output) are still referenced. Delete them (e.g. `del loss, out`) and call "
         "`module.zero_grad(set_to_none=True)` before capture_step; let `fn` itself start with zero_grad(set_to_none=True). "
-        f"(CUDA: {str(e).splitlines()[0]})")
+        f"(CUDA: {str(e).splitlines()[0]})"
+    )
+
 
 def capture_step(fn, *static_inputs, warmup: int = 3):
     """Capture one call `fn(*static_inputs)` in a `torch.cuda.CUDAGraph` → `(graph, static_output)`.
@@ -45,11 +51,13 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
     happen during capture. A capture that fails because an earlier eager step's tensors are still referenced raises a
     `RuntimeError` naming that cause and the fix (above)."""
     check_int("warmup", warmup, 1)
-    if not torch.cuda.is_available(): raise RuntimeError("capture_step needs a CUDA device (CUDA graphs)")
+    if not torch.cuda.is_available():
+        raise RuntimeError("capture_step needs a CUDA device (CUDA graphs)")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(warmup): fn(*static_inputs)
+        for _ in range(warmup):
+            fn(*static_inputs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     try:
@@ -57,7 +65,8 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
             out = fn(*static_inputs)
     except RuntimeError as e:
         explained = _capture_error(e)
-        if explained is None: raise
+        if explained is None:
+            raise
         raise explained from e
     return graph, out
 
@@ -68,15 +77,22 @@ class DecodeGraph:
     `graph`: the captured `torch.cuda.CUDAGraph`; `out [s_new, b, H·D]`: the step's static output tensor, rewritten by
     every replay; `cache`: the `CSACache` the step reads and writes (its host lengths advance by `n` a replay); `n`: the
     tokens one step adds per sequence, `s_new` (default 1)."""
-    def __init__(self, graph, out, cache, n: int = 1): self.graph, self.out, self.cache, self.n = graph, out, cache, n
+
+    def __init__(self, graph, out, cache, n: int = 1):
+        self.graph, self.out, self.cache, self.n = graph, out, cache, n
+
     def replay(self) -> torch.Tensor:
         c = self.cache
         if max(c.lengths) + self.n > c.max_seq_len:
-            raise ValueError(f"the cache is full: a sequence holds {max(c.lengths)} of max_seq_len={c.max_seq_len} tokens, "
-                             f"a step adds {self.n}")
+            raise ValueError(
+                f"the cache is full: a sequence holds {max(c.lengths)} of max_seq_len={c.max_seq_len} tokens, "
+                f"a step adds {self.n}"
+            )
         self.graph.replay()
-        for i in c.rows: c.host_lengths[i] += self.n
+        for i in c.rows:
+            c.host_lengths[i] += self.n
         return self.out
+
 
 def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2) -> DecodeGraph:
     """Capture one decode step of `layer` on `cache` in a CUDA graph (see above); the caller keeps the static inputs alive.
@@ -91,27 +107,39 @@ def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2
     `copy_` the next step's inputs into the static ones, then `replay()`."""
     n = query.shape[0]
     if n > 1 and not any(cache.lengths):
-        raise ValueError(f"capture_decode: a step of {n} tokens on an empty cache is a prefill, not a decode step: prefill "
-                         f"the prompt eagerly first")
+        raise ValueError(
+            f"capture_decode: a step of {n} tokens on an empty cache is a prefill, not a decode step: prefill "
+            f"the prompt eagerly first"
+        )
     saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
     try:
         graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     finally:
-        for t, s in zip(cache.tensors(), saved): t.copy_(s)
+        for t, s in zip(cache.tensors(), saved):
+            t.copy_(s)
         cache.host_lengths[:] = lengths
     return DecodeGraph(graph, out, cache, n)
 
 # %% ../nbs/08_graphs.ipynb #b8c7d6e5
-_VIEW_OPS = frozenset("view _unsafe_view reshape _reshape_alias transpose t permute unsqueeze squeeze select slice expand "
-                      "narrow alias detach as_strided split split_with_sizes unbind unflatten flatten view_as_real "
-                      "view_as_complex lift_fresh empty empty_like empty_strided sym_size".split())
+_VIEW_OPS = frozenset(
+    "view _unsafe_view reshape _reshape_alias transpose t permute unsqueeze squeeze select slice expand "
+    "narrow alias detach as_strided split split_with_sizes unbind unflatten flatten view_as_real "
+    "view_as_complex lift_fresh empty empty_like empty_strided sym_size".split()
+)
+
 
 class _OpCounter(TorchDispatchMode):
     "Counts the aten operators dispatched inside it that are not views or allocations (a proxy of kernel launches)."
-    def __init__(self): super().__init__(); self.n = 0
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket.__name__ not in _VIEW_OPS: self.n += 1
+        if func.overloadpacket.__name__ not in _VIEW_OPS:
+            self.n += 1
         return func(*args, **(kwargs or {}))
+
 
 def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
     """What one decode step `layer(query, key, x, qr, cache=cache)` dispatches (see above) → `{"ops": int}`, plus on CUDA
@@ -123,21 +151,28 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
     keys, roped the same way; `x [s_new, b, hidden_size]`: the layer input of the compressor and the indexer (`None` for
     ratio 0); `qr [s_new, b, q_lora_rank]`: the indexer's low-rank query (ratio 4 with the indexer, else `None`)."""
     saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
+
     def restore():
-        for t, s in zip(cache.tensors(), saved): t.copy_(s)
+        for t, s in zip(cache.tensors(), saved):
+            t.copy_(s)
         cache.host_lengths[:] = lengths
+
     step = lambda: layer(query, key, x, qr, cache=cache)
     res = {}
     try:
         with torch.no_grad():
-            step(); restore()
-            with _OpCounter() as c: step()
-            res["ops"] = c.n; restore()
+            step()
+            restore()
+            with _OpCounter() as c:
+                step()
+            res["ops"] = c.n
+            restore()
             if query.is_cuda:
                 torch.cuda.synchronize()
                 acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
                 with torch.profiler.profile(activities=acts) as prof:
-                    step(); torch.cuda.synchronize()
+                    step()
+                    torch.cuda.synchronize()
                 ev = prof.events()
                 res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
                 res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)

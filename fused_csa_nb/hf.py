@@ -23,23 +23,31 @@ __all__ = ['layer_ratio', 'csa_config_from_hf', 'csa_layer_from_hf', 'use_fused_
 # %% ../nbs/10_hf.ipynb #7a38bf8f
 _TRANSFORMERS = "transformers>=5.23,<6 (pip install 'fused_csa_nb[hf]')"
 
+
 @functools.cache
 def _deepseek_v4():
     "transformers' DeepSeek-V4 modelling module (imported once: every replaced forward asks), or an `ImportError` naming the extra."
     try:
         from transformers.models.deepseek_v4 import modeling_deepseek_v4
+
         return modeling_deepseek_v4
     except ImportError as e:
         raise ImportError(f"the Hugging Face interop needs {_TRANSFORMERS}: {e}") from e
 
-def _type_name(v) -> str: return v.__name__ if isinstance(v, type) else type(v).__name__
+
+def _type_name(v) -> str:
+    return v.__name__ if isinstance(v, type) else type(v).__name__
+
 
 def _check_hf_config(hf_config):
     "`hf_config` if it is a transformers `DeepseekV4Config` (an instance), else a `TypeError` naming what came."
     if not isinstance(hf_config, _deepseek_v4().DeepseekV4Config):
-        raise TypeError(f"`hf_config` must be a transformers DeepseekV4Config instance (a DeepSeek-V4 model's `model.config`), "
-                        f"got {_type_name(hf_config)}{' (a class)' if isinstance(hf_config, type) else ''}")
+        raise TypeError(
+            f"`hf_config` must be a transformers DeepseekV4Config instance (a DeepSeek-V4 model's `model.config`), "
+            f"got {_type_name(hf_config)}{' (a class)' if isinstance(hf_config, type) else ''}"
+        )
     return hf_config
+
 
 def layer_ratio(hf_config, layer_idx: int) -> int:
     """The compression ratio (0, 4 or 128) of one attention layer of a DeepSeek-V4 model. `hf_config`: the model's
@@ -56,23 +64,37 @@ def _hf_fields(hf_config) -> dict:
     rp = hf_config.rope_parameters
     main, comp = rp.get("main", {}), rp.get("compress", {})
     yarn = comp.get("rope_type", "default") == "yarn"
-    if yarn and comp.get("attention_factor") != 1.0:      # None: HF's default mscale 0.1·ln(factor) + 1 scales cos/sin
-        raise ValueError(f"the compressed layers' YaRN rope has attention_factor={comp.get('attention_factor')!r}: DeepSeek-V4 "
-                         "(and this package) use none (attention_factor=1.0, what transformers sets from a legacy "
-                         "rope_scaling); set rope_parameters['compress']['attention_factor'] = 1.0")
-    fields = dict(num_heads=hf_config.num_attention_heads, head_dim=hf_config.head_dim, v_head_dim=hf_config.head_dim,
-                  hidden_size=hf_config.hidden_size, q_lora_rank=hf_config.q_lora_rank,
-                  window_size=hf_config.sliding_window, index_topk=hf_config.index_topk,
-                  index_n_heads=hf_config.index_n_heads, index_head_dim=hf_config.index_head_dim,
-                  rotary_dim=int(hf_config.head_dim * hf_config.partial_rotary_factor),
-                  rope_theta=float(main.get("rope_theta", hf_config.rope_theta)),
-                  compress_rope_theta=float(comp.get("rope_theta", hf_config.compress_rope_theta)),
-                  rope_factor=float(comp["factor"]) if yarn else 1.0, rms_norm_eps=hf_config.rms_norm_eps,
-                  compress_ratios=tuple(layer_ratio(hf_config, i) for i in range(len(hf_config.layer_types))))
+    if yarn and comp.get("attention_factor") != 1.0:  # None: HF's default mscale 0.1·ln(factor) + 1 scales cos/sin
+        raise ValueError(
+            f"the compressed layers' YaRN rope has attention_factor={comp.get('attention_factor')!r}: DeepSeek-V4 "
+            "(and this package) use none (attention_factor=1.0, what transformers sets from a legacy "
+            "rope_scaling); set rope_parameters['compress']['attention_factor'] = 1.0"
+        )
+    fields = dict(
+        num_heads=hf_config.num_attention_heads,
+        head_dim=hf_config.head_dim,
+        v_head_dim=hf_config.head_dim,
+        hidden_size=hf_config.hidden_size,
+        q_lora_rank=hf_config.q_lora_rank,
+        window_size=hf_config.sliding_window,
+        index_topk=hf_config.index_topk,
+        index_n_heads=hf_config.index_n_heads,
+        index_head_dim=hf_config.index_head_dim,
+        rotary_dim=int(hf_config.head_dim * hf_config.partial_rotary_factor),
+        rope_theta=float(main.get("rope_theta", hf_config.rope_theta)),
+        compress_rope_theta=float(comp.get("rope_theta", hf_config.compress_rope_theta)),
+        rope_factor=float(comp["factor"]) if yarn else 1.0,
+        rms_norm_eps=hf_config.rms_norm_eps,
+        compress_ratios=tuple(layer_ratio(hf_config, i) for i in range(len(hf_config.layer_types))),
+    )
     if yarn:
-        fields.update(original_seq_len=int(comp["original_max_position_embeddings"]),
-                      beta_fast=float(comp.get("beta_fast", 32.0)), beta_slow=float(comp.get("beta_slow", 1.0)))
+        fields.update(
+            original_seq_len=int(comp["original_max_position_embeddings"]),
+            beta_fast=float(comp.get("beta_fast", 32.0)),
+            beta_slow=float(comp.get("beta_slow", 1.0)),
+        )
     return fields
+
 
 def csa_config_from_hf(hf_config, **overrides) -> CSAConfig:
     """A `CSAConfig` for the attention layers of a DeepSeek-V4 model. `hf_config`: the model's transformers
@@ -83,9 +105,11 @@ def csa_config_from_hf(hf_config, **overrides) -> CSAConfig:
     fields = _hf_fields(_check_hf_config(hf_config))
     clash = {k: (v, fields[k]) for k, v in overrides.items() if k in fields and v != fields[k]}
     if clash:
-        raise ValueError("overrides contradict the model's configuration (its weights and HF's own forward follow it): " +
-                         ", ".join(f"{k}={v!r} (the HF config gives {h!r})" for k, (v, h) in clash.items()) +
-                         "; change the model's config (and weights) instead, or leave these out")
+        raise ValueError(
+            "overrides contradict the model's configuration (its weights and HF's own forward follow it): "
+            + ", ".join(f"{k}={v!r} (the HF config gives {h!r})" for k, (v, h) in clash.items())
+            + "; change the model's config (and weights) instead, or leave these out"
+        )
     return CSAConfig(**{**fields, **overrides})
 
 # %% ../nbs/10_hf.ipynb #ca968b14
@@ -93,12 +117,18 @@ def _share(module: nn.Module, name: str, param: nn.Parameter):
     "Make `module.<name>` the parameter object `param` (after checking it has the shape of the one it replaces)."
     old = getattr(module, name)
     if tuple(old.shape) != tuple(param.shape):
-        raise ValueError(f"cannot share {name}: this package's parameter has shape {tuple(old.shape)}, HF's {tuple(param.shape)}")
+        raise ValueError(
+            f"cannot share {name}: this package's parameter has shape {tuple(old.shape)}, HF's {tuple(param.shape)}"
+        )
     setattr(module, name, param)
 
+
 def _share_compressor(ours, hf):
-    _share(ours.wkv, "weight", hf.kv_proj.weight); _share(ours.wgate, "weight", hf.gate_proj.weight)
-    _share(ours, "ape", hf.position_bias); _share(ours, "norm_weight", hf.kv_norm.weight)
+    _share(ours.wkv, "weight", hf.kv_proj.weight)
+    _share(ours.wgate, "weight", hf.gate_proj.weight)
+    _share(ours, "ape", hf.position_bias)
+    _share(ours, "norm_weight", hf.kv_norm.weight)
+
 
 def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     """The `CompressedSparseAttention` of one HF attention layer, sharing its parameters: the sink, the compressor's and
@@ -107,9 +137,12 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     Returns the new layer, of ratio `layer_ratio(attn.config, attn.layer_idx)`, on the device of `attn`'s sink; its shared
     parameters are `attn`'s own tensors (no copy)."""
     if not isinstance(attn, _deepseek_v4().DeepseekV4Attention):
-        raise TypeError(f"`attn` must be a transformers DeepseekV4Attention module (model.model.layers[i].self_attn), "
-                        f"got {_type_name(attn)}")
-    if not isinstance(cfg, CSAConfig): raise TypeError(f"`cfg` must be a CSAConfig (csa_config_from_hf), got {_type_name(cfg)}")
+        raise TypeError(
+            f"`attn` must be a transformers DeepseekV4Attention module (model.model.layers[i].self_attn), "
+            f"got {_type_name(attn)}"
+        )
+    if not isinstance(cfg, CSAConfig):
+        raise TypeError(f"`cfg` must be a CSAConfig (csa_config_from_hf), got {_type_name(cfg)}")
     ratio = layer_ratio(attn.config, attn.layer_idx)
     layer = CompressedSparseAttention(cfg, ratio).to(device=attn.sinks.device)
     _share(layer, "attn_sink", attn.sinks)
@@ -125,48 +158,67 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
 # %% ../nbs/10_hf.ipynb #33c0a233
 class _Padding:
     "The 2-D `attention_mask` `[B, n]` and `position_ids` of one model call; `rows(S)` reads them on the host once (see above)."
-    def __init__(self, mask, position_ids): self.mask, self.position_ids, self._rows = mask, position_ids, {}
+
+    def __init__(self, mask, position_ids):
+        self.mask, self.position_ids, self._rows = mask, position_ids, {}
+
     def rows(self, S: int):
         "`None` when the last `S` columns hold no padding, else the real rows of every sequence (`_real_rows`)."
-        if S not in self._rows: self._rows[S] = _real_rows(self.mask, self.position_ids, S)
+        if S not in self._rows:
+            self._rows[S] = _real_rows(self.mask, self.position_ids, S)
         return self._rows[S]
+
 
 def _real_rows(mask, position_ids, S: int):
     """The real tokens of the last `S` columns of `mask`: `None` if all are, else a namespace of `starts`, `lengths` (host
     lists, per sequence), `flat` (their indices in an SBHD `[S·B]` flattening, sequence by sequence), `cu` (int32) and `max_len`."""
-    m = mask[:, -S:].detach().cpu() != 0                                  # the host read
-    if bool(m.all()): return None
+    m = mask[:, -S:].detach().cpu() != 0  # the host read
+    if bool(m.all()):
+        return None
     B, n = m.shape[0], m.sum(1)
     first = m.int().argmax(1)
     for i in range(B):
-        if n[i] == 0: raise ValueError(f"row {i} of `attention_mask` is all padding: every sequence needs a token")
-        if not m[i, first[i]:first[i] + n[i]].all():
-            raise ValueError(f"row {i} of `attention_mask` has padding between its tokens: the bridge takes one run of real "
-                             "tokens per sequence (left or right padding)")
-    pos = position_ids[..., -S:].detach().cpu().expand(B, S) if position_ids is not None else torch.arange(S).expand(B, S)
+        if n[i] == 0:
+            raise ValueError(f"row {i} of `attention_mask` is all padding: every sequence needs a token")
+        if not m[i, first[i] : first[i] + n[i]].all():
+            raise ValueError(
+                f"row {i} of `attention_mask` has padding between its tokens: the bridge takes one run of real "
+                "tokens per sequence (left or right padding)"
+            )
+    pos = (
+        position_ids[..., -S:].detach().cpu().expand(B, S) if position_ids is not None else torch.arange(S).expand(B, S)
+    )
     bad = m & (pos != m.cumsum(1) - 1)
     if bool(bad.any()):
         i = int(bad.any(1).nonzero()[0, 0])
-        raise ValueError(f"row {i} of the batch is padded but its first token has position {int(pos[i, first[i]])}, not 0: "
-                         "each sequence's positions start at its first real token — pass position_ids = "
-                         "(attention_mask.cumsum(-1) - 1).clamp(min=0), as generate does")
-    i, s = m.nonzero(as_tuple=True)                                       # sequence by sequence, in order
+        raise ValueError(
+            f"row {i} of the batch is padded but its first token has position {int(pos[i, first[i]])}, not 0: "
+            "each sequence's positions start at its first real token — pass position_ids = "
+            "(attention_mask.cumsum(-1) - 1).clamp(min=0), as generate does"
+        )
+    i, s = m.nonzero(as_tuple=True)  # sequence by sequence, in order
     cu = torch.cat([n.new_zeros(1), n.cumsum(0)]).to(device=mask.device, dtype=torch.int32)
-    return types.SimpleNamespace(starts=first.tolist(), lengths=n.tolist(), flat=(s * B + i).to(mask.device), cu=cu,
-                                 max_len=int(n.max()))
+    return types.SimpleNamespace(
+        starts=first.tolist(), lengths=n.tolist(), flat=(s * B + i).to(mask.device), cu=cu, max_len=int(n.max())
+    )
 
 # %% ../nbs/10_hf.ipynb #05841c66
 class _ModelHook:
     """Forward pre-hook of a `DeepseekV4Model` (with kwargs): refuses what the sparse core cannot give (attention weights,
     4-D masks) and hands its attention layers the call's 2-D `attention_mask` (a `_Padding`, through the layers' kwargs)."""
+
     def __call__(self, module, args, kwargs):
         if kwargs.get("output_attentions") or getattr(module.config, "output_attentions", False):
-            raise ValueError("output_attentions=True: the sparse attention core has no dense attention weights to return "
-                             "(it never forms the [S, S] probabilities); call restore_hf_attention(model) for HF's eager ones")
+            raise ValueError(
+                "output_attentions=True: the sparse attention core has no dense attention weights to return "
+                "(it never forms the [S, S] probabilities); call restore_hf_attention(model) for HF's eager ones"
+            )
         mask = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
         if isinstance(mask, dict) or (isinstance(mask, torch.Tensor) and mask.dim() != 2):
-            raise ValueError("the fused CSA bridge takes a 2-D attention_mask [batch, seq] of 1s (tokens) and 0s (padding), "
-                             f"got {'a dict of masks' if isinstance(mask, dict) else f'a {mask.dim()}-D tensor'}")
+            raise ValueError(
+                "the fused CSA bridge takes a 2-D attention_mask [batch, seq] of 1s (tokens) and 0s (padding), "
+                f"got {'a dict of masks' if isinstance(mask, dict) else f'a {mask.dim()}-D tensor'}"
+            )
         pos = kwargs.get("position_ids", args[2] if len(args) > 2 else None)
         kwargs["fused_csa_padding"] = None if mask is None else _Padding(mask, pos)
         return args, kwargs
@@ -174,14 +226,20 @@ class _ModelHook:
 # %% ../nbs/10_hf.ipynb #a392d65b
 class _Reorder:
     "`reorder_cache` of an HF cache that also reorders this package's caches kept on it (beam search; see above)."
-    def __init__(self, past): self.past = past
+
+    def __init__(self, past):
+        self.past = past
+
     def __call__(self, beam_idx: torch.Tensor):
         type(self.past).reorder_cache(self.past, beam_idx)
-        for c, _ in self.past.__dict__.get("_fused_csa", {}).values(): c.reorder(beam_idx)
+        for c, _ in self.past.__dict__.get("_fused_csa", {}).values():
+            c.reorder(beam_idx)
+
 
 def _capacity(n: int) -> int:
     "Tokens a cache is built (or grown) to hold for `n`: room for as many again, a power of two (few distinct shapes: kernel plans are per shape)."
     return max(256, 1 << (2 * n - 1).bit_length())
+
 
 def _csa_cache(attn, past, layer, b, n_new, device, dtype):
     """`(cache, fresh)`: this package's decode cache of `attn` kept on HF's cache `past` — a new one when `past` holds no
@@ -190,13 +248,18 @@ def _csa_cache(attn, past, layer, b, n_new, device, dtype):
     c, count = book.get(idx, (None, None))
     if seen == 0:
         c = layer.new_cache(b, _capacity(n_new), device=device, dtype=dtype)
-        if not isinstance(past.__dict__.get("reorder_cache"), _Reorder): past.reorder_cache = _Reorder(past)
+        if not isinstance(past.__dict__.get("reorder_cache"), _Reorder):
+            past.reorder_cache = _Reorder(past)
     elif c is None or count != seen:
-        raise ValueError(f"HF's cache holds {seen} tokens of layer {idx} that this package's cache has not seen (the bridge "
-                         "was installed, or the cache filled by HF's own attention or a training forward, mid-conversation): "
-                         "run the whole conversation again through the bridged model with a fresh cache")
+        raise ValueError(
+            f"HF's cache holds {seen} tokens of layer {idx} that this package's cache has not seen (the bridge "
+            "was installed, or the cache filled by HF's own attention or a training forward, mid-conversation): "
+            "run the whole conversation again through the bridged model with a fresh cache"
+        )
     elif c.batch_size != b:
-        raise ValueError(f"the call has {b} sequences but the cache holds {c.batch_size}: continue a cache with its own batch")
+        raise ValueError(
+            f"the call has {b} sequences but the cache holds {c.batch_size}: continue a cache with its own batch"
+        )
     elif max(c.lengths) + n_new > c.max_seq_len:
         c = grow_cache(c, layer, _capacity(max(c.lengths) + n_new))
     book[idx] = (c, seen + n_new)
@@ -207,13 +270,16 @@ def _gather(t, flat):
     "`t [S, B, ...]` → its rows `flat` of the `[S·B, ...]` flattening (a pack of the real tokens), or `None`."
     return None if t is None else t.flatten(0, 1).index_select(0, flat)
 
+
 def _whole(layer, q, kv, x, qr, padding):
     "The layer over whole sequences (training; no cache) → `(out [S, B, H·D], loss)`; padded batches as a pack of their tokens."
     S, B = q.shape[:2]
     rows = None if padding is None else padding.rows(S)
-    if rows is None: return layer(q, kv, x, qr)
+    if rows is None:
+        return layer(q, kv, x, qr)
     out, loss = layer(*(_gather(t, rows.flat) for t in (q, kv, x, qr)), cu_seqlens=rows.cu, max_seqlen=rows.max_len)
     return out.new_zeros(S * B, out.shape[-1]).index_copy(0, rows.flat, out).view(S, B, -1), loss
+
 
 @torch.no_grad()
 def _cached(attn, layer, past, q, kv, x, qr, padding):
@@ -222,17 +288,29 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
     cache, fresh = _csa_cache(attn, past, layer, B, S, q.device, q.dtype)
     rows = padding.rows(S) if padding is not None and (fresh or S > 1) else None
     if rows is not None and not fresh:
-        raise ValueError("padding among the new tokens of a continued cache: only a prompt (the first call) may be padded")
-    if rows is None: return layer(q, kv, x, qr, cache=cache)[0]
+        raise ValueError(
+            "padding among the new tokens of a continued cache: only a prompt (the first call) may be padded"
+        )
+    if rows is None:
+        return layer(q, kv, x, qr, cache=cache)[0]
     out = q.new_zeros(S, B, layer.cfg.num_heads * layer.cfg.v_head_dim)
     for i, (a, n) in enumerate(zip(rows.starts, rows.lengths)):
-        seq = lambda t: None if t is None else t[a:a + n, i:i + 1]
-        out[a:a + n, i:i + 1] = layer(seq(q), seq(kv), seq(x), seq(qr), cache=cache.sequence(i))[0]
+        seq = lambda t: None if t is None else t[a : a + n, i : i + 1]
+        out[a : a + n, i : i + 1] = layer(seq(q), seq(kv), seq(x), seq(qr), cache=cache.sequence(i))[0]
     return out
 
 # %% ../nbs/10_hf.ipynb #9215712e
-def _csa_attention_forward(self, hidden_states, position_embeddings, position_ids=None, attention_mask=None,
-                           past_key_values=None, cache=None, fused_csa_padding=None, **kwargs):
+def _csa_attention_forward(
+    self,
+    hidden_states,
+    position_embeddings,
+    position_ids=None,
+    attention_mask=None,
+    past_key_values=None,
+    cache=None,
+    fused_csa_padding=None,
+    **kwargs,
+):
     """`DeepseekV4Attention.forward` with the CSA core on this package (see above) → `(output, None)`. HF's cache comes as
     `past_key_values` (transformers 5.23) or `cache` (5.24 on); `fused_csa_padding` from the model's hook."""
     m, layer = _deepseek_v4(), self.__dict__["_fused_csa"]
@@ -240,26 +318,37 @@ def _csa_attention_forward(self, hidden_states, position_embeddings, position_id
     B, S, _ = hidden_states.shape
     cos, sin = position_embeddings[self.rope_layer_type]
     qr = self.q_a_norm(self.q_a_proj(hidden_states))
-    q = m.apply_rotary_pos_emb(self.q_b_norm(self.q_b_proj(qr).view(B, S, -1, self.head_dim)), cos, sin, unsqueeze_dim=2)
-    kv = m.apply_rotary_pos_emb(self.kv_norm(self.kv_proj(hidden_states)).view(B, S, 1, self.head_dim), cos, sin,
-                                unsqueeze_dim=2)
-    if layer.attn_sink.device != hidden_states.device: layer.to(hidden_states.device)
+    q = m.apply_rotary_pos_emb(
+        self.q_b_norm(self.q_b_proj(qr).view(B, S, -1, self.head_dim)), cos, sin, unsqueeze_dim=2
+    )
+    kv = m.apply_rotary_pos_emb(
+        self.kv_norm(self.kv_proj(hidden_states)).view(B, S, 1, self.head_dim), cos, sin, unsqueeze_dim=2
+    )
+    if layer.attn_sink.device != hidden_states.device:
+        layer.to(hidden_states.device)
     sbhd = lambda t: None if t is None else t.transpose(0, 1)
-    q, kv, x = sbhd(q).contiguous(), sbhd(kv).contiguous(), sbhd(hidden_states) if layer.compressor is not None else None
+    q, kv, x = (
+        sbhd(q).contiguous(),
+        sbhd(kv).contiguous(),
+        sbhd(hidden_states) if layer.compressor is not None else None,
+    )
     qr = sbhd(qr) if layer.indexer is not None else None
-    train = self.training and torch.is_grad_enabled()           # generate (no_grad) decodes in train mode too
+    train = self.training and torch.is_grad_enabled()  # generate (no_grad) decodes in train mode too
     layer.train(train)
     if past is not None and not train:
         out, loss = _cached(self, layer, past, q, kv, x, qr, fused_csa_padding), None
     else:
-        if past is not None:                                     # HF builds a cache in training too: its count, not ours
+        if past is not None:  # HF builds a cache in training too: its count, not ours
             if past.get_seq_length(self.layer_idx):
-                raise ValueError("a training forward (train mode, gradients on) cannot continue a cache: the package trains "
-                                 "whole sequences — call model.eval() or torch.no_grad() to decode, or pass use_cache=False")
+                raise ValueError(
+                    "a training forward (train mode, gradients on) cannot continue a cache: the package trains "
+                    "whole sequences — call model.eval() or torch.no_grad() to decode, or pass use_cache=False"
+                )
             past.__dict__.setdefault("_fused_csa", {}).pop(self.layer_idx, None)
         out, loss = _whole(layer, q, kv, x, qr, fused_csa_padding)
-    if past is not None:                                         # HF's token count (the positions of the next call)
-        kvh = kv.permute(1, 2, 0, 3); past.update(kvh, kvh, self.layer_idx)
+    if past is not None:  # HF's token count (the positions of the next call)
+        kvh = kv.permute(1, 2, 0, 3)
+        past.update(kvh, kvh, self.layer_idx)
     self.__dict__["_fused_csa_loss"] = loss
     out = m.apply_rotary_pos_emb(sbhd(out).view(B, S, -1, self.head_dim), cos, -sin, unsqueeze_dim=2)
     grouped = self.o_a_proj(out.reshape(B, S, self.config.o_groups, -1)).flatten(2)
@@ -268,18 +357,29 @@ def _csa_attention_forward(self, hidden_states, position_embeddings, position_id
 # %% ../nbs/10_hf.ipynb #251a7782
 class _Forward:
     "The replaced `forward` of one `DeepseekV4Attention` (a picklable callable: `torch.save` of a bridged model works)."
-    def __init__(self, attn): self.attn = attn
-    def __call__(self, *args, **kwargs): return _csa_attention_forward(self.attn, *args, **kwargs)
+
+    def __init__(self, attn):
+        self.attn = attn
+
+    def __call__(self, *args, **kwargs):
+        return _csa_attention_forward(self.attn, *args, **kwargs)
+
 
 def _attention_layers(model):
     cls = _deepseek_v4().DeepseekV4Attention
     return [m for m in model.modules() if isinstance(m, cls)]
 
+
 def _model_hooks(model):
     "`[(module, hook id)]` of the `_ModelHook`s on `model`'s `DeepseekV4Model`s."
     cls = _deepseek_v4().DeepseekV4Model
-    return [(m, k) for m in model.modules() if isinstance(m, cls)
-            for k, h in m._forward_pre_hooks.items() if isinstance(h, _ModelHook)]
+    return [
+        (m, k)
+        for m in model.modules()
+        if isinstance(m, cls)
+        for k, h in m._forward_pre_hooks.items()
+        if isinstance(h, _ModelHook)
+    ]
 
 # %% ../nbs/10_hf.ipynb #ff0402af
 def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrides) -> nn.Module:
@@ -288,16 +388,20 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
     layer); `dsa_kernel_backend`: `"cudnn"` (fused; bf16 CUDA models) or `"none"` (native, any dtype and device);
     `overrides`: `CSAConfig` fields the HF config does not set (`indexer_loss_coeff`, `indexer_use_sparse_loss`,
     `indexer_precision`, …)."""
-    if not isinstance(model, nn.Module): raise TypeError(f"`model` must be a torch.nn.Module, got {_type_name(model)}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"`model` must be a torch.nn.Module, got {_type_name(model)}")
     layers = _attention_layers(model)
-    if not layers: raise ValueError("`model` holds no DeepseekV4Attention layer (a transformers DeepSeek-V4 model is expected)")
+    if not layers:
+        raise ValueError("`model` holds no DeepseekV4Attention layer (a transformers DeepSeek-V4 model is expected)")
     hf_cfg = layers[0].config
     if getattr(hf_cfg, "attention_dropout", 0.0):
-        raise ValueError(f"the model's config has attention_dropout={hf_cfg.attention_dropout}: the sparse core has no attention "
-                         "dropout; set config.attention_dropout = 0.0")
+        raise ValueError(
+            f"the model's config has attention_dropout={hf_cfg.attention_dropout}: the sparse core has no attention "
+            "dropout; set config.attention_dropout = 0.0"
+        )
     cfg = csa_config_from_hf(hf_cfg, dsa_kernel_backend=dsa_kernel_backend, **overrides)
     for attn in layers:
-        attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)      # not a submodule: the state dict stays HF's
+        attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)  # not a submodule: the state dict stays HF's
         attn.__dict__["_fused_csa_loss"] = None
         attn.forward = _Forward(attn)
     hooked = {id(m) for m, _ in _model_hooks(model)}
@@ -306,14 +410,18 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
             m.register_forward_pre_hook(_ModelHook(), with_kwargs=True)
     return model
 
+
 def restore_hf_attention(model: nn.Module) -> nn.Module:
     """Undo `use_fused_csa`: every attention layer runs HF's own forward again. `model`: a module `use_fused_csa` switched.
     Returns `model`, switched back in place."""
     for attn in _attention_layers(model):
-        for k in ("forward", "_fused_csa", "_fused_csa_loss"): attn.__dict__.pop(k, None)
+        for k in ("forward", "_fused_csa", "_fused_csa_loss"):
+            attn.__dict__.pop(k, None)
     for m, k in _model_hooks(model):
-        m._forward_pre_hooks.pop(k); m._forward_pre_hooks_with_kwargs.pop(k, None)
+        m._forward_pre_hooks.pop(k)
+        m._forward_pre_hooks_with_kwargs.pop(k, None)
     return model
+
 
 def indexer_loss(model: nn.Module):
     """The sum of the indexer losses of the last forward (0-d fp32), or `None` if no layer computed one. `model`: a bridged model.

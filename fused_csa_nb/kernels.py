@@ -26,12 +26,15 @@ __all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'FusedUnavailableErr
 class FusedUnavailableError(RuntimeError):
     "The fused CSA kernels cannot run in this environment: a kernel package is missing, or there is no suitable CUDA device."
 
+
 _FLASH_MLA_PKG = "flash_mla (pip install tokenspeed-flashmla==1.0.0.post20260615)"
 _DSA_PKG = "cudnn.DSA (pip install 'nvidia-cudnn-frontend[cutedsl]==1.32.0')"
+
 
 def _reason(e: BaseException) -> str:
     msg = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
 
 def _flash_mla():
     "The `flash_mla` module with `flash_mla_sparse_fwd`, or a `FusedUnavailableError` naming the package."
@@ -40,23 +43,31 @@ def _flash_mla():
         getattr(m, "flash_mla_sparse_fwd")
         return m
     except Exception as e:  # ImportError, missing symbol, broken shared library ...
-        raise FusedUnavailableError(f"the fused CSA kernels need {_FLASH_MLA_PKG}, which is unavailable "
-                                    f"({_reason(e)}); use dsa_kernel_backend='none' (native) instead") from e
+        raise FusedUnavailableError(
+            f"the fused CSA kernels need {_FLASH_MLA_PKG}, which is unavailable "
+            f"({_reason(e)}); use dsa_kernel_backend='none' (native) instead"
+        ) from e
+
 
 def _dsa():
     "`cudnn.DSA` (cuDNN Frontend DeepSeek sparse-attention kernels), or a `FusedUnavailableError` naming the package."
     try:
         return getattr(importlib.import_module("cudnn"), "DSA")
     except Exception as e:
-        raise FusedUnavailableError(f"the fused CSA kernels need {_DSA_PKG}, which is unavailable "
-                                    f"({_reason(e)}); use dsa_kernel_backend='none' (native) instead") from e
+        raise FusedUnavailableError(
+            f"the fused CSA kernels need {_DSA_PKG}, which is unavailable "
+            f"({_reason(e)}); use dsa_kernel_backend='none' (native) instead"
+        ) from e
+
 
 _LIBS: dict = {}
+
 
 def _lib(name: str):
     "The kernel package `name` (`'flash_mla'` or `'dsa'`) for the hot path: probed once, then kept (no import per call)."
     m = _LIBS.get(name)
-    if m is None: m = _LIBS[name] = (_flash_mla if name == "flash_mla" else _dsa)()
+    if m is None:
+        m = _LIBS[name] = (_flash_mla if name == "flash_mla" else _dsa)()
     return m
 
 # %% ../nbs/03_kernels.ipynb #f7623988
@@ -65,7 +76,8 @@ def kernel_status() -> dict[str, str]:
     status = {}
     for name, probe in (("flash_mla", _flash_mla), ("cudnn.DSA", _dsa)):
         try:
-            probe(); status[name] = "ok"
+            probe()
+            status[name] = "ok"
         except FusedUnavailableError as e:
             status[name] = f"unavailable ({_reason(e.__cause__) if e.__cause__ else e})"
     status["torch"] = torch.__version__
@@ -76,6 +88,7 @@ def kernel_status() -> dict[str, str]:
         status["capability"] = f"{major}.{minor}"
     return status
 
+
 def kernels_available() -> bool:
     "True when both `flash_mla.flash_mla_sparse_fwd` and `cudnn.DSA` import."
     s = kernel_status()
@@ -84,14 +97,24 @@ def kernels_available() -> bool:
 # %% ../nbs/03_kernels.ipynb #a05a7b19
 class _CudaPlatform:
     "Where the fused kernels run by default: CUDA tensors, the current CUDA device's capability, the kernel packages."
-    probes = True                           # `_need` imports the kernel packages before a call
-    def runs_on(self, device) -> bool: return device.type == "cuda"
+
+    probes = True  # `_need` imports the kernel packages before a call
+
+    def runs_on(self, device) -> bool:
+        return device.type == "cuda"
+
     def major_of(self, device) -> int:
         raise ValueError(f"no compute capability for device {device}: the fused kernels need a CUDA device")
-    def capability(self) -> tuple: return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()
-    def kernels(self) -> bool: return kernels_available()
 
-_PLATFORMS: list = [_CudaPlatform()]        # the active platform is the last (`testing.stand_in_kernels` pushes its own)
+    def capability(self) -> tuple:
+        return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else ()
+
+    def kernels(self) -> bool:
+        return kernels_available()
+
+
+_PLATFORMS: list = [_CudaPlatform()]  # the active platform is the last (`testing.stand_in_kernels` pushes its own)
+
 
 def _check_devices(**tensors):
     "All tensors (None skipped) on one device, one the active platform runs the kernels on (CUDA by default)."
@@ -101,17 +124,24 @@ def _check_devices(**tensors):
         if not _PLATFORMS[-1].runs_on(v.device):
             raise ValueError(f"`{k}` must be a CUDA tensor, got device {v.device}")
         if v.device != dev:
-            raise ValueError(f"`{k}` is on {v.device} but `{named[0][0]}` is on {dev}: all tensors must share one device")
+            raise ValueError(
+                f"`{k}` is on {v.device} but `{named[0][0]}` is on {dev}: all tensors must share one device"
+            )
     return dev
 
+
 _CUDA_MAJOR: dict = {}
+
 
 @torch.compiler.assume_constant_result
 def _cuda_major(index) -> int:
     "Compute-capability major of CUDA device `index` (None: the current one), cached; a constant for `torch.compile`."
-    if index is None: index = torch.cuda.current_device()
-    if index not in _CUDA_MAJOR: _CUDA_MAJOR[index] = torch.cuda.get_device_capability(index)[0]
+    if index is None:
+        index = torch.cuda.current_device()
+    if index not in _CUDA_MAJOR:
+        _CUDA_MAJOR[index] = torch.cuda.get_device_capability(index)[0]
     return _CUDA_MAJOR[index]
+
 
 def sm_major(device) -> int:
     """Compute-capability major of `device` (another device's: the active platform's, e.g. the value `testing.stand_in_kernels` declares).
@@ -119,13 +149,15 @@ def sm_major(device) -> int:
     `device`: a `torch.device`, a device string or a CUDA ordinal; a CUDA device's major is read once and cached.
     Returns the major as an `int` (9 on H100/H200); a device without one is a `ValueError`."""
     device = torch.device(device)
-    if device.type == "cuda": return _cuda_major(device.index)
+    if device.type == "cuda":
+        return _cuda_major(device.index)
     return _PLATFORMS[-1].major_of(device)
 
 # %% ../nbs/03_kernels.ipynb #0253d6c8
 def detected_capability() -> tuple:
     "`(major, minor)` of the current CUDA device, `()` without one; inside `testing.stand_in_kernels()` the stand-ins' `(sm_major, 0)`."
     return _PLATFORMS[-1].capability()
+
 
 def detected_kernels() -> bool:
     "Whether the fused kernels can be called: both packages import (`kernels_available()`), or the CPU stand-ins are active."
@@ -144,6 +176,7 @@ class KernelLimits:
     the sparse indexer backward; `index_head_dim`: the indexer's head dim; `indexer_bwd_topk_multiple`: the granularity
     of the sparse indexer backward's K (padded to a multiple); `min_bwd_heads`: the least query heads of the sparse
     attention backward; `score_head_multiple`: `sparse_attn_score_recompute` pads the query heads to a multiple of it."""
+
     query_heads: tuple = (64, 128)
     head_dims: tuple = (512, 576)
     v_head_dim: int = 512
@@ -157,7 +190,9 @@ class KernelLimits:
     min_bwd_heads: int = 2
     score_head_multiple: int = 8
 
+
 KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, fp8_index_heads=(), index_bwd_heads=(32, 64))}
+
 
 def kernel_limits(sm_major: int) -> KernelLimits:
     """The `KernelLimits` of compute-capability major `sm_major` (the newest entry at or below it); `ValueError` below SM90.
@@ -166,9 +201,12 @@ def kernel_limits(sm_major: int) -> KernelLimits:
     Returns the `KernelLimits` entry of `KERNEL_LIMITS` that applies."""
     check_int("sm_major", sm_major)
     if sm_major < min(KERNEL_LIMITS):
-        raise ValueError(f"`sm_major`={sm_major}: the fused kernels need compute capability >= "
-                         f"{min(KERNEL_LIMITS)}.0 (SM{min(KERNEL_LIMITS)}0)")
+        raise ValueError(
+            f"`sm_major`={sm_major}: the fused kernels need compute capability >= "
+            f"{min(KERNEL_LIMITS)}.0 (SM{min(KERNEL_LIMITS)}0)"
+        )
     return KERNEL_LIMITS[max(k for k in KERNEL_LIMITS if k <= sm_major)]
+
 
 def _anywhere(field):
     "Every value of `field` (a tuple or a number) on some GPU generation, sorted: the checks made before the device is known."
@@ -183,17 +221,24 @@ def round_up(n: int, multiple: int) -> int:
     Returns the rounded value as an `int`."""
     return -(-n // multiple) * multiple
 
+
 def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
     """Head count the sparse kernels run for `num_heads` query heads (`query_heads` of the table); `ValueError` if unsupported.
 
     `num_heads`: the layer's query heads H (>= 1); `sm_major`: the GPU's compute-capability major (default 9, SM90).
     Returns `num_heads` itself when the kernels run it, else the smallest supported count when `num_heads` divides it
     (the extra heads are zero padding)."""
-    check_int("num_heads", num_heads, 1); heads = kernel_limits(sm_major).query_heads
-    if num_heads in heads: return num_heads
-    if num_heads < heads[0] and heads[0] % num_heads == 0: return heads[0]
-    raise ValueError(f"`num_heads`={num_heads} is not supported by the fused kernels: use one of {heads}, "
-                     f"or a divisor of {heads[0]} (padded to {heads[0]})")
+    check_int("num_heads", num_heads, 1)
+    heads = kernel_limits(sm_major).query_heads
+    if num_heads in heads:
+        return num_heads
+    if num_heads < heads[0] and heads[0] % num_heads == 0:
+        return heads[0]
+    raise ValueError(
+        f"`num_heads`={num_heads} is not supported by the fused kernels: use one of {heads}, "
+        f"or a divisor of {heads[0]} (padded to {heads[0]})"
+    )
+
 
 def topk_multiple(sm_major: int = 9) -> int:
     """Top-K granularity of the sparse kernels on `sm_major` (128 on SM90, 64 on SM100+).
@@ -202,36 +247,45 @@ def topk_multiple(sm_major: int = 9) -> int:
     Returns the granularity as an `int`."""
     return kernel_limits(sm_major).topk_multiple
 
+
 def padded_topk(topk: int, sm_major: int = 9) -> int:
     """`topk` rounded up to the kernel granularity (at least one block).
 
     `topk`: the top-K width, an int >= 0; `sm_major`: the GPU's compute-capability major (default 9, SM90).
     Returns the padded width, a multiple of `topk_multiple(sm_major)` and at least one multiple."""
-    check_int("topk", topk); m = topk_multiple(sm_major)
+    check_int("topk", topk)
+    m = topk_multiple(sm_major)
     return max(m, round_up(topk, m))
 
 # %% ../nbs/03_kernels.ipynb #d1175ba2
-USE_PLANS = True        # False: the cuDNN `*_wrapper` functions (debugging only)
-PLAN_CACHE_SIZE = 64    # compiled plans kept, least recently used dropped first
-_PLANS: collections.OrderedDict = collections.OrderedDict()   # (kind, shape signature) → a supported, compiled plan
-_CU = {}                # the lazily imported `cuda.bindings.driver`
+USE_PLANS = True  # False: the cuDNN `*_wrapper` functions (debugging only)
+PLAN_CACHE_SIZE = 64  # compiled plans kept, least recently used dropped first
+_PLANS: collections.OrderedDict = collections.OrderedDict()  # (kind, shape signature) → a supported, compiled plan
+_CU = {}  # the lazily imported `cuda.bindings.driver`
+
 
 def _plan(kind, key, build):
     "The cached plan `(kind, key)`; `build()` constructs it, then it is support-checked and compiled once (LRU-bounded)."
     plan = _PLANS.get((kind, key))
     if plan is not None:
-        _PLANS.move_to_end((kind, key)); return plan
+        _PLANS.move_to_end((kind, key))
+        return plan
     plan = build()
-    if not plan.check_support(): raise RuntimeError(f"cuDNN DSA {kind}: the plan does not support {key}")
+    if not plan.check_support():
+        raise RuntimeError(f"cuDNN DSA {kind}: the plan does not support {key}")
     plan.compile()
     _PLANS[(kind, key)] = plan
-    while len(_PLANS) > max(1, PLAN_CACHE_SIZE): _PLANS.popitem(last=False)
+    while len(_PLANS) > max(1, PLAN_CACHE_SIZE):
+        _PLANS.popitem(last=False)
     return plan
+
 
 def _stream(device):
     "torch's current stream on `device` as the `CUstream` the plans' `execute` takes."
-    if "driver" not in _CU: _CU["driver"] = importlib.import_module("cuda.bindings.driver")
+    if "driver" not in _CU:
+        _CU["driver"] = importlib.import_module("cuda.bindings.driver")
     return _CU["driver"].CUstream(torch.cuda.current_stream(device).cuda_stream)
+
 
 def _workspace(plan, device):
     "Scratch of `plan.scratch_workspace_bytes()` bytes from the caching allocator (None when it needs none)."
@@ -244,22 +298,51 @@ def _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, t
     dsa = _lib("dsa")
     q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
     if not USE_PLANS:
-        r = dsa.sparse_attention_backward_wrapper(q, kv, out, dout, lse, attn_sink, indices, softmax_scale=sm_scale,
-                                                 topk_length=topk_length)
+        r = dsa.sparse_attention_backward_wrapper(
+            q, kv, out, dout, lse, attn_sink, indices, softmax_scale=sm_scale, topk_length=topk_length
+        )
         return r["dq"], r["dkv"], r["d_sink"]
     key = (q.device, q.dtype, tuple(q.shape), tuple(kv.shape), tuple(indices.shape), topk_length is not None, sm_scale)
     with torch.cuda.device(q.device):
-        plan = _plan("sparse_attn_bwd", key, lambda: dsa.SparseAttentionBackward(
-            sample_q=q, sample_kv=kv, sample_out=out, sample_dout=dout, sample_lse=lse, sample_attn_sink=attn_sink,
-            sample_topk_idxs=indices, sample_topk_length=topk_length, softmax_scale=sm_scale))
+        plan = _plan(
+            "sparse_attn_bwd",
+            key,
+            lambda: dsa.SparseAttentionBackward(
+                sample_q=q,
+                sample_kv=kv,
+                sample_out=out,
+                sample_dout=dout,
+                sample_lse=lse,
+                sample_attn_sink=attn_sink,
+                sample_topk_idxs=indices,
+                sample_topk_length=topk_length,
+                softmax_scale=sm_scale,
+            ),
+        )
         dq, dkv, d_sink = torch.empty_like(q), torch.empty_like(kv), torch.empty_like(attn_sink)
-        plan.execute(q, kv, out, dout, lse, attn_sink, indices, dq, dkv, topk_length=topk_length, softmax_scale=sm_scale,
-                     current_stream=_stream(q.device), workspace=_workspace(plan, q.device), d_sink=d_sink)
+        plan.execute(
+            q,
+            kv,
+            out,
+            dout,
+            lse,
+            attn_sink,
+            indices,
+            dq,
+            dkv,
+            topk_length=topk_length,
+            softmax_scale=sm_scale,
+            current_stream=_stream(q.device),
+            workspace=_workspace(plan, q.device),
+            d_sink=d_sink,
+        )
     return dq, dkv, d_sink
 
-_TOPK_ALIGN = 32        # bytes: `IndexerTopK` reads 32-byte aligned rows (the wrapper stages anything else)
 
-_TIE_SMALLER = 1        # `IndexerTopK(tie_break=1)`: among equal scores the smaller column wins (the package's tie rule)
+_TOPK_ALIGN = 32  # bytes: `IndexerTopK` reads 32-byte aligned rows (the wrapper stages anything else)
+
+_TIE_SMALLER = 1  # `IndexerTopK(tie_break=1)`: among equal scores the smaller column wins (the package's tie rule)
+
 
 def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
     "Radix top-k ids `[rows, top_k]` int32: a cached `IndexerTopK` plan (or the wrapper); ties: the smaller column."
@@ -271,72 +354,115 @@ def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
     with torch.cuda.device(values.device):
         plan = _plan("radix_topk", key, lambda: dsa.IndexerTopK(values, lengths, top_k, **opts))
         idx = torch.empty(values.shape[0], top_k, dtype=torch.int32, device=values.device)
-        plan.execute(values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan, values.device))
+        plan.execute(
+            values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan, values.device)
+        )
     return idx
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
-from .checks import _TRITON_IMPORT_ERROR, tl, triton   # the package's one guarded triton import
+from .checks import _TRITON_IMPORT_ERROR, tl, triton  # the package's one guarded triton import
 
 # %% ../nbs/03_kernels.ipynb #6a8eec0d
 if triton is not None:
+
     @triton.jit
-    def _nan_rows_kernel(out_ptr, sink_ptr, row_ptr, H, HAS_ROW: tl.constexpr, BLOCK_H: tl.constexpr,
-                         DV: tl.constexpr, BLOCK_D: tl.constexpr):
-        r = tl.program_id(0)                               # one query row; its heads are out[r, h, :DV]
+    def _nan_rows_kernel(
+        out_ptr,
+        sink_ptr,
+        row_ptr,
+        H,
+        HAS_ROW: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        DV: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
+        r = tl.program_id(0)  # one query row; its heads are out[r, h, :DV]
         hs = tl.arange(0, BLOCK_H)
         s = tl.load(sink_ptr + hs, mask=hs < H, other=0.0)
-        bad = (s == float("inf")) | ~(s == s)              # ordered ==: a NaN equals nothing, itself included
+        bad = (s == float("inf")) | ~(s == s)  # ordered ==: a NaN equals nothing, itself included
         if HAS_ROW:
-            bad = bad | ~(tl.load(row_ptr + r) == 0.0)     # the row's poison is NaN (or, against the contract, not 0)
+            bad = bad | ~(tl.load(row_ptr + r) == 0.0)  # the row's poison is NaN (or, against the contract, not 0)
         bad = bad & (hs < H)
-        if tl.sum(bad.to(tl.int32), 0) > 0:                # a clean row reads H + 1 numbers and writes nothing
+        if tl.sum(bad.to(tl.int32), 0) > 0:  # a clean row reads H + 1 numbers and writes nothing
             base = out_ptr + r.to(tl.int64) * H * DV
             for d0 in tl.static_range(0, DV, BLOCK_D):
                 ds = d0 + tl.arange(0, BLOCK_D)
                 nan = tl.full((BLOCK_H, BLOCK_D), float("nan"), tl.float32).to(out_ptr.dtype.element_ty)
                 tl.store(base + hs[:, None] * DV + ds[None, :], nan, mask=bad[:, None])
 
+
 def _nan_rows_(out, sink, row_poison=None):
     "In place: NaN into `out [s_q, H, DV]` (contiguous CUDA) for heads whose `sink [H]` is NaN/`+inf`, and for every head of rows whose `row_poison [s_q]` is not 0."
-    if triton is None: raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    if triton is None:
+        raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     s_q, h, dv = out.shape
     if s_q:
-        _nan_rows_kernel[(s_q,)](out, sink, sink if row_poison is None else row_poison, h, HAS_ROW=row_poison is not None,
-                                 BLOCK_H=triton.next_power_of_2(h), DV=dv, BLOCK_D=64)
+        _nan_rows_kernel[(s_q,)](
+            out,
+            sink,
+            sink if row_poison is None else row_poison,
+            h,
+            HAS_ROW=row_poison is not None,
+            BLOCK_H=triton.next_power_of_2(h),
+            DV=dv,
+            BLOCK_D=64,
+        )
     return out
 
 # %% ../nbs/03_kernels.ipynb #8e8ff610
-_IMPLS: dict = {}      # op name → its CUDA implementation (what the op wraps)
+_IMPLS: dict = {}  # op name → its CUDA implementation (what the op wraps)
+
 
 def _op(name, schema):
     "Decorator: define `fused_csa::name` with `schema`, the decorated function being its CUDA implementation (kept in `_IMPLS`)."
+
     def define(fn):
         _IMPLS[name] = fn
         return torch.library.custom_op(f"fused_csa::{name}", mutates_args=(), device_types="cuda", schema=schema)(fn)
+
     return define
+
 
 def _run(name: str, *args):
     "Kernel op `name` on checked arguments: the CUDA implementation directly in eager mode, the custom op while compiling or for CPU tensors."
-    if args[0].is_cuda and not torch.compiler.is_compiling(): return _IMPLS[name](*args)
+    if args[0].is_cuda and not torch.compiler.is_compiling():
+        return _IMPLS[name](*args)
     return getattr(torch.ops.fused_csa, name)(*args)
 
 # %% ../nbs/03_kernels.ipynb #daf9db07
-@_op("flash_mla_sparse_fwd", "(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor attn_sink, "
-                             "Tensor? topk_length, Tensor? row_poison) -> (Tensor, Tensor)")
+@_op(
+    "flash_mla_sparse_fwd",
+    "(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor attn_sink, "
+    "Tensor? topk_length, Tensor? row_poison) -> (Tensor, Tensor)",
+)
 def _flash_mla_fwd_op(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
-    out, _max_logits, lse = _lib("flash_mla").flash_mla_sparse_fwd(q, kv.unsqueeze(1), indices.unsqueeze(1), sm_scale,
-                                                                   d_v=KERNEL_LIMITS[9].v_head_dim, attn_sink=attn_sink,
-                                                                   topk_length=topk_length)
-    return _nan_rows_(out, attn_sink, row_poison), lse          # the non-finite rule (sink, rows) in place
+    out, _max_logits, lse = _lib("flash_mla").flash_mla_sparse_fwd(
+        q,
+        kv.unsqueeze(1),
+        indices.unsqueeze(1),
+        sm_scale,
+        d_v=KERNEL_LIMITS[9].v_head_dim,
+        attn_sink=attn_sink,
+        topk_length=topk_length,
+    )
+    return _nan_rows_(out, attn_sink, row_poison), lse  # the non-finite rule (sink, rows) in place
+
 
 @_flash_mla_fwd_op.register_fake
 def _(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
-    return q.new_empty(q.shape[0], q.shape[1], KERNEL_LIMITS[9].v_head_dim), q.new_empty(q.shape[:2], dtype=torch.float32)
+    return q.new_empty(q.shape[0], q.shape[1], KERNEL_LIMITS[9].v_head_dim), q.new_empty(
+        q.shape[:2], dtype=torch.float32
+    )
 
-@_op("sparse_attn_bwd", "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, Tensor indices, "
-                        "float sm_scale, Tensor? topk_length) -> (Tensor, Tensor, Tensor)")
+
+@_op(
+    "sparse_attn_bwd",
+    "(Tensor q, Tensor kv, Tensor out, Tensor dout, Tensor lse, Tensor attn_sink, Tensor indices, "
+    "float sm_scale, Tensor? topk_length) -> (Tensor, Tensor, Tensor)",
+)
 def _sparse_attn_bwd_op(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
     return _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
+
 
 @_sparse_attn_bwd_op.register_fake
 def _(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
@@ -347,16 +473,20 @@ def _bwd_indices(indices, topk_length):
     "What the backward reads as indices: with `topk_length`, every slot (the ignored suffix too) a non-negative address."
     return indices if topk_length is None else indices.clamp(min=0)
 
+
 def _sparse_attn_backward(ctx, dout):
     "The gradients `(dq, dkv, None, None, d_sink, None, None)` of the sparse attention from what its forward saved."
     q, kv, out, lse, sink, idx, topk_length = ctx.saved_tensors
     need = ctx.needs_input_grad
-    if dout is None or not (need[0] or need[1] or need[4]): return (None,) * 7
+    if dout is None or not (need[0] or need[1] or need[4]):
+        return (None,) * 7
     dq, dkv, dsink = _run("sparse_attn_bwd", q, kv, out, dout.contiguous(), lse, sink, idx, ctx.sm_scale, topk_length)
     return dq if need[0] else None, dkv if need[1] else None, None, None, dsink if need[4] else None, None, None
 
+
 class _SparseAttention(torch.autograd.Function):
     "FlashMLA forward and cuDNN backward on padded flat tensors (the op contract): `(out, lse)`, `lse` not differentiable."
+
     @staticmethod
     def forward(ctx, q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
         out, lse = _run("flash_mla_sparse_fwd", q, kv, indices, sm_scale, attn_sink, topk_length, row_poison)
@@ -371,49 +501,71 @@ class _SparseAttention(torch.autograd.Function):
     def backward(ctx, dout, _dlse):
         return _sparse_attn_backward(ctx, dout)
 
+
 def _fwd_setup_context(ctx, inputs, output):
     q, kv, indices, sm_scale, attn_sink, topk_length, _row_poison = inputs
     ctx.save_for_backward(q, kv, output[0], output[1], attn_sink, _bwd_indices(indices, topk_length), topk_length)
     ctx.sm_scale = sm_scale
 
-_flash_mla_fwd_op.register_autograd(lambda ctx, dout, _dlse: _sparse_attn_backward(ctx, dout),
-                                    setup_context=_fwd_setup_context)
+
+_flash_mla_fwd_op.register_autograd(
+    lambda ctx, dout, _dlse: _sparse_attn_backward(ctx, dout), setup_context=_fwd_setup_context
+)
 
 # %% ../nbs/03_kernels.ipynb #aa1cd770
 def _qco(q_causal_offsets):
     return {} if q_causal_offsets is None else dict(q_causal_offsets=q_causal_offsets)
 
+
 def _aligned(t):
     "`t`, or a copy of it when its data does not start on a 16-byte boundary (the kernels' TMA loads need it; an offset view may not)."
     return t if t is None or t.data_ptr() % 16 == 0 else t.clone()
 
+
 def _fp8(q_scale, k_scale):
     "The FP8 keywords of `indexer_forward_wrapper` (per-row fp32 descales, 16-byte aligned; `k_scale` gains its KV-head dim), or none."
-    if q_scale is None: return {}
+    if q_scale is None:
+        return {}
     return dict(precision="fp8", q_scale=_aligned(q_scale), k_scale=_aligned(k_scale).unsqueeze(-1))
 
-@_op("indexer_fwd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets, "
-                    "Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor")
+
+@_op(
+    "indexer_fwd",
+    "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets, "
+    "Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor",
+)
 def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
-    return _lib("dsa").indexer_forward_wrapper(_aligned(q), _aligned(k).unsqueeze(2), _aligned(w), ratio=ratio, sm_scale=sm_scale,
-                                               **_qco(q_causal_offsets), **_fp8(q_scale, k_scale))["scores"]
+    return _lib("dsa").indexer_forward_wrapper(
+        _aligned(q),
+        _aligned(k).unsqueeze(2),
+        _aligned(w),
+        ratio=ratio,
+        sm_scale=sm_scale,
+        **_qco(q_causal_offsets),
+        **_fp8(q_scale, k_scale),
+    )["scores"]
+
 
 @_indexer_fwd_op.register_fake
 def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
     return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
 
+
 @_op("radix_topk", "(Tensor values, Tensor lengths, int top_k, bool deterministic=True) -> Tensor")
 def _radix_topk_op(values, lengths, top_k, deterministic=True):
     return _radix_topk_cuda(values, lengths, top_k, deterministic)
+
 
 @_radix_topk_op.register_fake
 def _(values, lengths, top_k, deterministic=True):
     return values.new_empty((values.shape[0], top_k), dtype=torch.int32)
 
+
 @_op("compactify", "(Tensor indices) -> (Tensor, Tensor)")
 def _compactify_op(indices):
     r = _lib("dsa").compactify_wrapper(indices)
     return r["indices"], r["topk_length"]
+
 
 @_compactify_op.register_fake
 def _(indices):
@@ -422,64 +574,114 @@ def _(indices):
 # %% ../nbs/03_kernels.ipynb #245cddcc
 @_op("sparse_score_recompute", "(Tensor q, Tensor kv, Tensor lse, Tensor indices, float sm_scale) -> Tensor")
 def _sparse_score_op(q, kv, lse, indices, sm_scale):
-    return _lib("dsa").sparse_attn_score_recompute_wrapper(q, kv, lse, indices, sm_scale, topk_indices_global=False)["target"]
+    return _lib("dsa").sparse_attn_score_recompute_wrapper(q, kv, lse, indices, sm_scale, topk_indices_global=False)[
+        "target"
+    ]
+
 
 @_sparse_score_op.register_fake
 def _(q, kv, lse, indices, sm_scale):
     return torch.empty_like(indices, dtype=torch.float32)
 
-@_op("dense_attn_score_recompute", "(Tensor q, Tensor kv, Tensor lse, float sm_scale, int ratio, "
-                                   "Tensor? q_causal_offsets) -> (Tensor, Tensor)")
+
+@_op(
+    "dense_attn_score_recompute",
+    "(Tensor q, Tensor kv, Tensor lse, float sm_scale, int ratio, Tensor? q_causal_offsets) -> (Tensor, Tensor)",
+)
 def _dense_attn_score_op(q, kv, lse, sm_scale, ratio, q_causal_offsets):
-    r = _lib("dsa").dense_attn_score_recompute_wrapper(q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio, **_qco(q_causal_offsets))
+    r = _lib("dsa").dense_attn_score_recompute_wrapper(
+        q, kv.unsqueeze(2), lse, sm_scale, ratio=ratio, **_qco(q_causal_offsets)
+    )
     return r["out"], r["denom"]
+
 
 def _dense_scores_fake(q, n):
     "The two outputs of a dense score op for `q [B, S, …]` over `n` entries: scores `[B, S, n]` and a per-row `[B, S]`, fp32."
     b, s = q.shape[:2]
     return q.new_empty((b, s, n), dtype=torch.float32), q.new_empty((b, s), dtype=torch.float32)
 
+
 @_dense_attn_score_op.register_fake
 def _(q, kv, lse, sm_scale, ratio, q_causal_offsets):
     return _dense_scores_fake(q, kv.shape[1])
 
-@_op("dense_indexer_score_recompute", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, "
-                                      "Tensor? q_causal_offsets) -> (Tensor, Tensor)")
+
+@_op(
+    "dense_indexer_score_recompute",
+    "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets) -> (Tensor, Tensor)",
+)
 def _dense_indexer_score_op(q, k, w, ratio, sm_scale, q_causal_offsets):
-    r = _lib("dsa").dense_indexer_score_recompute_wrapper(q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio,
-                                                     **_qco(q_causal_offsets))
+    r = _lib("dsa").dense_indexer_score_recompute_wrapper(
+        q, k.unsqueeze(2), w, sm_scale=sm_scale, ratio=ratio, **_qco(q_causal_offsets)
+    )
     return r["out"], r["denom"]
+
 
 @_dense_indexer_score_op.register_fake
 def _(q, k, w, ratio, sm_scale, q_causal_offsets):
     return _dense_scores_fake(q, k.shape[1])
 
 # %% ../nbs/03_kernels.ipynb #9d126e15
-@_op("indexer_bwd", "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, Tensor grad_loss, "
-                    "float sm_scale, float loss_coeff) -> (Tensor, Tensor, Tensor)")
+@_op(
+    "indexer_bwd",
+    "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, Tensor grad_loss, "
+    "float sm_scale, float loss_coeff) -> (Tensor, Tensor, Tensor)",
+)
 def _indexer_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    dk = torch.empty(k.shape, dtype=torch.float32, device=k.device)     # the kernel zeroes it: its fp32 accumulator
-    r = _lib("dsa").indexer_backward_wrapper(q, w, k, target.clone(), predict, indices, grad_loss, sm_scale=sm_scale,
-                                        loss_coeff=loss_coeff, topk_indices_global=False, d_index_k=dk)
-    return r["d_index_q"], r["d_weights"], dk                           # (the kernel overwrites its target copy)
+    dk = torch.empty(k.shape, dtype=torch.float32, device=k.device)  # the kernel zeroes it: its fp32 accumulator
+    r = _lib("dsa").indexer_backward_wrapper(
+        q,
+        w,
+        k,
+        target.clone(),
+        predict,
+        indices,
+        grad_loss,
+        sm_scale=sm_scale,
+        loss_coeff=loss_coeff,
+        topk_indices_global=False,
+        d_index_k=dk,
+    )
+    return r["d_index_q"], r["d_weights"], dk  # (the kernel overwrites its target copy)
+
 
 @_indexer_bwd_op.register_fake
 def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
 
-@_op("dense_indexer_bwd", "(Tensor q, Tensor w, Tensor k, Tensor attn_scores, Tensor attn_denom, Tensor index_scores, "
-                          "Tensor index_lse, Tensor grad_loss, float sm_scale, float loss_coeff, int ratio, "
-                          "Tensor? q_causal_offsets) -> (Tensor, Tensor, Tensor)")
-def _dense_indexer_bwd_op(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff,
-                          ratio, q_causal_offsets):
+
+@_op(
+    "dense_indexer_bwd",
+    "(Tensor q, Tensor w, Tensor k, Tensor attn_scores, Tensor attn_denom, Tensor index_scores, "
+    "Tensor index_lse, Tensor grad_loss, float sm_scale, float loss_coeff, int ratio, "
+    "Tensor? q_causal_offsets) -> (Tensor, Tensor, Tensor)",
+)
+def _dense_indexer_bwd_op(
+    q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff, ratio, q_causal_offsets
+):
     dk = torch.empty(k.shape, dtype=torch.float32, device=k.device)
-    r = _lib("dsa").dense_indexer_backward_wrapper(q, w, k, attn_scores.clone(), attn_denom, index_scores.clone(), index_lse,
-                                              grad_loss, sm_scale=sm_scale, loss_coeff=loss_coeff, ratio=ratio,
-                                              d_index_k=dk, **_qco(q_causal_offsets))
+    r = _lib("dsa").dense_indexer_backward_wrapper(
+        q,
+        w,
+        k,
+        attn_scores.clone(),
+        attn_denom,
+        index_scores.clone(),
+        index_lse,
+        grad_loss,
+        sm_scale=sm_scale,
+        loss_coeff=loss_coeff,
+        ratio=ratio,
+        d_index_k=dk,
+        **_qco(q_causal_offsets),
+    )
     return r["d_index_q"], r["d_weights"], dk
 
+
 @_dense_indexer_bwd_op.register_fake
-def _(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff, ratio, q_causal_offsets):
+def _(
+    q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff, ratio, q_causal_offsets
+):
     return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
 
 # %% ../nbs/03_kernels.ipynb #900b87bd
@@ -487,14 +689,22 @@ def _sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poiso
     """FlashMLA forward (differentiable: cuDNN backward) on checked flat tensors: `q [s_q,H,D]`, `kv [s_kv,D]`, global
     `indices [s_q,K]` int32, `attn_sink [H]` fp32; `heads`: the padded head count, `multiple`: the top-K granularity."""
     h = q.shape[1]
-    if heads != h: q, attn_sink = _pad_heads(q, attn_sink, heads)
+    if heads != h:
+        q, attn_sink = _pad_heads(q, attn_sink, heads)
     idx = _pad_idx(indices, max(multiple, round_up(indices.shape[1], multiple)))
     out, lse = _SparseAttention.apply(q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
     return (out, lse) if heads == h else (out[:, :h].contiguous(), lse[:, :h].contiguous())
 
-def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float,
-                         attn_sink: torch.Tensor | None = None, topk_length: torch.Tensor | None = None,
-                         row_poison: torch.Tensor | None = None):
+
+def flash_mla_sparse_fwd(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    attn_sink: torch.Tensor | None = None,
+    topk_length: torch.Tensor | None = None,
+    row_poison: torch.Tensor | None = None,
+):
     """FlashMLA sparse prefill, checked: flat tensors, all contiguous on one CUDA device.
 
     `q [s_q,H,D]` bf16: the queries, H heads (64 or 128, or a divisor of 64, padded), D 512 or 576; `kv [s_kv,D]` bf16:
@@ -507,18 +717,33 @@ def flash_mla_sparse_fwd(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tenso
     `lse` detached."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
-    if d not in _anywhere("head_dims"): raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
+    if d not in _anywhere("head_dims"):
+        raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), what="[s_kv, D]", contiguous=True)
     check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
-    if attn_sink is not None: check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
-    if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
-    if row_poison is not None: check_tensor("row_poison", row_poison, dtype=torch.float32, shape=(s_q,), what="[s_q]", contiguous=True)
+    if attn_sink is not None:
+        check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
+    if topk_length is not None:
+        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
+    if row_poison is not None:
+        check_tensor("row_poison", row_poison, dtype=torch.float32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     _need(_flash_mla)
-    major = sm_major(_check_devices(q=q, kv=kv, indices=indices, attn_sink=attn_sink, topk_length=topk_length, row_poison=row_poison))
+    major = sm_major(
+        _check_devices(q=q, kv=kv, indices=indices, attn_sink=attn_sink, topk_length=topk_length, row_poison=row_poison)
+    )
     sink = attn_sink if attn_sink is not None else q.new_full((h,), float("-inf"), dtype=torch.float32)
-    out, lse = _sparse_fwd(q, kv, indices, sm_scale, sink, topk_length, row_poison, heads=padded_num_heads(h, major),
-                           multiple=topk_multiple(major))
+    out, lse = _sparse_fwd(
+        q,
+        kv,
+        indices,
+        sm_scale,
+        sink,
+        topk_length,
+        row_poison,
+        heads=padded_num_heads(h, major),
+        multiple=topk_multiple(major),
+    )
     return out, lse.detach()
 
 # %% ../nbs/03_kernels.ipynb #0c50648a
@@ -526,21 +751,28 @@ def _check_scale(name, value):
     "A required finite positive scale as `float` (the adapters' errors are all `ValueError`)."
     return check_scale(name, value, required=True)
 
+
 def _need(probe):
     "Probe a kernel package (its `FusedUnavailableError` names it) unless the stand-ins run or `torch.compile` traces."
-    if _PLATFORMS[-1].probes and not torch.compiler.is_compiling(): probe()
+    if _PLATFORMS[-1].probes and not torch.compiler.is_compiling():
+        probe()
+
 
 def _full_offsets(q_offset, b, device=None):
     return torch.full((b,), q_offset, dtype=torch.int32, device=device)
 
+
 def _offsets(q_offset, b, device):
     "The kernels' `q_causal_offsets` of a checked `q_offset` (an int, or a `(B,)` int32 tensor): `None` for 0 (no host sync)."
-    if isinstance(q_offset, torch.Tensor): return q_offset
+    if isinstance(q_offset, torch.Tensor):
+        return q_offset
     return None if not q_offset else cached_index(_full_offsets, q_offset, b, device=device)
+
 
 def _q_causal_offsets(q_offset, b, device):
     "`q_offset` checked (`None`, an int >= 0, or a `(B,)` int32 tensor) → the kernels' `q_causal_offsets`."
-    if q_offset is None: return None
+    if q_offset is None:
+        return None
     if isinstance(q_offset, torch.Tensor):
         return check_tensor("q_offset", q_offset, dtype=torch.int32, shape=(b,), what="[B]", contiguous=True)
     return _offsets(check_int("q_offset", q_offset, 0), b, device)
@@ -549,6 +781,7 @@ def _q_causal_offsets(q_offset, b, device):
 def _sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None):
     "cuDNN sparse-attention backward on checked flat tensors → `(dq, dkv, d_sink fp32)`."
     return _run("sparse_attn_bwd", q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
+
 
 def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None):
     """cuDNN DSA sparse-attention backward, checked: flat tensors, all contiguous on one CUDA device.
@@ -562,18 +795,23 @@ def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: f
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
     s_q, h, d = q.shape
     dv = _anywhere("v_head_dim")[0]
-    if h < min(_anywhere("min_bwd_heads")): raise ValueError(f"`q` must have at least {min(_anywhere('min_bwd_heads'))} heads, got {h}")
-    if d not in _anywhere("head_dims"): raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
+    if h < min(_anywhere("min_bwd_heads")):
+        raise ValueError(f"`q` must have at least {min(_anywhere('min_bwd_heads'))} heads, got {h}")
+    if d not in _anywhere("head_dims"):
+        raise ValueError(f"`q` head dim must be one of {_anywhere('head_dims')}, got {d}")
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(None, d), what="[s_kv, D]", contiguous=True)
     check_tensor("out", out, dtype=torch.bfloat16, shape=(s_q, h, dv), what=f"[s_q, H, {dv}]", contiguous=True)
     check_tensor("dout", dout, dtype=torch.bfloat16, shape=(s_q, h, dv), what=f"[s_q, H, {dv}]", contiguous=True)
     check_tensor("lse", lse, dtype=torch.float32, shape=(s_q, h), what="[s_q, H]", contiguous=True)
     check_tensor("attn_sink", attn_sink, dtype=torch.float32, shape=(h,), what="[H]", contiguous=True)
     check_tensor("indices", indices, dtype=torch.int32, shape=(s_q, None), what="[s_q, K]", contiguous=True)
-    if topk_length is not None: check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
+    if topk_length is not None:
+        check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = _check_scale("sm_scale", sm_scale)
     _need(_dsa)
-    _check_devices(q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length)
+    _check_devices(
+        q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length
+    )
     return _sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 # %% ../nbs/03_kernels.ipynb #2594c128
@@ -582,6 +820,7 @@ def _indexer_fwd(q, k, w, ratio, sm_scale, q_offset=0, q_scale=None, k_scale=Non
     `q_scale [B,S_q,H]`, `k_scale [B,S_k]` the FP8 kernel on e4m3 `q`, `k`."""
     return _run("indexer_fwd", q, k, w, ratio, sm_scale, _offsets(q_offset, q.shape[0], q.device), q_scale, k_scale)
 
+
 def _check_fp8_scales(q, k, q_scale, k_scale, q_rows, k_rows):
     "With scales: `q`, `k` e4m3 and fp32 per-row descales of shapes `q_rows`, `k_rows`; without: bf16 `q`, `k`. → FP8 or not."
     if (q_scale is None) != (k_scale is None):
@@ -589,22 +828,35 @@ def _check_fp8_scales(q, k, q_scale, k_scale, q_rows, k_rows):
     fp8 = q_scale is not None
     dt, what = (torch.float8_e4m3fn, "float8_e4m3fn (with q_scale, k_scale)") if fp8 else (torch.bfloat16, "bfloat16")
     for name, t in (("q", q), ("k", k)):
-        if t.dtype != dt: raise TypeError(f"`{name}` must be {what}, got {t.dtype}")
+        if t.dtype != dt:
+            raise TypeError(f"`{name}` must be {what}, got {t.dtype}")
     if fp8:
         check_tensor("q_scale", q_scale, dtype=torch.float32, shape=q_rows, what=str(list(q_rows)), contiguous=True)
         check_tensor("k_scale", k_scale, dtype=torch.float32, shape=k_rows, what=str(list(k_rows)), contiguous=True)
     return fp8
+
 
 def _check_index_heads(h, major, fp8):
     "`h` index heads on SM`major`0: the bf16 or the FP8 indexer's head counts (the kernel-limit table)."
     lim, field = kernel_limits(major), "fp8_index_heads" if fp8 else "index_heads"
     if h not in getattr(lim, field):
         kind = "FP8 indexer" if fp8 else "indexer"
-        raise ValueError(f"`q` has {h} index heads; the cuDNN {kind} on SM{major}0 runs {getattr(lim, field) or 'none'}")
+        raise ValueError(
+            f"`q` has {h} index heads; the cuDNN {kind} on SM{major}0 runs {getattr(lim, field) or 'none'}"
+        )
 
-def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, sm_scale: float,
-                q_offset: int | torch.Tensor | None = None, *, q_scale: torch.Tensor | None = None,
-                k_scale: torch.Tensor | None = None) -> torch.Tensor:
+
+def indexer_fwd(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    w: torch.Tensor,
+    ratio: int,
+    sm_scale: float,
+    q_offset: int | torch.Tensor | None = None,
+    *,
+    q_scale: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Indexer scores, checked: BSHD tensors, all contiguous on one CUDA device.
 
     `q [B,S_q,H,128]` bf16: the index queries, H index heads (`index_heads` of the table); `k [B,S_k,128]` bf16: the
@@ -617,37 +869,78 @@ def indexer_fwd(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, ratio: int, s
     Returns `[B, S_q, S_k]` fp32, `-inf` where `j >= (q_offset + t + 1) // ratio`."""
     check_tensor("q", q, shape=(None, None, None, 128), what="[B, S_q, H, 128]", contiguous=True)
     b, s, h, _ = q.shape
-    if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
+    if h not in _anywhere("index_heads"):
+        raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
     check_tensor("k", k, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
-    if k.shape[1] < 1: raise ValueError("`k` must hold at least one compressed entry (S_k >= 1)")
+    if k.shape[1] < 1:
+        raise ValueError("`k` must hold at least one compressed entry (S_k >= 1)")
     fp8 = _check_fp8_scales(q, k, q_scale, k_scale, (b, s, h), (b, k.shape[1]))
-    check_tensor("w", w, dtype=torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32), shape=(b, s, h), what="[B, S_q, H]",
-                 contiguous=True)
-    check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
+    check_tensor(
+        "w",
+        w,
+        dtype=torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32),
+        shape=(b, s, h),
+        what="[B, S_q, H]",
+        contiguous=True,
+    )
+    check_int("ratio", ratio, 1)
+    sm_scale = _check_scale("sm_scale", sm_scale)
     qco = _q_causal_offsets(q_offset, b, q.device)
     _need(_dsa)
     _check_index_heads(h, sm_major(_check_devices(q=q, k=k, w=w, q_offset=qco, q_scale=q_scale, k_scale=k_scale)), fp8)
     return _indexer_fwd(q, k, w, ratio, sm_scale, qco if qco is not None else 0, q_scale, k_scale)
 
 # %% ../nbs/03_kernels.ipynb #f1233ca3
-@_op("indexer_fwd_thd", "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor cu_q, Tensor cu_k, int max_q, "
-                        "int max_k, Tensor q_causal_offsets, Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor")
-def _indexer_fwd_thd_op(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
-    return _lib("dsa").indexer_forward_wrapper(_aligned(q), _aligned(k).unsqueeze(1), _aligned(w), ratio=ratio, sm_scale=sm_scale,
-                                               cu_seqlens_q=cu_q,
-                                               cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
-                                               q_causal_offsets=q_causal_offsets, **_fp8(q_scale, k_scale))["scores"]
+@_op(
+    "indexer_fwd_thd",
+    "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor cu_q, Tensor cu_k, int max_q, "
+    "int max_k, Tensor q_causal_offsets, Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor",
+)
+def _indexer_fwd_thd_op(
+    q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None
+):
+    return _lib("dsa").indexer_forward_wrapper(
+        _aligned(q),
+        _aligned(k).unsqueeze(1),
+        _aligned(w),
+        ratio=ratio,
+        sm_scale=sm_scale,
+        cu_seqlens_q=cu_q,
+        cu_seqlens_k=cu_k,
+        max_seqlen_q=max_q,
+        max_seqlen_k=max_k,
+        q_causal_offsets=q_causal_offsets,
+        **_fp8(q_scale, k_scale),
+    )["scores"]
+
 
 @_indexer_fwd_thd_op.register_fake
 def _(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
     return q.new_empty((q.shape[0], max_k), dtype=torch.float32)
 
+
 def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
     "THD indexer scores `[T, max_k]` (document-local columns) on checked tensors (see above); FP8 with `q_scale [T,H]`, `k_scale [T_k]`."
-    return _run("indexer_fwd_thd", q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale, k_scale)
+    return _run(
+        "indexer_fwd_thd", q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale, k_scale
+    )
 
-def indexer_fwd_thd(q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
-                    q_causal_offsets=None, *, q_scale=None, k_scale=None):
+
+def indexer_fwd_thd(
+    q,
+    k,
+    w,
+    ratio: int,
+    sm_scale: float,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    q_causal_offsets=None,
+    *,
+    q_scale=None,
+    k_scale=None,
+):
     """THD indexer scores of packed documents, checked: all tensors contiguous on one CUDA device.
 
     `q [T, H, 128]` bf16: the index queries of all documents, packed; `k [T_k, 128]` bf16: the packed compressed index
@@ -660,29 +953,57 @@ def indexer_fwd_thd(q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqle
     Returns `[T, max_seqlen_k]` fp32 in document-local columns, `-inf` where not visible."""
     check_tensor("q", q, shape=(None, None, 128), what="[T, H, 128]", contiguous=True)
     T, h, _ = q.shape
-    if h not in _anywhere("index_heads"): raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
+    if h not in _anywhere("index_heads"):
+        raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
     check_tensor("k", k, shape=(None, 128), what="[T_k, 128]", contiguous=True)
     fp8 = _check_fp8_scales(q, k, q_scale, k_scale, (T, h), (k.shape[0],))
-    check_tensor("w", w, dtype=torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32), shape=(T, h), what="[T, H]",
-                 contiguous=True)
+    check_tensor(
+        "w",
+        w,
+        dtype=torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32),
+        shape=(T, h),
+        what="[T, H]",
+        contiguous=True,
+    )
     check_tensor("cu_seqlens_q", cu_seqlens_q, dtype=torch.int32, ndim=1, contiguous=True)
     n = cu_seqlens_q.shape[0] - 1
     check_tensor("cu_seqlens_k", cu_seqlens_k, dtype=torch.int32, shape=(n + 1,), what="[N+1]", contiguous=True)
-    check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
+    check_int("ratio", ratio, 1)
+    sm_scale = _check_scale("sm_scale", sm_scale)
     max_q, max_k = check_int("max_seqlen_q", max_seqlen_q, 1), check_int("max_seqlen_k", max_seqlen_k, 1)
-    qco = (torch.zeros(n, dtype=torch.int32, device=q.device) if q_causal_offsets is None else
-           check_tensor("q_causal_offsets", q_causal_offsets, dtype=torch.int32, shape=(n,), what="[N]", contiguous=True))
+    qco = (
+        torch.zeros(n, dtype=torch.int32, device=q.device)
+        if q_causal_offsets is None
+        else check_tensor(
+            "q_causal_offsets", q_causal_offsets, dtype=torch.int32, shape=(n,), what="[N]", contiguous=True
+        )
+    )
     _need(_dsa)
-    _check_index_heads(h, sm_major(_check_devices(q=q, k=k, w=w, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                                                  q_causal_offsets=qco, q_scale=q_scale, k_scale=k_scale)), fp8)
+    _check_index_heads(
+        h,
+        sm_major(
+            _check_devices(
+                q=q,
+                k=k,
+                w=w,
+                cu_seqlens_q=cu_seqlens_q,
+                cu_seqlens_k=cu_seqlens_k,
+                q_causal_offsets=qco,
+                q_scale=q_scale,
+                k_scale=k_scale,
+            )
+        ),
+        fp8,
+    )
     return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco, q_scale, k_scale)
 
 # %% ../nbs/03_kernels.ipynb #4a28336c
 def _radix_topk(values, lengths, top_k, deterministic: bool = True):
     """Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32; the
     tie rule (smaller column wins; `-0.0` made `+0.0` in `values`, in place); `deterministic`: ascending ids, repeatable."""
-    values.add_(0.0)                       # the radix orders +0 above -0: one zero, as the native sort has it
+    values.add_(0.0)  # the radix orders +0 above -0: one zero, as the native sort has it
     return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1]), deterministic), top_k)
+
 
 def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int, deterministic: bool = True) -> torch.Tensor:
     """Radix top-k, checked: among equal values the smaller column wins (`-0.0` equals `+0.0`).
@@ -693,18 +1014,20 @@ def radix_topk(values: torch.Tensor, lengths: torch.Tensor, top_k: int, determin
     Returns column ids `[rows, top_k]` int32, `-1` fill."""
     check_tensor("values", values, dtype=torch.float32, shape=(None, None), what="[rows, n]", contiguous=True)
     rows, n = values.shape
-    if rows < 1 or n < 1: raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
+    if rows < 1 or n < 1:
+        raise ValueError(f"`values` must be non-empty, got shape {list(values.shape)}")
     check_tensor("lengths", lengths, dtype=torch.int32, shape=(rows,), what="[rows]", contiguous=True)
-    check_int("top_k", top_k, 1, max(_anywhere("max_topk"))); check_bool("deterministic", deterministic)
+    check_int("top_k", top_k, 1, max(_anywhere("max_topk")))
+    check_bool("deterministic", deterministic)
     _need(_dsa)
     check_int("top_k", top_k, 1, kernel_limits(sm_major(_check_devices(values=values, lengths=lengths))).max_topk)
-    return _radix_topk(values.clone(), lengths, top_k, deterministic)     # the caller's values stay as they are
-
+    return _radix_topk(values.clone(), lengths, top_k, deterministic)  # the caller's values stay as they are
 
 # %% ../nbs/03_kernels.ipynb #b4552b9b
 def _compactify(indices):
     "Compaction of checked `indices [rows, K]` int32 → `(packed, topk_length [rows] int32)`."
     return _run("compactify", indices)
+
 
 def compactify(indices: torch.Tensor):
     "Compaction, checked: `indices [rows, K]` int32 → `(packed [rows, K] int32: valid entries first, order kept, -1 suffix; topk_length [rows] int32)`."
@@ -718,10 +1041,11 @@ def _sparse_score(q, kv, lse, indices, sm_scale, head_multiple: int):
     "Sparse teacher target `[B,S,K]` fp32 on checked tensors; heads padded to a multiple of `head_multiple`."
     b, s, h, d = q.shape
     hp = max(head_multiple, round_up(h, head_multiple))
-    if hp != h:   # zero query heads with lse = +inf add exp(0 - inf) = 0 to every target
+    if hp != h:  # zero query heads with lse = +inf add exp(0 - inf) = 0 to every target
         q = torch.cat([q, q.new_zeros(b, s, hp - h, d)], 2)
         lse = torch.cat([lse, lse.new_full((b, s, hp - h), float("inf"))], 2)
     return _run("sparse_score_recompute", q, kv, lse, indices, sm_scale)
+
 
 def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
     """Sparse teacher target of the indexer loss, checked: BSHD tensors, all contiguous on one CUDA device.
@@ -732,7 +1056,8 @@ def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
     Returns `target [B,S,K]` fp32, the teacher over each row's selected entries."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None, None), what="[B, S, H, D]", contiguous=True)
     b, s, h, d = q.shape
-    if h > 64 and h % 64: raise ValueError(f"`q` head count {h} is not supported (1..64, or a multiple of 64)")
+    if h > 64 and h % 64:
+        raise ValueError(f"`q` head count {h} is not supported (1..64, or a multiple of 64)")
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
     check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     check_tensor("indices", indices, dtype=torch.int32, shape=(b, s, None), what="[B, S, K]", contiguous=True)
@@ -744,27 +1069,35 @@ def sparse_attn_score_recompute(q, kv, lse, indices, sm_scale: float):
 # %% ../nbs/03_kernels.ipynb #d971e4ad
 _SCORE_IFACES: dict = {}
 
+
 def _score_iface(major: int):
     "cuDNN's per-architecture score-recompute module (SM90, or SM100 for newer), imported once."
     m = _SCORE_IFACES.get(major)
     if m is None:
-        _lib("dsa")                                                  # the package is there (or a clear error)
+        _lib("dsa")  # the package is there (or a clear error)
         m = _SCORE_IFACES[major] = importlib.import_module(
-            f"cudnn.deepseek_sparse_attention.score_recompute._interface_sm{90 if major == 9 else 100}")
+            f"cudnn.deepseek_sparse_attention.score_recompute._interface_sm{90 if major == 9 else 100}"
+        )
     return m
+
 
 @_op("sparse_indexer_predict", "(Tensor q, Tensor k, Tensor w, Tensor indices, float sm_scale) -> Tensor")
 def _sparse_indexer_predict_op(q, k, w, indices, sm_scale):
     out = torch.empty(indices.shape, dtype=torch.float32, device=q.device)
-    return _score_iface(_cuda_major(q.device.index)).sparse_indexer_score_recompute(q, k, w, indices, out=out, sm_scale=sm_scale, topk_indices_global=False)
+    return _score_iface(_cuda_major(q.device.index)).sparse_indexer_score_recompute(
+        q, k, w, indices, out=out, sm_scale=sm_scale, topk_indices_global=False
+    )
+
 
 @_sparse_indexer_predict_op.register_fake
 def _(q, k, w, indices, sm_scale):
     return torch.empty_like(indices, dtype=torch.float32)
 
+
 def _sparse_indexer_predict(q, k, w, indices, sm_scale):
     "The indexer's softmax over the selected entries `[B,S,K]` fp32 on checked tensors (see above)."
     return _run("sparse_indexer_predict", q, k, w, indices, sm_scale)
+
 
 def sparse_indexer_predict(q, k, w, indices, sm_scale: float):
     """The indexer's prediction over selected entries, checked: BSHD tensors, all contiguous on one CUDA device.
@@ -788,6 +1121,7 @@ def _dense_attn_score(q, kv, lse, sm_scale, ratio, q_offset=0):
     "Dense teacher `(scores, denom)` on checked BSHD tensors; `q_offset` an int or a `(B,)` int32 tensor."
     return _run("dense_attn_score_recompute", q, kv, lse, sm_scale, ratio, _offsets(q_offset, q.shape[0], q.device))
 
+
 def _dense_indexer_score(q, k, w, ratio, sm_scale, q_offset=0):
     "Dense indexer `(scores, lse)` on checked BSHD tensors; `q_offset` an int or a `(B,)` int32 tensor."
     return _run("dense_indexer_score_recompute", q, k, w, ratio, sm_scale, _offsets(q_offset, q.shape[0], q.device))
@@ -804,11 +1138,13 @@ def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int, q_offset
     b, s, h, d = q.shape
     check_tensor("kv", kv, dtype=torch.bfloat16, shape=(b, None, d), what="[B, S_k, D]", contiguous=True)
     check_tensor("lse", lse, dtype=torch.float32, shape=(b, s, h), what="[B, S, H]", contiguous=True)
-    sm_scale = _check_scale("sm_scale", sm_scale); check_int("ratio", ratio, 1)
+    sm_scale = _check_scale("sm_scale", sm_scale)
+    check_int("ratio", ratio, 1)
     qco = _q_causal_offsets(q_offset, b, q.device)
     _need(_dsa)
     _check_devices(q=q, kv=kv, lse=lse, q_offset=qco)
     return _run("dense_attn_score_recompute", q, kv, lse, sm_scale, ratio, qco)
+
 
 def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float, q_offset=None):
     """Dense indexer scores (the dense loss's predict), checked: BSHD tensors, contiguous on one CUDA device.
@@ -821,7 +1157,8 @@ def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float, q_offset
     b, s, h, _ = q.shape
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
-    check_int("ratio", ratio, 1); sm_scale = _check_scale("sm_scale", sm_scale)
+    check_int("ratio", ratio, 1)
+    sm_scale = _check_scale("sm_scale", sm_scale)
     qco = _q_causal_offsets(q_offset, b, q.device)
     _need(_dsa)
     _check_devices(q=q, k=k, w=w, q_offset=qco)
@@ -831,6 +1168,7 @@ def dense_indexer_score_recompute(q, k, w, ratio: int, sm_scale: float, q_offset
 def _dk_result(dk, k, d_index_k):
     "The op's fp32 `d_k` as the calls return it: in `k`'s dtype, or written into the caller's `d_index_k`."
     return dk.to(k.dtype) if d_index_k is None else d_index_k.copy_(dk)
+
 
 def _indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, multiple: int, d_index_k=None):
     "Sparse KL indexer backward on checked tensors → `(d_q, d_w, d_k)`; the support width is padded to `multiple`."
@@ -842,11 +1180,38 @@ def _indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_co
     dq, dw, dk = _run("indexer_bwd", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
     return dq, dw, _dk_result(dk, k, d_index_k)
 
-def _dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff, ratio,
-                       q_offset=0, d_index_k=None):
+
+def _dense_indexer_bwd(
+    q,
+    w,
+    k,
+    attn_scores,
+    attn_denom,
+    index_scores,
+    index_lse,
+    grad_loss,
+    sm_scale,
+    loss_coeff,
+    ratio,
+    q_offset=0,
+    d_index_k=None,
+):
     "Dense KL indexer backward on checked tensors → `(d_q, d_w, d_k)`; `q_offset` an int or a `(B,)` int32 tensor."
-    dq, dw, dk = _run("dense_indexer_bwd", q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale,
-                      float(loss_coeff), ratio, _offsets(q_offset, q.shape[0], q.device))
+    dq, dw, dk = _run(
+        "dense_indexer_bwd",
+        q,
+        w,
+        k,
+        attn_scores,
+        attn_denom,
+        index_scores,
+        index_lse,
+        grad_loss,
+        sm_scale,
+        float(loss_coeff),
+        ratio,
+        _offsets(q_offset, q.shape[0], q.device),
+    )
     return dq, dw, _dk_result(dk, k, d_index_k)
 
 # %% ../nbs/03_kernels.ipynb #6b3221a9
@@ -857,8 +1222,14 @@ def _check_indexer_bwd_common(q, w, k, d_index_k, grad_loss, sm_scale):
     check_tensor("w", w, dtype=torch.bfloat16, shape=(b, s, h), what="[B, S, H]", contiguous=True)
     check_tensor("k", k, dtype=torch.bfloat16, shape=(b, None, 128), what="[B, S_k, 128]", contiguous=True)
     if d_index_k is not None:
-        check_tensor("d_index_k", d_index_k, dtype=(torch.bfloat16, torch.float32), shape=tuple(k.shape),
-                     what="[B, S_k, 128]", contiguous=True)
+        check_tensor(
+            "d_index_k",
+            d_index_k,
+            dtype=(torch.bfloat16, torch.float32),
+            shape=tuple(k.shape),
+            what="[B, S_k, 128]",
+            contiguous=True,
+        )
     check_tensor("grad_loss", grad_loss, dtype=torch.float32, shape=(1,), what="[1]", contiguous=True)
     return b, s, h, _check_scale("sm_scale", sm_scale)
 
@@ -880,16 +1251,32 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
     check_tensor("predict", predict, dtype=torch.float32, shape=(b, s, kk), what="[B, S, K]", contiguous=True)
     loss_coeff = check_float("loss_coeff", loss_coeff)
     _need(_dsa)
-    dev = _check_devices(q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss, d_index_k=d_index_k)
+    dev = _check_devices(
+        q=q, w=w, k=k, target=target, predict=predict, indices=indices, grad_loss=grad_loss, d_index_k=d_index_k
+    )
     lim = kernel_limits(sm_major(dev))
     if h not in lim.index_bwd_heads:
         raise ValueError(f"`q` has {h} index heads; the cuDNN sparse indexer backward runs {lim.index_bwd_heads}")
-    return _indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, lim.indexer_bwd_topk_multiple,
-                        d_index_k)
+    return _indexer_bwd(
+        q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, lim.indexer_bwd_topk_multiple, d_index_k
+    )
 
 # %% ../nbs/03_kernels.ipynb #0dfd07a6
-def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss,
-                      sm_scale: float, loss_coeff: float, ratio: int, q_offset=None, d_index_k=None):
+def dense_indexer_bwd(
+    q,
+    w,
+    k,
+    attn_scores,
+    attn_denom,
+    index_scores,
+    index_lse,
+    grad_loss,
+    sm_scale: float,
+    loss_coeff: float,
+    ratio: int,
+    q_offset=None,
+    d_index_k=None,
+):
     """Dense KL indexer backward over all ratio-causal entries, checked: BSHD tensors, contiguous on one CUDA device.
 
     `q [B,S,H,128]` bf16: the index queries (as in `indexer_bwd`); `w [B,S,H]` bf16: each head's weight; `k [B,S_k,128]`
@@ -904,12 +1291,38 @@ def dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse,
     sk = k.shape[1]
     check_tensor("attn_scores", attn_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True)
     check_tensor("attn_denom", attn_denom, dtype=torch.float32, shape=(b, s), what="[B, S]", contiguous=True)
-    check_tensor("index_scores", index_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True)
+    check_tensor(
+        "index_scores", index_scores, dtype=torch.float32, shape=(b, s, sk), what="[B, S, S_k]", contiguous=True
+    )
     check_tensor("index_lse", index_lse, dtype=torch.float32, shape=(b, s), what="[B, S]", contiguous=True)
-    loss_coeff = check_float("loss_coeff", loss_coeff); check_int("ratio", ratio, 1)
+    loss_coeff = check_float("loss_coeff", loss_coeff)
+    check_int("ratio", ratio, 1)
     qco = _q_causal_offsets(q_offset, b, q.device)
     _need(_dsa)
-    _check_devices(q=q, w=w, k=k, attn_scores=attn_scores, attn_denom=attn_denom, index_scores=index_scores,
-                   index_lse=index_lse, grad_loss=grad_loss, q_offset=qco, d_index_k=d_index_k)
-    return _dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff,
-                              ratio, qco if qco is not None else 0, d_index_k)
+    _check_devices(
+        q=q,
+        w=w,
+        k=k,
+        attn_scores=attn_scores,
+        attn_denom=attn_denom,
+        index_scores=index_scores,
+        index_lse=index_lse,
+        grad_loss=grad_loss,
+        q_offset=qco,
+        d_index_k=d_index_k,
+    )
+    return _dense_indexer_bwd(
+        q,
+        w,
+        k,
+        attn_scores,
+        attn_denom,
+        index_scores,
+        index_lse,
+        grad_loss,
+        sm_scale,
+        loss_coeff,
+        ratio,
+        qco if qco is not None else 0,
+        d_index_k,
+    )

@@ -20,13 +20,16 @@ def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -
     """Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0.
 
     `sq` query rows (positions 0 … sq−1); `batch_size` b, the batch (>= 1); `window` W, the keys each row sees (default 128); `device` the device of the result (None: the CPU). Returns the int64 index `[batch_size, sq, window]`."""
-    check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
+    check_int("sq", sq)
+    check_int("batch_size", batch_size, 1)
+    check_int("window", window, 1)
     return _window_slots(sq, batch_size, window, 0, 0, check_device("device", device))
+
 
 def _window_slots(n, b, window, start, halo, device=None):
     "The window rule (`window_slots` below) of checked arguments: slot `g − start + halo` of global position `g`, `-1` below 0."
     t = torch.arange(start, start + n, device=device).unsqueeze(1)
-    g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)          # global positions
+    g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)  # global positions
     idx = torch.where(g >= 0, g - start + halo, torch.full_like(g, -1))
     return idx.unsqueeze(0).expand(b, n, window).contiguous()
 
@@ -36,29 +39,39 @@ def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, devi
 
     `t0` first global query position (>= 0); `t1` one past the last (>= t0); `ratio` the compression ratio m (>= 1);
     `n_comp` the entries that exist, a cap of the counts (None for no cap); `device` the device of the result (None: the CPU). Returns the int64 counts `[t1 − t0]`."""
-    t0 = check_int("t0", t0); t1 = check_int("t1", t1, t0)            # positions: 0 <= t0 <= t1
+    t0 = check_int("t0", t0)
+    t1 = check_int("t1", t1, t0)  # positions: 0 <= t0 <= t1
     ratio = check_int("ratio", ratio, 1)
-    if n_comp is not None: n_comp = check_int("n_comp", n_comp)
+    if n_comp is not None:
+        n_comp = check_int("n_comp", n_comp)
     return _visible(t0, t1, ratio, n_comp, check_device("device", device))
+
 
 def _visible(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
     "`visible_counts` of checked arguments (the package's own calls)."
     n = _visible_of(torch.arange(t0, t1, device=device), ratio)
     return n if n_comp is None else n.clamp(max=n_comp)
 
+
 def _visible_of(pos, ratio: int):
     "The causal visibility rule, written once: a query at position `pos` (an int or a tensor) sees compressed entries `j < (pos + 1) // ratio`."
     return (pos + 1) // ratio
 
 # %% ../nbs/00_layout.ipynb #854380d0
-def compressed_topk_idxs(sq: int, batch_size: int, ratio: int, offset: int = 0, device=None, *, start: int = 0) -> torch.Tensor:
+def compressed_topk_idxs(
+    sq: int, batch_size: int, ratio: int, offset: int = 0, device=None, *, start: int = 0
+) -> torch.Tensor:
     """All causal compressed entries `[b, sq, (start + sq) // ratio]` int64 of the queries at global positions
     `start …` (default 0: the whole sequence): `j + offset` where `j < (t+1)//ratio`, else `-1`.
 
     `sq` query rows; `batch_size` b, the batch (>= 1); `ratio` the compression ratio m (>= 1); `offset` added to every
     valid entry index, e.g. the slot of entry 0 in `kv_full` (default 0); `device` the device of the result (None: the CPU); `start` global position of row 0. Returns the int64 index `[batch_size, sq, (start + sq) // ratio]`."""
-    check_int("sq", sq); check_int("batch_size", batch_size, 1); check_int("ratio", ratio, 1)
-    check_int("offset", offset); check_int("start", start); device = check_device("device", device)
+    check_int("sq", sq)
+    check_int("batch_size", batch_size, 1)
+    check_int("ratio", ratio, 1)
+    check_int("offset", offset)
+    check_int("start", start)
+    device = check_device("device", device)
     n_comp = (start + sq) // ratio
     j = torch.arange(n_comp, device=device).unsqueeze(0)
     visible = j < visible_counts(start, start + sq, ratio, device=device).unsqueeze(1)
@@ -70,6 +83,7 @@ def _check_int32_range(num_slots, b):
     if num_slots * b - 1 > torch.iinfo(torch.int32).max:
         raise ValueError(f"global flat indices overflow int32: {num_slots} slots × batch {b} is too large")
 
+
 def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> torch.Tensor:
     """Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept).
 
@@ -78,19 +92,23 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
     check_tensor("idx", idx, ndim=3, floating=False)
     b, sq, k = idx.shape
     if num_slots is None:
-        if idx.device.type != "cpu":       # reading the maximum would synchronise the device
-            raise ValueError(f"`num_slots` (an upper bound of the local indices, e.g. kv_full.shape[0]) is required "
-                             f"for {idx.device.type} tensors: reading the largest index back would synchronise")
+        if idx.device.type != "cpu":  # reading the maximum would synchronise the device
+            raise ValueError(
+                f"`num_slots` (an upper bound of the local indices, e.g. kv_full.shape[0]) is required "
+                f"for {idx.device.type} tensors: reading the largest index back would synchronise"
+            )
         num_slots = int(idx.max()) + 1 if idx.numel() else 0
     num_slots = check_int("num_slots", num_slots)
     _check_int32_range(num_slots, b)
     check_index_values("idx", idx, num_slots)
     return _flat_global(idx, num_slots)
 
+
 def _flat_global(idx: torch.Tensor, num_slots: int) -> torch.Tensor:
     "`local_to_global_flat` on checked indices (`[b, sq, k]` integer, entries `-1` or `< num_slots`): the package's own calls."
     b, sq, k = idx.shape
-    if b == 1: return idx.reshape(sq, k).to(torch.int32)             # local == flat, -1 kept (may share `idx`'s storage)
+    if b == 1:
+        return idx.reshape(sq, k).to(torch.int32)  # local == flat, -1 kept (may share `idx`'s storage)
     batch = torch.arange(b, device=idx.device, dtype=torch.int64).view(b, 1, 1)
     idx64 = idx.to(torch.int64)
     flat = torch.where(idx64 >= 0, idx64 * b + batch, torch.full_like(idx64, -1))
@@ -104,6 +122,7 @@ def compact_topk_idxs(idx: torch.Tensor):
     check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
     return _compact(idx)
 
+
 def _compact(idx):
     "`compact_topk_idxs` of a checked integer tensor."
     invalid = idx < 0
@@ -111,19 +130,25 @@ def _compact(idx):
     packed = torch.gather(idx, -1, order)
     return packed, (~invalid).sum(-1, dtype=torch.int32)
 
+
 def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool = False, num_slots: int | None = None):
     """Concatenate local `[b, sq, k_i]` groups, globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`.
 
     `groups` integer `[b, sq, k_i]` local index groups on one device (e.g. the window, then the compressed selection);
     `batch_size` b, checked against the groups; `compact` pack valid entries to the front and also return their count;
     `num_slots` the slots per batch element in `kv_full`, as in `local_to_global_flat` (required on CUDA)."""
-    check_int("batch_size", batch_size, 1); check_bool("compact", compact)
+    check_int("batch_size", batch_size, 1)
+    check_bool("compact", compact)
     if not groups:
         raise ValueError("`groups`: at least one index group is required")
     for i, g in enumerate(groups):
-        check_tensor(f"groups[{i}]", g, ndim=3, floating=False, device_like=groups[0] if i else None, like_name="groups[0]")
+        check_tensor(
+            f"groups[{i}]", g, ndim=3, floating=False, device_like=groups[0] if i else None, like_name="groups[0]"
+        )
         if g.shape[:2] != groups[0].shape[:2]:
-            raise ValueError(f"`groups[{i}]` has leading shape {tuple(g.shape[:2])}, expected {tuple(groups[0].shape[:2])}")
+            raise ValueError(
+                f"`groups[{i}]` has leading shape {tuple(g.shape[:2])}, expected {tuple(groups[0].shape[:2])}"
+            )
     if groups[0].shape[0] != batch_size:
         raise ValueError(f"`batch_size`={batch_size} does not match the groups' batch dim {groups[0].shape[0]}")
     flat = local_to_global_flat(torch.cat([g.to(torch.int64) for g in groups], dim=-1), num_slots=num_slots)
@@ -145,12 +170,15 @@ def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padd
         raise ValueError(f"`num_heads_padded`={num_heads_padded} is smaller than the head count {h}")
     return _pad_heads(query, attn_sink, num_heads_padded)
 
+
 def _pad_heads(query, attn_sink, num_heads_padded: int):
     "`pad_query_heads` of checked arguments (the kernels' calls)."
     pad = num_heads_padded - query.shape[-2]
-    if pad == 0: return query, attn_sink
+    if pad == 0:
+        return query, attn_sink
     q = torch.cat([query, query.new_zeros(*query.shape[:-2], pad, query.shape[-1])], dim=-2)
     return q, torch.cat([attn_sink, attn_sink.new_full((pad,), float("-inf"))])
+
 
 def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     """Pad the last dim of an integer index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it
@@ -162,16 +190,20 @@ def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     k = idx.shape[-1]
     if width < k:
         raise ValueError(f"`width`={width} is smaller than the index width {k}")
-    if idx.dtype != torch.int32: check_index_values("idx", idx, 2 ** 31, "int32 slots")   # the cast must not wrap
+    if idx.dtype != torch.int32:
+        check_index_values("idx", idx, 2**31, "int32 slots")  # the cast must not wrap
     return _pad_idx(idx, width)
+
 
 def _pad_idx(idx, width: int):
     "`pad_topk_idxs` of checked arguments (int32 entries, or entries that fit int32): the package's own calls."
     k = idx.shape[-1]
-    if width == k and idx.dtype == torch.int32 and idx.is_contiguous(): return idx
+    if width == k and idx.dtype == torch.int32 and idx.is_contiguous():
+        return idx
     out = idx.new_full((*idx.shape[:-1], width), -1, dtype=torch.int32)
     out[..., :k] = idx
     return out
+
 
 def _entry_slots(entries: torch.Tensor, slot0: int) -> torch.Tensor:
     "Compressed-entry ids (`-1` = none) → their slots in `kv_full`, where entry `j` sits at `slot0 + j`; `-1` (any negative id) stays `-1`."
@@ -184,20 +216,26 @@ def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, byte
 
     `budget_bytes` the memory allowed for one block's temporaries (>= 1); `n_comp` compressed entries per row (>= 0);
     `batch_size` b (default 1); `bytes_per_entry` bytes of temporaries per score (default 8). Returns the block's query rows, an int >= 1."""
-    check_int("budget_bytes", budget_bytes, 1); check_int("n_comp", n_comp, 0)
-    check_int("batch_size", batch_size, 1); check_int("bytes_per_entry", bytes_per_entry, 1)
+    check_int("budget_bytes", budget_bytes, 1)
+    check_int("n_comp", n_comp, 0)
+    check_int("batch_size", batch_size, 1)
+    check_int("bytes_per_entry", bytes_per_entry, 1)
     return _block_rows_of(budget_bytes, n_comp, batch_size, bytes_per_entry)
+
 
 def _block_rows_of(budget_bytes: int, n_comp: int, batch_size: int, bytes_per_entry: int) -> int:
     "`indexer_block_rows` of checked ints: the most rows whose `[batch_size, rows, n_comp]` temporaries fit the budget (>= 1)."
     return max(1, budget_bytes // (batch_size * max(n_comp, 1) * bytes_per_entry))
 
+
 def query_blocks(sq: int, rows: int) -> list[tuple[int, int]]:
     """Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`).
 
     `sq` query rows to cover (>= 0); `rows` the most rows per block (>= 1), e.g. from `indexer_block_rows`. Returns a list of `(t0, t1)` int pairs."""
-    check_int("sq", sq, 0); check_int("rows", rows, 1)
+    check_int("sq", sq, 0)
+    check_int("rows", rows, 1)
     return _row_blocks(sq, rows)
+
 
 def _row_blocks(n: int, rows: int) -> list:
     "`query_blocks` of checked ints: half-open ranges of at most `rows` rows covering `0 … n`."
@@ -210,6 +248,7 @@ import collections
 INDEX_CACHE_BYTES = 64 << 20
 _INDEX_CACHE: collections.OrderedDict = collections.OrderedDict()
 
+
 def cached_index(build, *args, device=None) -> torch.Tensor:
     """`build(*args, device=device)` for integer `args`, kept per (build, args, device) for later calls.
 
@@ -217,16 +256,20 @@ def cached_index(build, *args, device=None) -> torch.Tensor:
     `build` an index builder taking `device=` (e.g. `window_topk_idxs`); `args` its positional integer arguments;
     `device` the device of the index (None: the CPU). Returns the (shared) index tensor `build` makes."""
     if not callable(build):
-        raise TypeError(f"`build` must be an index builder (a callable, e.g. window_topk_idxs), got {type(build).__name__}")
+        raise TypeError(
+            f"`build` must be an index builder (a callable, e.g. window_topk_idxs), got {type(build).__name__}"
+        )
     if torch.compiler.is_compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         return build(*args, device=device)
-    if not all(type(a) is int for a in args):                  # the key must not mix 4.0 (or a list) with 4
+    if not all(type(a) is int for a in args):  # the key must not mix 4.0 (or a list) with 4
         args = tuple(check_int(f"args[{i}]", a, None) for i, a in enumerate(args))
-    if not isinstance(device, torch.device): device = check_device("device", device)
+    if not isinstance(device, torch.device):
+        device = check_device("device", device)
     key = (build, args, torch.device("cpu") if device is None else device)
     t = _INDEX_CACHE.get(key)
     if t is not None:
-        _INDEX_CACHE.move_to_end(key); return t
+        _INDEX_CACHE.move_to_end(key)
+        return t
     t = build(*args, device=device)
     size = t.numel() * t.element_size()
     if size <= INDEX_CACHE_BYTES // 4:
@@ -243,12 +286,13 @@ class QueryRows(NamedTuple):
     """The query rows of one attention call (see above): `n` tokens at global positions `start … start + n − 1` of a
     sequence of `seq_len` tokens — a whole sequence, a CP shard, a block. A pack's rows are a `PackRows` (below), which
     answers the same questions (`window`, `all_rows`, `entries`, `whole`, `keep`) in its documents' terms."""
-    start: int        # global position of row 0 (0 on one device)
-    n: int            # rows
-    seq_len: int      # tokens of the whole sequence (the indexer loss's mean divides by b · seq_len)
-    mask: torch.Tensor | None = None    # [b, n] bool: the rows that count in the loss (a pack's padded batch), or all
-    count: torch.Tensor | None = None   # 0-d: the loss mean's divisor instead of b · seq_len (a pack's real rows)
-    thd = False                         # the row kind: SBHD rows (a `PackRows` is THD)
+
+    start: int  # global position of row 0 (0 on one device)
+    n: int  # rows
+    seq_len: int  # tokens of the whole sequence (the indexer loss's mean divides by b · seq_len)
+    mask: torch.Tensor | None = None  # [b, n] bool: the rows that count in the loss (a pack's padded batch), or all
+    count: torch.Tensor | None = None  # 0-d: the loss mean's divisor instead of b · seq_len (a pack's real rows)
+    thd = False  # the row kind: SBHD rows (a `PackRows` is THD)
 
     def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
         """Window slots `[b, n, window]` of the rows in a `kv_full` with `halo` raw keys before them (`-1`: none).
@@ -299,39 +343,47 @@ def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int
     `n` query rows; `batch_size` b (>= 1); `window` W, the keys each row sees (>= 1); `start` global position of row 0
     (default 0); `halo` raw keys of earlier tokens before the rows' own in `kv_full` (default 0); `device` the device of
     the result (None: the CPU). Returns the int64 slots `[batch_size, n, window]`."""
-    check_int("n", n); check_int("batch_size", batch_size, 1); check_int("window", window, 1)
-    check_int("start", start); check_int("halo", halo)
+    check_int("n", n)
+    check_int("batch_size", batch_size, 1)
+    check_int("window", window, 1)
+    check_int("start", start)
+    check_int("halo", halo)
     if halo < min(window - 1, start):
-        raise ValueError(f"`halo`={halo} keys before the rows do not reach the window of row 0 at `start`={start}: "
-                         f"need halo >= min(window - 1, start) = {min(window - 1, start)}")
+        raise ValueError(
+            f"`halo`={halo} keys before the rows do not reach the window of row 0 at `start`={start}: "
+            f"need halo >= min(window - 1, start) = {min(window - 1, start)}"
+        )
     return _window_slots(n, batch_size, window, start, halo, check_device("device", device))
 
 # %% ../nbs/00_layout.ipynb #b34c6f58
 class PackRows(NamedTuple):
     "The documents of a packed (THD) call and the compressed entries of a ratio-`ratio` layer over them (see above)."
-    cu: torch.Tensor          # int32 [N+1]: cu_seqlens
-    max_seqlen: int           # a bound of every document's length (Python int): the caller's, tightened (`_doc_bound`)
-    doc: torch.Tensor         # int64 [T]: each row's document; N for padding rows
-    pos: torch.Tensor         # int64 [T]: each row's position in its document (padding rows: t − cu[N])
-    real: torch.Tensor        # bool [T]: rows of a document (not padding)
-    count: torch.Tensor       # 0-d float32: cu[N], the real rows (the mean's divisor)
-    ratio: int                # the layer's ratio (0: no compressed entries)
-    cc: torch.Tensor          # int64 [N+1]: first compressed entry of each document (cumsum of ⌊n_d / ratio⌋)
-    capacity: int             # compressed-entry slots: min(T // ratio, N · (max_seqlen // ratio)); rows past cc[N] unused
-    entry_doc: torch.Tensor   # int64 [capacity]: each entry's document (N: unused slot)
-    entry_j: torch.Tensor     # int64 [capacity]: its index j in the document
-    row_base: torch.Tensor    # int64 [T]: cc of each row's document (its entry 0)
-    row_visible: torch.Tensor # int64 [T]: entries each row sees, min((p+1) // ratio, m_d) (0 for padding rows)
-    thd = True                # the row kind: a pack's THD rows
+
+    cu: torch.Tensor  # int32 [N+1]: cu_seqlens
+    max_seqlen: int  # a bound of every document's length (Python int): the caller's, tightened (`_doc_bound`)
+    doc: torch.Tensor  # int64 [T]: each row's document; N for padding rows
+    pos: torch.Tensor  # int64 [T]: each row's position in its document (padding rows: t − cu[N])
+    real: torch.Tensor  # bool [T]: rows of a document (not padding)
+    count: torch.Tensor  # 0-d float32: cu[N], the real rows (the mean's divisor)
+    ratio: int  # the layer's ratio (0: no compressed entries)
+    cc: torch.Tensor  # int64 [N+1]: first compressed entry of each document (cumsum of ⌊n_d / ratio⌋)
+    capacity: int  # compressed-entry slots: min(T // ratio, N · (max_seqlen // ratio)); rows past cc[N] unused
+    entry_doc: torch.Tensor  # int64 [capacity]: each entry's document (N: unused slot)
+    entry_j: torch.Tensor  # int64 [capacity]: its index j in the document
+    row_base: torch.Tensor  # int64 [T]: cc of each row's document (its entry 0)
+    row_visible: torch.Tensor  # int64 [T]: entries each row sees, min((p+1) // ratio, m_d) (0 for padding rows)
+    thd = True  # the row kind: a pack's THD rows
 
     # a row set, like `QueryRows` (above): its questions answered in the documents' terms (b = 1)
     start, mask = 0, None
-    n = seq_len = property(lambda self: self.doc.shape[0])        # T rows
+    n = seq_len = property(lambda self: self.doc.shape[0])  # T rows
+
     def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
         """Window rows `[1, T, window]` of the pack, inside each row's document (`-1`: none).
 
         `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused (the pack's). Returns the int64 rows `[1, T, window]`."""
         return _pack_window(self, window)
+
     def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
         """Flat rows `[T, window (+ max_seqlen // ratio)]` int32: the window, then every visible entry of the row's document.
 
@@ -339,17 +391,21 @@ class PackRows(NamedTuple):
         `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's). Returns the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
         groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
         return _flat_global(torch.cat(groups, -1), num_slots)
+
     def entries(self, n_comp: int, ratio: int) -> int:
         """The compressed entries one row can choose among: a document's, at most `max_seqlen // ratio`.
 
         `n_comp` the pack's entries (unused); `ratio` the compression ratio (>= 1). Returns `max_seqlen // ratio`, an int."""
         return self.max_seqlen // ratio
+
     def whole(self, halo: int) -> bool:
         """Always False: a pack is documents, not one sequence. `halo` unused. Returns False."""
         return False
+
     def keep(self, out: torch.Tensor) -> torch.Tensor:
         """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's rows. Returns a tensor of `out`'s shape and dtype."""
         return torch.where(self.real.view(-1, 1, 1), out, 0)
+
 
 def _doc_of(cu, rows):
     "Document of each of `rows` (int64) under `cu [N+1]`: the last `d` with `cu[d] <= row` (N past `cu[N]`; empty documents skipped)."
@@ -359,8 +415,10 @@ def _doc_of(cu, rows):
 def _doc_bound(cu, T: int, max_seqlen: int) -> int:
     """A bound of every document of a pack of `T` rows that costs nothing to know: `max_seqlen`, at most `T`, and the
     longest document itself when `cu` is on the CPU (its values are read there anyway). A loose bound is not a size."""
-    if cu.device.type == "cpu" and not torch.compiler.is_compiling(): return int((cu[1:] - cu[:-1]).max())
+    if cu.device.type == "cpu" and not torch.compiler.is_compiling():
+        return int((cu[1:] - cu[:-1]).max())
     return min(max_seqlen, T)
+
 
 def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
     "`pack_rows` of checked arguments; `max_seqlen` is tightened by `_doc_bound` (what every size of the pack follows)."
@@ -375,15 +433,39 @@ def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
     capacity = min(T // ratio, n_docs * (max_seqlen // ratio)) if ratio else 0
     e = torch.arange(capacity, device=cu.device)
     entry_doc = torch.searchsorted(cc[1:].contiguous(), e, right=True)
-    visible = torch.minimum(_visible_of(pos, ratio), torch.nn.functional.pad(m, (0, 1))[doc]) if ratio else torch.zeros_like(pos)
-    return PackRows(cu, max_seqlen, doc, pos, real, cu64[-1].float(), ratio, cc, capacity, entry_doc, e - cc[entry_doc],
-                    cc[doc], torch.where(real, visible, 0))
+    visible = (
+        torch.minimum(_visible_of(pos, ratio), torch.nn.functional.pad(m, (0, 1))[doc])
+        if ratio
+        else torch.zeros_like(pos)
+    )
+    return PackRows(
+        cu,
+        max_seqlen,
+        doc,
+        pos,
+        real,
+        cu64[-1].float(),
+        ratio,
+        cc,
+        capacity,
+        entry_doc,
+        e - cc[entry_doc],
+        cc[doc],
+        torch.where(real, visible, 0),
+    )
+
 
 def _pack_window(pack: PackRows, window: int) -> torch.Tensor:
     "Window rows `[1, T, window]` of a pack (global rows, b = 1): `t − window + 1 + c` inside the row's document, else `-1`."
     T = pack.doc.shape[0]
-    g = torch.arange(T, device=pack.doc.device)[:, None] - window + 1 + torch.arange(window, device=pack.doc.device)[None]
+    g = (
+        torch.arange(T, device=pack.doc.device)[:, None]
+        - window
+        + 1
+        + torch.arange(window, device=pack.doc.device)[None]
+    )
     return torch.where(g >= pack.cu.long()[pack.doc][:, None], g, -1)[None]
+
 
 def _pack_entries(pack: PackRows, slot0: int) -> torch.Tensor:
     "All visible compressed entries of each row of a pack as `kv_full` slots `[1, T, max_seqlen // ratio]`: `slot0 + e`, `-1` beyond."
@@ -402,25 +484,36 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
     T = check_int("T", T)
     check_tensor("cu_seqlens", cu_seqlens, ndim=1, dtype=torch.int32, what="[N+1] (document starts, then the end)")
     if cu_seqlens.shape[0] < 2:
-        raise ValueError(f"`cu_seqlens` must hold N + 1 >= 2 entries (at least one document), got {cu_seqlens.shape[0]}")
+        raise ValueError(
+            f"`cu_seqlens` must hold N + 1 >= 2 entries (at least one document), got {cu_seqlens.shape[0]}"
+        )
     if device is not None and cu_seqlens.device != torch.device(device):
         raise ValueError(f"`cu_seqlens` must be on the inputs' device {device}, got {cu_seqlens.device}")
     if max_seqlen is None:
         if cu_seqlens.device.type != "cpu" or torch.compiler.is_compiling():
-            raise ValueError("`max_seqlen` (a Python int >= the longest document) is required with CUDA `cu_seqlens`: "
-                             "reading it from the device would synchronise")
+            raise ValueError(
+                "`max_seqlen` (a Python int >= the longest document) is required with CUDA `cu_seqlens`: "
+                "reading it from the device would synchronise"
+            )
         max_seqlen = max(1, int((cu_seqlens[1:] - cu_seqlens[:-1]).max()))
     max_seqlen = check_int("max_seqlen", max_seqlen, 1)
     if (cu_seqlens.device.type == "cpu" or _INDEX_CHECKS[-1]) and not torch.compiler.is_compiling():
         c = cu_seqlens.long()
         lengths = c[1:] - c[:-1]
-        if int(c[0]) != 0: raise ValueError(f"`cu_seqlens` must start at 0, got {int(c[0])}")
+        if int(c[0]) != 0:
+            raise ValueError(f"`cu_seqlens` must start at 0, got {int(c[0])}")
         if bool((lengths < 0).any()):
-            raise ValueError(f"`cu_seqlens` must be non-decreasing, got {c.tolist() if c.numel() <= 16 else 'a decrease'}")
-        if int(c[-1]) > T: raise ValueError(f"`cu_seqlens` ends at {int(c[-1])}, past the {T} rows of the pack")
+            raise ValueError(
+                f"`cu_seqlens` must be non-decreasing, got {c.tolist() if c.numel() <= 16 else 'a decrease'}"
+            )
+        if int(c[-1]) > T:
+            raise ValueError(f"`cu_seqlens` ends at {int(c[-1])}, past the {T} rows of the pack")
         if int(lengths.max()) > max_seqlen:
-            raise ValueError(f"`max_seqlen`={max_seqlen} is shorter than the longest document ({int(lengths.max())} tokens)")
+            raise ValueError(
+                f"`max_seqlen`={max_seqlen} is shorter than the longest document ({int(lengths.max())} tokens)"
+            )
     return max_seqlen
+
 
 def thd_positions(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
     """Each row's position in its document, int64 `[T]`: `t − cu[d]` (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync.
@@ -429,6 +522,7 @@ def thd_positions(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
     check_cu_seqlens(cu_seqlens, T, max_seqlen=1 << 62)
     rows = torch.arange(T, device=cu_seqlens.device)
     return rows - cu_seqlens.long()[_doc_of(cu_seqlens, rows)]
+
 
 def pack_rows(cu_seqlens: torch.Tensor, T: int, max_seqlen: int | None = None, ratio: int = 0) -> PackRows:
     """The `PackRows` of a pack of `T` rows under `cu_seqlens`, for a ratio-`ratio` layer (0, or a block size >= 1).

@@ -10,8 +10,20 @@ import torch.nn as nn
 from fastcore.basics import patch
 from torch.utils.checkpoint import checkpoint
 
-from .checks import (first_order_only, _describe, _triton_runs_on, check_bool, check_device, check_index_values, check_int,
-                                 check_like_module, check_scale, check_tensor, tl, triton)
+from fused_csa_nb.checks import (
+    first_order_only,
+    _describe,
+    _triton_runs_on,
+    check_bool,
+    check_device,
+    check_index_values,
+    check_int,
+    check_like_module,
+    check_scale,
+    check_tensor,
+    tl,
+    triton,
+)
 from .layout import _visible, query_blocks, visible_counts
 from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_freq
 
@@ -22,10 +34,11 @@ __all__ = ['E4M3_MAX', 'FP8_MIN_AMAX', 'INDEXER_PRECISIONS', 'attention_chunk_ro
            'selection_scores', 'blocked_indexer_topk', 'decode_indexer_scores', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
-_all_ = ["apply_rotary_interleaved"]   # re-exported from the rotary chapter
+_all_ = ["apply_rotary_interleaved"]  # re-exported from the rotary chapter
 
 # %% ../nbs/01_reference.ipynb #a9d95549
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   # accepted float inputs
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # accepted float inputs
+
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     "Accumulation dtype for inputs of `dtype`: float64 stays float64, everything else computes in float32."
@@ -34,20 +47,22 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
 # %% ../nbs/01_reference.ipynb #5eba4d97
 _NEG_INF = float("-inf")
 
+
 def _guarded_log(x):
     "`log x` where `x > 0`, `-inf` where `x == 0` — without ever evaluating `log 0`."
     pos = x > 0
     return torch.where(pos, torch.log(torch.where(pos, x, torch.ones_like(x))), torch.full_like(x, _NEG_INF))
+
 
 def _chunk_logits(q_c, kv_flat, sink, idx_c, scale, acc):
     "One chunk: `q_c [c,b,H,D]`, `idx_c [b,c,K]` → (q, kv_g, s, lse, log_z, flat rows), all in `acc`."
     c, b, h, d = q_c.shape
     k = idx_c.shape[-1]
     batch = torch.arange(b, device=idx_c.device).view(b, 1, 1)
-    rows = (idx_c.clamp_min(0) * b + batch).reshape(-1)                    # global flat rows
-    kv_g = kv_flat.index_select(0, rows).view(b, c, k, d).to(acc)          # [b, c, K, D]
-    q = q_c.permute(1, 0, 2, 3).to(acc)                                    # [b, c, H, D]
-    s = torch.matmul(q, kv_g.transpose(-1, -2)) * scale                    # [b, c, H, K]
+    rows = (idx_c.clamp_min(0) * b + batch).reshape(-1)  # global flat rows
+    kv_g = kv_flat.index_select(0, rows).view(b, c, k, d).to(acc)  # [b, c, K, D]
+    q = q_c.permute(1, 0, 2, 3).to(acc)  # [b, c, H, D]
+    s = torch.matmul(q, kv_g.transpose(-1, -2)) * scale  # [b, c, H, K]
     s = s.masked_fill((idx_c < 0).unsqueeze(2), _NEG_INF)
     # lse over the selected keys (sink excluded), shifted by its own row max
     m = s.amax(-1, keepdim=True) if k else s.new_full((b, c, h, 1), _NEG_INF)
@@ -56,22 +71,29 @@ def _chunk_logits(q_c, kv_flat, sink, idx_c, scale, acc):
     # log Z = logaddexp(lse, sink), with log Z := 0 where Z = 0 (no key and a -inf sink)
     a = sink.view(1, 1, h, 1)
     m2 = torch.maximum(lse, a)
-    m2 = torch.where(torch.isneginf(m2), torch.zeros_like(m2), m2)        # NaN / +inf stay: they poison log Z
+    m2 = torch.where(torch.isneginf(m2), torch.zeros_like(m2), m2)  # NaN / +inf stay: they poison log Z
     z = torch.exp(lse - m2) + torch.exp(a - m2)
     log_z = torch.where(z == 0, torch.zeros_like(z), torch.log(torch.where(z == 0, torch.ones_like(z), z)) + m2)
     return q, kv_g, s, lse, log_z, rows
+
 
 def _attention_chunk(q_c, kv_flat, sink, idx_c, scale, acc):
     "Forward of one chunk → (`out [c,b,H·D]` in q dtype, `lse [b,c,H]` in acc)."
     c, b, h, d = q_c.shape
     _, kv_g, s, lse, log_z, _ = _chunk_logits(q_c, kv_flat, sink, idx_c, scale, acc)
-    o = torch.matmul(torch.exp(s - log_z), kv_g)                           # p = e^(s - log Z) ≤ 1
+    o = torch.matmul(torch.exp(s - log_z), kv_g)  # p = e^(s - log Z) ≤ 1
     return o.permute(1, 0, 2, 3).reshape(c, b, h * d).to(q_c.dtype), lse.squeeze(-1)
 
 # %% ../nbs/01_reference.ipynb #f754c8b4
-def attention_chunk_rows(batch_size: int, num_heads: int, head_dim: int, topk: int,
-                         dtype: torch.dtype = torch.float32, max_chunk_bytes: int = 1 << 30,
-                         grad: bool = False):
+def attention_chunk_rows(
+    batch_size: int,
+    num_heads: int,
+    head_dim: int,
+    topk: int,
+    dtype: torch.dtype = torch.float32,
+    max_chunk_bytes: int = 1 << 30,
+    grad: bool = False,
+):
     """Query rows per chunk for `unfused_csa_attention`, and the temporary bytes one query row needs.
 
     `batch_size`: b, the sequences of the call; `num_heads`: H, the query heads; `head_dim`: D, the width of a query head
@@ -82,15 +104,24 @@ def attention_chunk_rows(batch_size: int, num_heads: int, head_dim: int, topk: i
     Returns `(rows, per_row)`, two ints: the query rows of one chunk (at least 1) and the bytes one query row needs."""
     e = torch.empty((), dtype=dtype).element_size()
     a = torch.empty((), dtype=_acc_dtype(dtype)).element_size()
-    per_row = batch_size * (3 * 8 * topk + topk * head_dim * (e + a)
-                            + num_heads * head_dim * (2 * a + e) + 4 * num_heads * topk * a)
-    if grad: per_row *= 2
+    per_row = batch_size * (
+        3 * 8 * topk + topk * head_dim * (e + a) + num_heads * head_dim * (2 * a + e) + 4 * num_heads * topk * a
+    )
+    if grad:
+        per_row *= 2
     return max(1, max_chunk_bytes // max(per_row, 1)), per_row
 
 # %% ../nbs/01_reference.ipynb #70c30243
-def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink: torch.Tensor,
-                          topk_idxs: torch.Tensor, softmax_scale: float | None = None,
-                          return_lse: bool = False, *, max_chunk_bytes: int = 1 << 30):
+def unfused_csa_attention(
+    query: torch.Tensor,
+    kv_full: torch.Tensor,
+    attn_sink: torch.Tensor,
+    topk_idxs: torch.Tensor,
+    softmax_scale: float | None = None,
+    return_lse: bool = False,
+    *,
+    max_chunk_bytes: int = 1 << 30,
+):
     """Native sparse MQA with a per-head sink over local `topk_idxs [b, sq, K]` (`-1` = no key).
 
     `query [sq, b, H, D]`: the queries, float16, bfloat16, float32 or float64; `kv_full [skv, b, D]`: the shared rows
@@ -108,14 +139,17 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
     check_tensor("attn_sink", attn_sink, dtype=_FLOAT_DTYPES)
     check_tensor("topk_idxs", topk_idxs, ndim=3, floating=False)
     check_scale("softmax_scale", softmax_scale)
-    check_bool("return_lse", return_lse); check_int("max_chunk_bytes", max_chunk_bytes, 1)
+    check_bool("return_lse", return_lse)
+    check_int("max_chunk_bytes", max_chunk_bytes, 1)
     sq, b, h, d = query.shape
     skv = kv_full.shape[0]
     if kv_full.dtype != query.dtype:
         raise TypeError(f"`kv_full` dtype {kv_full.dtype} must match `query` dtype {query.dtype}")
     if kv_full.shape[1:] != (b, d):
-        raise ValueError(f"`kv_full` must have shape [skv, {b}, {d}] to match `query` {tuple(query.shape)}, "
-                         f"got {tuple(kv_full.shape)}")
+        raise ValueError(
+            f"`kv_full` must have shape [skv, {b}, {d}] to match `query` {tuple(query.shape)}, "
+            f"got {tuple(kv_full.shape)}"
+        )
     if attn_sink.shape != (h,):
         raise ValueError(f"`attn_sink` must have shape ({h},) (one logit per query head), got {tuple(attn_sink.shape)}")
     if topk_idxs.shape[:2] != (b, sq):
@@ -123,8 +157,8 @@ def unfused_csa_attention(query: torch.Tensor, kv_full: torch.Tensor, attn_sink:
     for name, t in (("kv_full", kv_full), ("attn_sink", attn_sink), ("topk_idxs", topk_idxs)):
         if t.device != query.device:
             raise ValueError(f"`{name}` is on {t.device}, `query` on {query.device}")
-    check_index_values("topk_idxs", topk_idxs, skv, "slots of `kv_full`")   # no device sync
-    scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
+    check_index_values("topk_idxs", topk_idxs, skv, "slots of `kv_full`")  # no device sync
+    scale = d**-0.5 if softmax_scale is None else float(softmax_scale)
     grad = torch.is_grad_enabled() and (query.requires_grad or kv_full.requires_grad or attn_sink.requires_grad)
     rows, _ = attention_chunk_rows(b, h, d, topk_idxs.shape[-1], query.dtype, max_chunk_bytes, grad=grad)
     out, lse = _SparseAttention.apply(query, kv_full, attn_sink, topk_idxs.to(torch.int64), scale, rows)
@@ -139,8 +173,9 @@ class _SparseAttention(torch.autograd.Function):
         kv_flat, sink = kv_full.reshape(-1, d), attn_sink.to(acc)
         out, lse = query.new_empty(sq, b, h * d), query.new_empty(b, sq, h, dtype=acc)
         for s0 in range(0, sq, rows):
-            out[s0:s0 + rows], lse[:, s0:s0 + rows] = _attention_chunk(
-                query[s0:s0 + rows], kv_flat, sink, idx[:, s0:s0 + rows], scale, acc)
+            out[s0 : s0 + rows], lse[:, s0 : s0 + rows] = _attention_chunk(
+                query[s0 : s0 + rows], kv_flat, sink, idx[:, s0 : s0 + rows], scale, acc
+            )
         ctx.save_for_backward(query, kv_full, attn_sink, idx, lse)
         ctx.scale, ctx.rows = scale, rows
         return out, lse
@@ -159,22 +194,24 @@ class _SparseAttention(torch.autograd.Function):
         dsink = torch.zeros(h, dtype=acc, device=query.device)
         for s0 in range(0, sq, rows):
             q, kv_g, s, lse_c, log_z, flat = _chunk_logits(
-                query[s0:s0 + rows], kv_flat, sink, idx[:, s0:s0 + rows], scale, acc)
+                query[s0 : s0 + rows], kv_flat, sink, idx[:, s0 : s0 + rows], scale, acc
+            )
             c = q.shape[1]
-            p = torch.exp(s - log_z)                                          # [b, c, H, K]
-            do = d_out[s0:s0 + rows].reshape(c, b, h, d).permute(1, 0, 2, 3).to(acc)
+            p = torch.exp(s - log_z)  # [b, c, H, K]
+            do = d_out[s0 : s0 + rows].reshape(c, b, h, d).permute(1, 0, 2, 3).to(acc)
             dp = torch.matmul(do, kv_g.transpose(-1, -2))
-            delta = (p * dp).sum(-1, keepdim=True)                            # dO · o
-            dl = d_lse[:, s0:s0 + rows].to(acc).unsqueeze(-1)
+            delta = (p * dp).sum(-1, keepdim=True)  # dO · o
+            dl = d_lse[:, s0 : s0 + rows].to(acc).unsqueeze(-1)
             lse_safe = torch.where(torch.isfinite(lse_c), lse_c, torch.zeros_like(lse_c))
             ds = p * (dp - delta) + dl * torch.exp(s - lse_safe)
             dsink -= (torch.exp(sink.view(1, 1, h, 1) - log_z) * delta).sum((0, 1, 3))
             if dq is not None:
-                dq[s0:s0 + rows] = (torch.matmul(ds, kv_g) * scale).permute(1, 0, 2, 3).to(query.dtype)
+                dq[s0 : s0 + rows] = (torch.matmul(ds, kv_g) * scale).permute(1, 0, 2, 3).to(query.dtype)
             if dkv is not None:
                 dkv_g = torch.matmul(ds.transpose(-1, -2), q) * scale + torch.matmul(p.transpose(-1, -2), do)
                 dkv.index_add_(0, flat, dkv_g.reshape(-1, d))
-        if dkv is not None: dkv = dkv.view(kv_full.shape).to(kv_full.dtype)
+        if dkv is not None:
+            dkv = dkv.view(kv_full.shape).to(kv_full.dtype)
         return dq, dkv, dsink.to(attn_sink.dtype), None, None, None
 
 # %% ../nbs/01_reference.ipynb #cc835721
@@ -183,14 +220,19 @@ def _module_inv_freq(rotary, rotary_dim, rope_theta):
     if rotary is None:
         return rope_inv_freq(64 if rotary_dim is None else rotary_dim, 10000.0 if rope_theta is None else rope_theta)
     if not isinstance(rotary, RotaryTable):
-        raise TypeError(f"`rotary` must be a RotaryTable (rotary.layer_rotary(cfg, ratio)), got {type(rotary).__name__}")
+        raise TypeError(
+            f"`rotary` must be a RotaryTable (rotary.layer_rotary(cfg, ratio)), got {type(rotary).__name__}"
+        )
     if rope_theta is not None:
         raise ValueError("give either `rotary` (a table) or `rope_theta` (plain RoPE), not both")
     if rotary_dim is not None and rotary_dim != rotary.rotary_dim:
-        raise ValueError(f"`rotary_dim`={rotary_dim} does not match the table's `rotary.rotary_dim`={rotary.rotary_dim}")
+        raise ValueError(
+            f"`rotary_dim`={rotary_dim} does not match the table's `rotary.rotary_dim`={rotary.rotary_dim}"
+        )
     check_int("rotary.rotary_dim", rotary.rotary_dim, 2)
     check_tensor("rotary.inv_freq", rotary.inv_freq, shape=(rotary.rotary_dim // 2,), floating=True)
     return rotary.inv_freq.detach().to("cpu", torch.float64).clone()
+
 
 def _prev_block(t, fill, first=None):
     """`t [n, r, b, d]` shifted one block later along dim 0: block `i` holds block `i − 1`, block 0 is `fill` (one pad op,
@@ -198,10 +240,13 @@ def _prev_block(t, fill, first=None):
     shifted = torch.nn.functional.pad(t, (0, 0, 0, 0, 0, 0, 1, -1), value=fill)
     return shifted if first is None else shifted.masked_fill(first.view(-1, 1, 1, 1), fill)
 
+
 def _check_start_pos(start_pos, ratio):
     check_int("start_pos", start_pos, 0)
     if start_pos % ratio:
-        raise ValueError(f"`start_pos`={start_pos} must be a multiple of `ratio`={ratio} (entries pool whole global blocks)")
+        raise ValueError(
+            f"`start_pos`={start_pos} must be a multiple of `ratio`={ratio} (entries pool whole global blocks)"
+        )
 
 # %% ../nbs/01_reference.ipynb #d69f9d27
 def _gated_pool_torch(a, g, ape, overlap: bool, first=None):
@@ -210,20 +255,25 @@ def _gated_pool_torch(a, g, ape, overlap: bool, first=None):
     previous-block slots are filled as entry 0's (value 0, logit `-inf`). `None`: only entry 0."""
     n, r, b, _ = a.shape
     acc = _acc_dtype(a.dtype)
-    g = g + ape.to(acc).view(1, r, 1, -1)                               # one kernel → acc (exact widening)
-    if overlap:                                                        # [n, 2r, b, d]: previous block, own block
+    g = g + ape.to(acc).view(1, r, 1, -1)  # one kernel → acc (exact widening)
+    if overlap:  # [n, 2r, b, d]: previous block, own block
         d = a.shape[-1] // 2
-        a, g = (torch.cat([_prev_block(t1, fill, first), t2], 1) for t1, t2, fill in ((*a.split(d, -1), 0.0),
-                                                                                      (*g.split(d, -1), float("-inf"))))
-    return (torch.softmax(g, dim=1) * a).sum(1)                        # the product widens `a`
+        a, g = (
+            torch.cat([_prev_block(t1, fill, first), t2], 1)
+            for t1, t2, fill in ((*a.split(d, -1), 0.0), (*g.split(d, -1), float("-inf")))
+        )
+    return (torch.softmax(g, dim=1) * a).sum(1)  # the product widens `a`
+
 
 def _gated_pool(a, g, ape, overlap: bool, first=None):
     "Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way where `checks._triton_runs_on(a)`."
-    if _triton_runs_on(a): return _GatedPool.apply(a, g, ape, overlap, first)
+    if _triton_runs_on(a):
+        return _GatedPool.apply(a, g, ape, overlap, first)
     return _gated_pool_torch(a, g, ape, overlap, first)
 
 # %% ../nbs/01_reference.ipynb #88684217
 if triton is not None:
+
     @triton.jit
     def _pool_tile(a_ptr, g_ptr, ape_ptr, blk, bb, B, W, R, col0, D, k, ch):
         "Slots `k` of block `blk` (none if `blk < 0`), batch `bb`, channels `col0 + ch` of `a`, `g [n, R, B, W]` (+ `ape [R, W]`) in fp32; `-inf` logits where masked."
@@ -235,8 +285,9 @@ if triton is not None:
         return a, g, off, m
 
     @triton.jit
-    def _pool_softmax(a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP: tl.constexpr,
-                      HAS_FIRST: tl.constexpr):
+    def _pool_softmax(
+        a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP: tl.constexpr, HAS_FIRST: tl.constexpr
+    ):
         """Entry `i`'s slots: the previous block's first half (only under OVERLAP; else all masked) and its own block at
         channels `C0 + ch` → `(a1, e1, off1, m1, a2, e2, off2, m2, s, num)`: values, softmax numerators, offsets and masks
         of both, the numerators' sum `s` and `num = Σ e·a`. With HAS_FIRST, an entry flagged in `first` has no previous block."""
@@ -250,19 +301,46 @@ if triton is not None:
         a2, g2, off2, m2 = _pool_tile(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, C0, D, k, ch)
         mx = tl.maximum(tl.max(g1, 0), tl.max(g2, 0))
         e1, e2 = tl.exp(g1 - mx[None, :]), tl.exp(g2 - mx[None, :])
-        return a1, e1, off1, m1, a2, e2, off2, m2, tl.sum(e1, 0) + tl.sum(e2, 0), tl.sum(e1 * a1, 0) + tl.sum(e2 * a2, 0)
+        return (
+            a1,
+            e1,
+            off1,
+            m1,
+            a2,
+            e2,
+            off2,
+            m2,
+            tl.sum(e1, 0) + tl.sum(e2, 0),
+            tl.sum(e1 * a1, 0) + tl.sum(e2 * a2, 0),
+        )
 
     @triton.jit
-    def _pool_fwd_kernel(a_ptr, g_ptr, ape_ptr, first_ptr, c_ptr, B, W, R, D, C0, RP: tl.constexpr, BLOCK_D: tl.constexpr,
-                         OVERLAP: tl.constexpr, HAS_FIRST: tl.constexpr):
+    def _pool_fwd_kernel(
+        a_ptr,
+        g_ptr,
+        ape_ptr,
+        first_ptr,
+        c_ptr,
+        B,
+        W,
+        R,
+        D,
+        C0,
+        RP: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        OVERLAP: tl.constexpr,
+        HAS_FIRST: tl.constexpr,
+    ):
         i, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
-        _, _, _, _, _, _, _, _, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch,
-                                                       OVERLAP, HAS_FIRST)
+        _, _, _, _, _, _, _, _, s, num = _pool_softmax(
+            a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP, HAS_FIRST
+        )
         tl.store(c_ptr + (i * B + bb).to(tl.int64) * D + ch, num / s, mask=ch < D)
 
 # %% ../nbs/01_reference.ipynb #42bec1f9
 if triton is not None:
+
     @triton.jit
     def _pool_grads(da_ptr, dg_ptr, off, m, a, e, s, c, dc):
         "Store `dA = p·dc` and `dG = p·(A − c)·dc` of one tile of slots (`p = e / s`)."
@@ -271,17 +349,35 @@ if triton is not None:
         tl.store(dg_ptr + off, (p * (a - c) * dc).to(dg_ptr.dtype.element_ty), mask=m)
 
     @triton.jit
-    def _pool_bwd_kernel(a_ptr, g_ptr, ape_ptr, first_ptr, dc_ptr, da_ptr, dg_ptr, N, B, W, R, D, C0, RP: tl.constexpr,
-                         BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr, HAS_FIRST: tl.constexpr):
+    def _pool_bwd_kernel(
+        a_ptr,
+        g_ptr,
+        ape_ptr,
+        first_ptr,
+        dc_ptr,
+        da_ptr,
+        dg_ptr,
+        N,
+        B,
+        W,
+        R,
+        D,
+        C0,
+        RP: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        OVERLAP: tl.constexpr,
+        HAS_FIRST: tl.constexpr,
+    ):
         i, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
         dc = tl.load(dc_ptr + (i * B + bb).to(tl.int64) * D + ch, mask=ch < D, other=0.0).to(tl.float32)[None, :]
-        a1, e1, off1, m1, a2, e2, off2, m2, s, num = _pool_softmax(a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0,
-                                                                   k, ch, OVERLAP, HAS_FIRST)
+        a1, e1, off1, m1, a2, e2, off2, m2, s, num = _pool_softmax(
+            a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP, HAS_FIRST
+        )
         c = (num / s)[None, :]
-        _pool_grads(da_ptr, dg_ptr, off1, m1, a1, e1, s, c, dc)          # all masked without overlap
+        _pool_grads(da_ptr, dg_ptr, off1, m1, a1, e1, s, c, dc)  # all masked without overlap
         _pool_grads(da_ptr, dg_ptr, off2, m2, a2, e2, s, c, dc)
-        if OVERLAP:              # no entry reads the first half of the last block (of the tensor, or of its document)
+        if OVERLAP:  # no entry reads the first half of the last block (of the tensor, or of its document)
             unread = (k * 0 + i) == N - 1
             if HAS_FIRST:
                 unread = unread | ((k * 0 + tl.load(first_ptr + tl.minimum(i + 1, N - 1))) != 0)
@@ -295,6 +391,7 @@ def _pool_tile_size(rp: int) -> int:
     "Slots × channels per program: of 1024, 2048 and 4096 the fastest on an H200 (4096 for ≤ 8 slots, 2048 for 128)."
     return 4096 if rp <= 8 else 2048
 
+
 def _pool_launch(kernel, a, g, ape, overlap, first, *outs):
     "Launch a pooling kernel over `(entry, batch row, channel block)` of `a`, `g [n, r, b, W]` (`first [n]` int8 or None)."
     n, r, b, w = a.shape
@@ -302,16 +399,34 @@ def _pool_launch(kernel, a, g, ape, overlap, first, *outs):
     rp = triton.next_power_of_2(r)
     bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
     args = (n,) if kernel is _pool_bwd_kernel else ()
-    kernel[(n, b, triton.cdiv(d, bd))](a, g, ape, ape if first is None else first, *outs, *args, b, w, r, d,
-                                       d if overlap else 0, RP=rp, BLOCK_D=bd, OVERLAP=overlap, HAS_FIRST=first is not None)
+    kernel[(n, b, triton.cdiv(d, bd))](
+        a,
+        g,
+        ape,
+        ape if first is None else first,
+        *outs,
+        *args,
+        b,
+        w,
+        r,
+        d,
+        d if overlap else 0,
+        RP=rp,
+        BLOCK_D=bd,
+        OVERLAP=overlap,
+        HAS_FIRST=first is not None,
+    )
+
 
 class _GatedPool(torch.autograd.Function):
     "`_gated_pool_torch` in one Triton pass each way; the backward recomputes the softmax from the saved projections."
+
     @staticmethod
     def forward(ctx, a, g, ape, overlap, first=None):
         a, g, ape = a.contiguous(), g.contiguous(), ape.contiguous()
         first = None if first is None or not overlap else first.to(torch.int8).contiguous()
-        ctx.save_for_backward(a, g, ape, first); ctx.overlap = overlap
+        ctx.save_for_backward(a, g, ape, first)
+        ctx.overlap = overlap
         n, _, b, w = a.shape
         c = torch.empty(n, b, w // 2 if overlap else w, device=a.device, dtype=torch.float32)
         _pool_launch(_pool_fwd_kernel, a, g, ape, overlap, first, c)
@@ -337,18 +452,30 @@ class Compressor(nn.Module):
     `rotary_dim`: the roped channels, the last ones of an entry (even, <= `head_dim`; default 64, or the table's own, which a
     given value must equal); `rope_theta`: the base of the plain RoPE (default 10000; not with `rotary`);
     `eps`: the RMSNorm epsilon (`cfg.rms_norm_eps`)."""
-    def __init__(self, hidden_size: int, head_dim: int, ratio: int, rotary_dim: int | None = None,
-                 rope_theta: float | None = None, eps: float = 1e-6, *, rotary: RotaryTable | None = None):
+
+    def __init__(
+        self,
+        hidden_size: int,
+        head_dim: int,
+        ratio: int,
+        rotary_dim: int | None = None,
+        rope_theta: float | None = None,
+        eps: float = 1e-6,
+        *,
+        rotary: RotaryTable | None = None,
+    ):
         super().__init__()
-        check_int("hidden_size", hidden_size, 1); check_int("head_dim", head_dim, 1)
-        check_int("ratio", ratio, 2); check_scale("eps", eps)
+        check_int("hidden_size", hidden_size, 1)
+        check_int("head_dim", head_dim, 1)
+        check_int("ratio", ratio, 2)
+        check_scale("eps", eps)
         inv_freq = _module_inv_freq(rotary, rotary_dim, rope_theta)
         if 2 * inv_freq.shape[0] > head_dim:
             raise ValueError(f"`rotary_dim`={2 * inv_freq.shape[0]} must be even and <= `head_dim`={head_dim}")
         self.hidden_size, self.head_dim, self.ratio = hidden_size, head_dim, ratio
         self.rotary_dim, self.eps = 2 * inv_freq.shape[0], float(eps)
         self.rope_theta = None if rotary is not None else (10000.0 if rope_theta is None else float(rope_theta))
-        self._inv_freq64 = inv_freq                                        # float64 master copy
+        self._inv_freq64 = inv_freq  # float64 master copy
         self.register_buffer("inv_freq", inv_freq.clone(), persistent=False)
         self.overlap = ratio == 4
         width = 2 * head_dim if self.overlap else head_dim
@@ -375,11 +502,12 @@ class Compressor(nn.Module):
         "`forward` on checked inputs (the layer's call)."
         sq, b, _ = x.shape
         r, d, n = self.ratio, self.head_dim, sq // self.ratio
-        if n == 0: return None
+        if n == 0:
+            return None
         acc = _acc_dtype(x.dtype)
         xc = x if n * r == sq else x[: n * r]
-        a, g = self.wkv(xc).view(n, r, b, -1), self.wgate(xc).view(n, r, b, -1)   # [n, r, b, width], x's dtype
-        c = _gated_pool(a, g, self.ape, self.overlap)                      # [n, b, d] in acc
+        a, g = self.wkv(xc).view(n, r, b, -1), self.wgate(xc).view(n, r, b, -1)  # [n, r, b, width], x's dtype
+        c = _gated_pool(a, g, self.ape, self.overlap)  # [n, b, d] in acc
         c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
         pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
         return _rotate(c, pos, self.rotary_dim, self.inv_freq).to(x.dtype)
@@ -390,14 +518,13 @@ class Compressor(nn.Module):
         roped at `r·j`; slots past `cc[N]` hold unused values."""
         r, d, T = self.ratio, self.head_dim, x.shape[0]
         start = (pack.cu.long()[pack.entry_doc] + r * pack.entry_j).clamp(max=max(T - r, 0))
-        rows = (start[:, None] + torch.arange(r, device=x.device)).clamp(max=T - 1)      # [C, r]
-        xb = x[:, 0][rows]                                                                 # [C, r, hidden]
+        rows = (start[:, None] + torch.arange(r, device=x.device)).clamp(max=T - 1)  # [C, r]
+        xb = x[:, 0][rows]  # [C, r, hidden]
         n = xb.shape[0]
         a, g = self.wkv(xb).view(n, r, 1, -1), self.wgate(xb).view(n, r, 1, -1)
         c = _gated_pool(a, g, self.ape, self.overlap, pack.entry_j == 0 if self.overlap else None)
         c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
         return _rotate(c, (r * pack.entry_j).view(n, 1), self.rotary_dim, self.inv_freq).to(x.dtype)
-
 
 # %% ../nbs/01_reference.ipynb #c5dab750
 def _keep_float64_table(self, fn, recurse=True):
@@ -405,6 +532,7 @@ def _keep_float64_table(self, fn, recurse=True):
     nn.Module._apply(self, fn, recurse)
     self.inv_freq = self._inv_freq64.to(self.inv_freq.device)
     return self
+
 
 Compressor._apply = _keep_float64_table
 
@@ -417,12 +545,25 @@ class CSAIndexer(nn.Module):
     compressed entry (default 4, the layers that select).
     `rotary`, `rotary_dim`, `rope_theta`, `eps`: as for `Compressor` (the indexer's own compressor holds the table,
     the queries use the same one)."""
-    def __init__(self, hidden_size: int, q_lora_rank: int, n_heads: int = 64, head_dim: int = 128,
-                 ratio: int = 4, rotary_dim: int | None = None, rope_theta: float | None = None, eps: float = 1e-6,
-                 *, rotary: RotaryTable | None = None):
+
+    def __init__(
+        self,
+        hidden_size: int,
+        q_lora_rank: int,
+        n_heads: int = 64,
+        head_dim: int = 128,
+        ratio: int = 4,
+        rotary_dim: int | None = None,
+        rope_theta: float | None = None,
+        eps: float = 1e-6,
+        *,
+        rotary: RotaryTable | None = None,
+    ):
         super().__init__()
-        check_int("hidden_size", hidden_size, 1); check_int("q_lora_rank", q_lora_rank, 1)
-        check_int("n_heads", n_heads, 1); check_int("head_dim", head_dim, 1)
+        check_int("hidden_size", hidden_size, 1)
+        check_int("q_lora_rank", q_lora_rank, 1)
+        check_int("n_heads", n_heads, 1)
+        check_int("head_dim", head_dim, 1)
         self.hidden_size, self.q_lora_rank, self.n_heads, self.head_dim = hidden_size, q_lora_rank, n_heads, head_dim
         self.compressor = Compressor(hidden_size, head_dim, ratio, rotary_dim, rope_theta, eps, rotary=rotary)
         self.ratio, self.rotary_dim = ratio, self.compressor.rotary_dim
@@ -437,14 +578,17 @@ class CSAIndexer(nn.Module):
         (default 0: the sequence's start).
         Returns `(q_idx [sq,b,Hi,Di], k_idx [sq//ratio,b,Di] | None, weights [sq,b,Hi])` in `x`'s dtype, all computed from
         detached inputs (the indexer learns from its loss only); `k_idx` is `None` if `sq < ratio`."""
-        check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES); check_tensor("qr", qr, ndim=3, dtype=_FLOAT_DTYPES)
+        check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES)
+        check_tensor("qr", qr, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"`x` must have last dim {self.hidden_size} (hidden_size), got shape {tuple(x.shape)}")
         if qr.shape != (*x.shape[:2], self.q_lora_rank):
-            raise ValueError(f"`qr` must have shape {(*x.shape[:2], self.q_lora_rank)} ([sq, b, q_lora_rank]), "
-                             f"got {tuple(qr.shape)}")
+            raise ValueError(
+                f"`qr` must have shape {(*x.shape[:2], self.q_lora_rank)} ([sq, b, q_lora_rank]), got {tuple(qr.shape)}"
+            )
         _check_start_pos(start_pos, self.ratio)
-        check_like_module("x", x, self, "indexer"); check_like_module("qr", qr, self, "indexer")
+        check_like_module("x", x, self, "indexer")
+        check_like_module("qr", qr, self, "indexer")
         return self._index(x, qr, start_pos)
 
     def _index(self, x, qr, start_pos: int = 0):
@@ -454,21 +598,32 @@ class CSAIndexer(nn.Module):
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
         pos = (start_pos + torch.arange(sq, device=x.device)).view(sq, 1, 1)
         q = _rotate(q, pos, self.rotary_dim, self.compressor.inv_freq)
-        weights = self.weights_proj(x) * self.n_heads ** -0.5
+        weights = self.weights_proj(x) * self.n_heads**-0.5
         return q, self.compressor._compress(x, start_pos), weights
 
     def _index_packed(self, x, qr, pack):
         "`(q_idx [T,1,Hi,Di], k_idx [capacity,1,Di], weights [T,1,Hi])` of a pack: queries roped at their document positions."
         x, qr = x.detach(), qr.detach()
         T = x.shape[0]
-        q = _rotate(self.wq(qr).view(T, 1, self.n_heads, self.head_dim), pack.pos.view(T, 1, 1), self.rotary_dim,
-                    self.compressor.inv_freq)
-        return q, self.compressor._compress_packed(x, pack), self.weights_proj(x) * self.n_heads ** -0.5
-
+        q = _rotate(
+            self.wq(qr).view(T, 1, self.n_heads, self.head_dim),
+            pack.pos.view(T, 1, 1),
+            self.rotary_dim,
+            self.compressor.inv_freq,
+        )
+        return q, self.compressor._compress_packed(x, pack), self.weights_proj(x) * self.n_heads**-0.5
 
 # %% ../nbs/01_reference.ipynb #8c6b1e01
-def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
-                   softmax_scale: float | None = None, *, max_chunk_bytes: int = 1 << 30, q_offset: int = 0) -> torch.Tensor:
+def indexer_scores(
+    q_idx: torch.Tensor,
+    k_idx: torch.Tensor | None,
+    weights: torch.Tensor,
+    ratio: int,
+    softmax_scale: float | None = None,
+    *,
+    max_chunk_bytes: int = 1 << 30,
+    q_offset: int = 0,
+) -> torch.Tensor:
     """Lightning-indexer scores `[b, sq, n_comp]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` where `j >= (t+1)//ratio`.
 
     `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None` (no entries yet): the
@@ -480,8 +635,10 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
     `weights`."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
     check_tensor("weights", weights, ndim=3, dtype=_FLOAT_DTYPES)
-    check_int("ratio", ratio, 1); check_scale("softmax_scale", softmax_scale)
-    check_int("max_chunk_bytes", max_chunk_bytes, 1); check_int("q_offset", q_offset, 0)
+    check_int("ratio", ratio, 1)
+    check_scale("softmax_scale", softmax_scale)
+    check_int("max_chunk_bytes", max_chunk_bytes, 1)
+    check_int("q_offset", q_offset, 0)
     sq, b, h, d = q_idx.shape
     if weights.shape != (sq, b, h):
         raise ValueError(f"`weights` must have shape {(sq, b, h)} ([sq, b, n_heads]), got {tuple(weights.shape)}")
@@ -492,12 +649,12 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
     if k_idx.shape[1:] != (b, d):
         raise ValueError(f"`k_idx` must have shape [n_comp, {b}, {d}], got {tuple(k_idx.shape)}")
     n = k_idx.shape[0]
-    scale = d ** -0.5 if softmax_scale is None else float(softmax_scale)
-    k_t = k_idx.permute(1, 2, 0).to(acc).unsqueeze(1)                      # [b, 1, d, n]
+    scale = d**-0.5 if softmax_scale is None else float(softmax_scale)
+    k_t = k_idx.permute(1, 2, 0).to(acc).unsqueeze(1)  # [b, 1, d, n]
 
     def chunk(q_c, w_c, t0):
-        q = q_c.permute(1, 0, 2, 3).to(acc)                                # [b, c, h, d]
-        w = (w_c.permute(1, 0, 2).to(acc) * scale).unsqueeze(-2)           # [b, c, 1, h]
+        q = q_c.permute(1, 0, 2, 3).to(acc)  # [b, c, h, d]
+        w = (w_c.permute(1, 0, 2).to(acc) * scale).unsqueeze(-2)  # [b, c, 1, h]
         s = torch.matmul(w, torch.relu(torch.matmul(q, k_t))).squeeze(-2)  # [b, c, n]
         vis = visible_counts(t0, t0 + q_c.shape[0], ratio, device=q_c.device).view(1, -1, 1)
         hidden = torch.arange(n, device=q_c.device).view(1, 1, -1) >= vis
@@ -506,13 +663,15 @@ def indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: tor
     a = torch.empty((), dtype=acc).element_size()
     per_row = b * a * (3 * h * n + h * d + h + 3 * n)
     grad = torch.is_grad_enabled() and (q_idx.requires_grad or k_idx.requires_grad or weights.requires_grad)
-    if grad: per_row *= 2
+    if grad:
+        per_row *= 2
     rows = max(1, max_chunk_bytes // max(per_row, 1))
     outs = []
     for s0 in range(0, sq, rows):
-        args = (q_idx[s0:s0 + rows], weights[s0:s0 + rows], q_offset + s0)
+        args = (q_idx[s0 : s0 + rows], weights[s0 : s0 + rows], q_offset + s0)
         outs.append(checkpoint(chunk, *args, use_reentrant=False) if grad else chunk(*args))
-    if not outs: return q_idx.new_zeros(b, 0, n, dtype=acc)
+    if not outs:
+        return q_idx.new_zeros(b, 0, n, dtype=acc)
     return outs[0] if len(outs) == 1 else torch.cat(outs, 1)
 
 # %% ../nbs/01_reference.ipynb #c907735e
@@ -531,8 +690,8 @@ def indexer_topk(scores: torch.Tensor, topk: int):
     if k_eff == 0:
         return idx, torch.zeros(b, sq, dtype=torch.int32, device=scores.device)
     s = scores.detach()
-    s = torch.where(torch.isfinite(s), s + 0.0, torch.full_like(s, float("-inf")))   # + 0.0: -0.0 becomes +0.0
-    vals, ind = torch.sort(s, dim=-1, descending=True, stable=True)                   # ties: the smaller index first
+    s = torch.where(torch.isfinite(s), s + 0.0, torch.full_like(s, float("-inf")))  # + 0.0: -0.0 becomes +0.0
+    vals, ind = torch.sort(s, dim=-1, descending=True, stable=True)  # ties: the smaller index first
     vals, ind = vals[..., :k_eff], ind[..., :k_eff]
     ok = vals > float("-inf")
     idx[..., :k_eff] = torch.where(ok, ind, torch.full_like(ind, -1))
@@ -552,11 +711,13 @@ def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
 def _poison_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
     "0 where every entry of `t` along `dim` is finite, else NaN: one `aminmax` (a NaN propagates, ±inf shows), no full-size temporary."
     mn, mx = torch.aminmax(t, dim=dim)
-    return mn * 0 + mx * 0                                       # inf·0 = NaN; no overflow (unlike mx - mn)
+    return mn * 0 + mx * 0  # inf·0 = NaN; no overflow (unlike mx - mn)
 
-@torch.no_grad()                                                 # a constant: no gradient to its inputs
-def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
-                         q_offset: int = 0) -> torch.Tensor:
+
+@torch.no_grad()  # a constant: no gradient to its inputs
+def indexer_input_poison(
+    q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, q_offset: int = 0
+) -> torch.Tensor:
     """NaN poison of the query rows whose indexer inputs are not finite (no sync, no gradient).
 
     `q_idx [sq, b, Hi, Di]` (float): the rows' own indexer queries; `weights [sq, b, Hi]` (float): their head weights; `k_idx [n_comp, b, Di]`
@@ -564,40 +725,48 @@ def indexer_input_poison(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite; `ratio`: the layer's compression
     ratio; `q_offset`: global position of query row 0 (default 0: the sequence's start).
     Returns `[b, sq]` float32: NaN on the poisoned rows, else 0."""
-    check_tensor("q_idx", q_idx, ndim=4, floating=True); check_tensor("weights", weights, ndim=3, floating=True)
-    check_int("ratio", ratio, 1); check_int("q_offset", q_offset, 0)
-    if k_idx is not None and k_idx.shape[0]: check_tensor("k_idx", k_idx, ndim=3, floating=True)
+    check_tensor("q_idx", q_idx, ndim=4, floating=True)
+    check_tensor("weights", weights, ndim=3, floating=True)
+    check_int("ratio", ratio, 1)
+    check_int("q_offset", q_offset, 0)
+    if k_idx is not None and k_idx.shape[0]:
+        check_tensor("k_idx", k_idx, ndim=3, floating=True)
     return _indexer_input_poison(q_idx, k_idx, weights, ratio, q_offset)
+
 
 @torch.no_grad()
 def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
     "`indexer_input_poison` on checked inputs (the fused path's call)."
     sq = q_idx.shape[0]
-    poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)                  # [sq, b]
+    poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)  # [sq, b]
     if k_idx is not None and k_idx.shape[0]:
         n = k_idx.shape[0]
-        seen = nn.functional.pad(_poison_rows(k_idx, -1), (0, 0, 1, 0)).cumsum(0)          # [1 + n, b]: row v NaN iff an entry < v is bad
-        n_vis = _visible(q_offset, q_offset + sq, ratio, n, device=q_idx.device)     # [sq] in 0 … n
+        seen = nn.functional.pad(_poison_rows(k_idx, -1), (0, 0, 1, 0)).cumsum(
+            0
+        )  # [1 + n, b]: row v NaN iff an entry < v is bad
+        n_vis = _visible(q_offset, q_offset + sq, ratio, n, device=q_idx.device)  # [sq] in 0 … n
         poison = poison + seen.index_select(0, n_vis)
     return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [b, sq]
+
 
 @torch.no_grad()
 def _packed_input_poison(q_idx, k_idx, weights, row_base, row_visible):
     """`indexer_input_poison` of rows of a pack (`[1, c]`): `q_idx [c, 1, Hi, Di]`, `weights [c, 1, Hi]`, the pack's
     entries `k_idx [C, 1, Di]`; row `t` sees entries `row_base[t] … row_base[t] + row_visible[t] − 1` (its document's)."""
-    poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)                  # [c, 1]
+    poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)  # [c, 1]
     if k_idx is not None and k_idx.shape[0]:
-        bad = torch.isnan(_poison_rows(k_idx, -1)[:, 0]).to(torch.int32)                    # [C]
-        seen = nn.functional.pad(bad.cumsum(0), (1, 0))                                     # bad entries before e
+        bad = torch.isnan(_poison_rows(k_idx, -1)[:, 0]).to(torch.int32)  # [C]
+        seen = nn.functional.pad(bad.cumsum(0), (1, 0))  # bad entries before e
         n_bad = seen[row_base + row_visible] - seen[row_base]
         poison = poison + torch.where(n_bad > 0, float("nan"), 0.0).view(-1, 1).to(poison.dtype)
     return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [1, c]
 
 # %% ../nbs/01_reference.ipynb #b04ce7dc
-E4M3_MAX = 448.0        # the largest finite float8_e4m3fn value
-FP8_MIN_AMAX = 1e-4     # rows below it share the scale of 1e-4 (all-zero rows quantise to 0)
+E4M3_MAX = 448.0  # the largest finite float8_e4m3fn value
+FP8_MIN_AMAX = 1e-4  # rows below it share the scale of 1e-4 (all-zero rows quantise to 0)
 
 _HADAMARD: dict = {}
+
 
 def hadamard(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
     """The `[n, n]` Sylvester Hadamard matrix of ±1: `H / √n` is orthonormal and symmetric.
@@ -606,24 +775,32 @@ def hadamard(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
     float32); `device`: where it lives (default `None`: the CPU).
     Returns the `[n, n]` tensor of ±1, cached per `(n, dtype, device)`: shared between calls, not to be modified."""
     check_int("n", n, 1)
-    if n & (n - 1): raise ValueError(f"`n` must be a power of two (the Hadamard rotation), got {n}")
-    if not isinstance(dtype, torch.dtype): raise TypeError(f"`dtype` must be a torch.dtype, got {_describe(dtype)} ({type(dtype).__name__})")
-    if dtype not in _FLOAT_DTYPES: raise ValueError(f"`dtype` must be one of {_FLOAT_DTYPES}, got {dtype}")
+    if n & (n - 1):
+        raise ValueError(f"`n` must be a power of two (the Hadamard rotation), got {n}")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"`dtype` must be a torch.dtype, got {_describe(dtype)} ({type(dtype).__name__})")
+    if dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"`dtype` must be one of {_FLOAT_DTYPES}, got {dtype}")
     key = (n, dtype, torch.device("cpu") if device is None else check_device("device", device))
     h = _HADAMARD.get(key)
     if h is None:
         h = torch.ones(1, 1, dtype=torch.float64)
-        while h.shape[0] < n: h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+        while h.shape[0] < n:
+            h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
         h = _HADAMARD[key] = h.to(dtype=dtype, device=key[2])
     return h
+
 
 def _row_len(name: str, x) -> int:
     "The row length `n` of `x [..., n]`: a float16/bfloat16/float32/float64 tensor of at least 1 dim, `n` a power of two."
     check_tensor(name, x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
     n = x.shape[-1]
     if n < 1 or n & (n - 1):
-        raise ValueError(f"`{name}` [..., n] must have a power-of-two last dim n (the Hadamard rotation), got shape {list(x.shape)}")
+        raise ValueError(
+            f"`{name}` [..., n] must have a power-of-two last dim n (the Hadamard rotation), got shape {list(x.shape)}"
+        )
     return n
+
 
 def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
     """The rows of `x` times the orthonormal `H_n / √n` along the last dim, computed in float32 (float64 stays float64).
@@ -632,16 +809,19 @@ def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
     Returns the rotated rows `[..., n]`, float32 (float64 for a float64 `x`), differentiable in `x`."""
     n, acc = _row_len("x", x), _acc_dtype(x.dtype)
     if x.is_cuda and x.dtype != acc and not (torch.is_grad_enabled() and x.requires_grad):
-        y = torch.mm(x.reshape(-1, n), hadamard(n, x.dtype, x.device), out_dtype=acc).view(x.shape)  # exact ±x products, float32 sums
+        y = torch.mm(x.reshape(-1, n), hadamard(n, x.dtype, x.device), out_dtype=acc).view(
+            x.shape
+        )  # exact ±x products, float32 sums
     else:
         y = torch.matmul(x.to(acc), hadamard(n, acc, x.device))
-    return y * n ** -0.5
+    return y * n**-0.5
 
 # %% ../nbs/01_reference.ipynb #79919661
 def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
     "The smallest power of two `>= t` (positive finite float32 `t`), exactly: `frexp` gives `t = m·2^e`, `m ∈ [0.5, 1)`."
     m, e = torch.frexp(t)
     return torch.ldexp(torch.ones_like(t), e - (m == 0.5).to(e.dtype))
+
 
 def fp8_quantize(x: torch.Tensor):
     """Per-row FP8 (e4m3) quantisation, one power-of-two scale per row, computed in float32.
@@ -652,12 +832,14 @@ def fp8_quantize(x: torch.Tensor):
     quantised: its scale and every one of its `x8` are NaN, so `x8 · scale` is NaN there.
     Returns `(x8 [..., n] float8_e4m3fn, scale [...] float32)`."""
     check_tensor("x", x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
-    if x.shape[-1] == 0: raise ValueError(f"`x` [..., n] must have n >= 1 values per row, got shape {list(x.shape)}")
+    if x.shape[-1] == 0:
+        raise ValueError(f"`x` [..., n] must have n >= 1 values per row, got shape {list(x.shape)}")
     xf = x.float()
-    amax = xf.abs().amax(-1)                                               # NaN or inf on a non-finite row
+    amax = xf.abs().amax(-1)  # NaN or inf on a non-finite row
     scale = _pow2_ceil(amax.clamp_min(FP8_MIN_AMAX) / E4M3_MAX)
-    scale = torch.where(torch.isfinite(amax), scale, float("nan"))         # … and NaN x8 = NaN / NaN there
+    scale = torch.where(torch.isfinite(amax), scale, float("nan"))  # … and NaN x8 = NaN / NaN there
     return (xf / scale.unsqueeze(-1)).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
+
 
 def fp8_rows(x: torch.Tensor):
     """The FP8 recipe on rows: rotate (`hadamard_rotate`), then quantise per row (`fp8_quantize`), in float32, no gradient.
@@ -667,7 +849,9 @@ def fp8_rows(x: torch.Tensor):
     (|x|·√n > 3.4e38) — comes out NaN: its scale and all its `x8` (never a finite stand-in such as ±448).
     Returns `(x8 [..., n] float8_e4m3fn, scale [...] float32)`, `x`'s rotated rows ≈ `x8 · scale`."""
     _row_len("x", x)
-    with torch.no_grad(): return fp8_quantize(hadamard_rotate(x.float() if x.dtype == torch.float64 else x))
+    with torch.no_grad():
+        return fp8_quantize(hadamard_rotate(x.float() if x.dtype == torch.float64 else x))
+
 
 def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
     """The FP8 recipe's inputs: `fp8_rows` of the indexer queries and of the indexer keys (NaN rows included).
@@ -675,17 +859,27 @@ def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
     `q_idx [..., Hi, Di]` (float): the indexer queries, `Di` a power of two; `k_idx [..., Di]` (float): the indexer keys.
     Returns `(q8 [..., Hi, Di] float8_e4m3fn, q_scale [..., Hi] float32, k8 [..., Di] float8_e4m3fn, k_scale [...] float32)`,
     no gradient."""
-    _row_len("q_idx", q_idx); _row_len("k_idx", k_idx)
+    _row_len("q_idx", q_idx)
+    _row_len("k_idx", k_idx)
     return (*fp8_rows(q_idx), *fp8_rows(k_idx))
 
 # %% ../nbs/01_reference.ipynb #9fe51d68
-INDEXER_PRECISIONS = ("bf16", "fp8")   # the selection scores' precisions (`CSAConfig.indexer_precision`)
+INDEXER_PRECISIONS = ("bf16", "fp8")  # the selection scores' precisions (`CSAConfig.indexer_precision`)
+
 
 def _dequantized(x8, scale, acc):
     return x8.to(acc) * scale.to(acc).unsqueeze(-1)
 
-def fp8_indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int,
-                       softmax_scale: float | None = None, *, q_offset: int = 0) -> torch.Tensor:
+
+def fp8_indexer_scores(
+    q_idx: torch.Tensor,
+    k_idx: torch.Tensor | None,
+    weights: torch.Tensor,
+    ratio: int,
+    softmax_scale: float | None = None,
+    *,
+    q_offset: int = 0,
+) -> torch.Tensor:
     """The FP8 selection scores `[b, sq, n_comp]` (no gradient): `indexer_scores` of the rotated, e4m3-quantised indexer
     queries and keys (see above), in the accumulation dtype; `-inf` where `j >= (q_offset + t + 1) // ratio`.
 
@@ -695,17 +889,26 @@ def fp8_indexer_scores(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights:
     query row 0 (default 0), as for `indexer_scores`.
     Returns the scores `[b, sq, n_comp]`, float32 (float64 for float64 inputs)."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
-    if k_idx is None: return indexer_scores(q_idx, None, weights, ratio, softmax_scale, q_offset=q_offset)
+    if k_idx is None:
+        return indexer_scores(q_idx, None, weights, ratio, softmax_scale, q_offset=q_offset)
     check_tensor("k_idx", k_idx, ndim=3, dtype=_FLOAT_DTYPES)
     d = q_idx.shape[-1]
     with torch.no_grad():
         q8, qs, k8, ks = fp8_indexer_inputs(q_idx, k_idx)
         acc = _acc_dtype(q_idx.dtype)
-        return indexer_scores(_dequantized(q8, qs, acc), _dequantized(k8, ks, acc), weights,
-                              ratio, d ** -0.5 if softmax_scale is None else softmax_scale, q_offset=q_offset)
+        return indexer_scores(
+            _dequantized(q8, qs, acc),
+            _dequantized(k8, ks, acc),
+            weights,
+            ratio,
+            d**-0.5 if softmax_scale is None else softmax_scale,
+            q_offset=q_offset,
+        )
 
-def selection_scores(q_idx, k_idx, weights, ratio: int, softmax_scale=None, *, q_offset: int = 0,
-                     precision: str = "bf16") -> torch.Tensor:
+
+def selection_scores(
+    q_idx, k_idx, weights, ratio: int, softmax_scale=None, *, q_offset: int = 0, precision: str = "bf16"
+) -> torch.Tensor:
     """The scores the top-k selects by, in the layer's indexer precision, no gradient.
 
     `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None`: the indexer
@@ -716,12 +919,23 @@ def selection_scores(q_idx, k_idx, weights, ratio: int, softmax_scale=None, *, q
     if precision not in INDEXER_PRECISIONS:
         raise ValueError(f"`precision` must be one of {INDEXER_PRECISIONS}, got {precision!r}")
     fn = fp8_indexer_scores if precision == "fp8" else indexer_scores
-    with torch.no_grad(): return fn(q_idx, k_idx, weights, ratio, softmax_scale, q_offset=q_offset)
+    with torch.no_grad():
+        return fn(q_idx, k_idx, weights, ratio, softmax_scale, q_offset=q_offset)
 
 # %% ../nbs/01_reference.ipynb #fc8b34d4
-def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, topk: int,
-                         block_rows: int, softmax_scale: float | None = None, *, return_poison: bool = False,
-                         q_offset: int = 0, precision: str = "bf16"):
+def blocked_indexer_topk(
+    q_idx: torch.Tensor,
+    k_idx: torch.Tensor | None,
+    weights: torch.Tensor,
+    ratio: int,
+    topk: int,
+    block_rows: int,
+    softmax_scale: float | None = None,
+    *,
+    return_poison: bool = False,
+    q_offset: int = 0,
+    precision: str = "bf16",
+):
     """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
 
     `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None`: the indexer keys;
@@ -732,15 +946,22 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
     `return_poison`: also return the rows' `indexer_input_poison` (default False).
     Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`, and with `return_poison=True` also
     `indexer_input_poison` of the rows, `[b, sq]` (NaN on rows whose indexer inputs are not finite)."""
-    check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES); check_int("topk", topk); check_int("block_rows", block_rows, 1)
+    check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
+    check_int("topk", topk)
+    check_int("block_rows", block_rows, 1)
     sq, b = q_idx.shape[:2]
     idx = torch.full((b, sq, topk), -1, dtype=torch.int64, device=q_idx.device)
     n_valid = torch.zeros(b, sq, dtype=torch.int32, device=q_idx.device)
-    poison = torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device) if check_bool("return_poison", return_poison) else None
+    poison = (
+        torch.zeros(b, sq, dtype=torch.float32, device=q_idx.device)
+        if check_bool("return_poison", return_poison)
+        else None
+    )
     with torch.no_grad():
         for t0, t1 in query_blocks(sq, block_rows):
-            s = selection_scores(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=q_offset + t0,
-                                 precision=precision)
+            s = selection_scores(
+                q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=q_offset + t0, precision=precision
+            )
             idx[:, t0:t1], n_valid[:, t0:t1] = indexer_topk(s, topk)
             if poison is not None:
                 poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, q_offset + t0)
@@ -748,6 +969,7 @@ def blocked_indexer_topk(q_idx: torch.Tensor, k_idx: torch.Tensor | None, weight
 
 # %% ../nbs/01_reference.ipynb #e9f0a1b2
 if triton is not None:
+
     @triton.jit
     def _stream_tile(ring_ptr, new_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, col0, D, valid, ch):
         """Projections of tokens `q [RP]` (where `valid`) of sequence `bb` at channels `col0 + ch` in fp32: a token of the
@@ -758,30 +980,57 @@ if triton is not None:
         rr = tl.where(new | (q < 0), 0, q % S).to(tl.int64)
         off_n = (rn * ns0 + bb * ns1 + col0)[:, None] + ch[None, :]
         off_r = (rr * rs0 + bb * rs1 + col0)[:, None] + ch[None, :]
-        x = (tl.load(new_ptr + off_n, mask=m & new[:, None], other=0.0).to(tl.float32)
-             + tl.load(ring_ptr + off_r, mask=m & ~new[:, None], other=0.0).to(tl.float32))
+        x = tl.load(new_ptr + off_n, mask=m & new[:, None], other=0.0).to(tl.float32) + tl.load(
+            ring_ptr + off_r, mask=m & ~new[:, None], other=0.0
+        ).to(tl.float32)
         return x, m
 
     @triton.jit
-    def _stream_pool_kernel(ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, pos_ptr, c_ptr, B, S, W, R, D, C0, rs0, rs1, ns0, ns1,
-                            RP: tl.constexpr, BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr):
+    def _stream_pool_kernel(
+        ra_ptr,
+        rg_ptr,
+        na_ptr,
+        ng_ptr,
+        ape_ptr,
+        pos_ptr,
+        c_ptr,
+        B,
+        S,
+        W,
+        R,
+        D,
+        C0,
+        rs0,
+        rs1,
+        ns0,
+        ns1,
+        RP: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        OVERLAP: tl.constexpr,
+    ):
         "The pooled entry of new token `t`'s block of sequence `bb` (channels of one block) → `c [s, B, D]` fp32."
         t, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
         p0 = tl.load(pos_ptr + bb)
         p = p0 + t
-        q = (p // R) * R + k                                       # the block's tokens; those after `p` are not in yet
+        q = (p // R) * R + k  # the block's tokens; those after `p` are not in yet
         a2, m2 = _stream_tile(ra_ptr, na_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, C0, D, (k < R) & (q <= p), ch)
         g2, _ = _stream_tile(rg_ptr, ng_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, C0, D, (k < R) & (q <= p), ch)
-        g2 = tl.where(m2, g2 + tl.load(ape_ptr + k[:, None] * W + C0 + ch[None, :], mask=m2, other=0.0).to(tl.float32),
-                      float("-inf"))
+        g2 = tl.where(
+            m2,
+            g2 + tl.load(ape_ptr + k[:, None] * W + C0 + ch[None, :], mask=m2, other=0.0).to(tl.float32),
+            float("-inf"),
+        )
         mx = tl.max(g2, 0)
-        if OVERLAP:                                                # the previous block's first half (none before block 1)
+        if OVERLAP:  # the previous block's first half (none before block 1)
             q1 = q - R
             a1, m1 = _stream_tile(ra_ptr, na_ptr, q1, p0, S, bb, rs0, rs1, ns0, ns1, 0, D, (k < R) & (q1 >= 0), ch)
             g1, _ = _stream_tile(rg_ptr, ng_ptr, q1, p0, S, bb, rs0, rs1, ns0, ns1, 0, D, (k < R) & (q1 >= 0), ch)
-            g1 = tl.where(m1, g1 + tl.load(ape_ptr + k[:, None] * W + ch[None, :], mask=m1, other=0.0).to(tl.float32),
-                          float("-inf"))
+            g1 = tl.where(
+                m1,
+                g1 + tl.load(ape_ptr + k[:, None] * W + ch[None, :], mask=m1, other=0.0).to(tl.float32),
+                float("-inf"),
+            )
             mx = tl.maximum(mx, tl.max(g1, 0))
             e1 = tl.exp(g1 - mx[None, :])
             num, den = tl.sum(e1 * a1, 0), tl.sum(e1, 0)
@@ -790,6 +1039,7 @@ if triton is not None:
         e2 = tl.exp(g2 - mx[None, :])
         num, den = num + tl.sum(e2 * a2, 0), den + tl.sum(e2, 0)
         tl.store(c_ptr + (t * B + bb).to(tl.int64) * D + ch, num / den, mask=ch < D)
+
 
 def _stream_pool(ring_a, ring_g, a, g, ape, pos, overlap: bool):
     """`Compressor.step`'s pooling in one Triton pass: the entry of each new token's block from the rings `[S, b, W]` and
@@ -801,9 +1051,28 @@ def _stream_pool(ring_a, ring_g, a, g, ape, pos, overlap: bool):
     c = torch.empty(s, b, d, device=a.device, dtype=torch.float32)
     rp = triton.next_power_of_2(r)
     bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
-    _stream_pool_kernel[(s, b, triton.cdiv(d, bd))](ring_a, ring_g, a, g, ape, pos, c, b, ring_a.shape[0], w, r, d,
-                                                    d if overlap else 0, ring_a.stride(0), ring_a.stride(1), a.stride(0),
-                                                    a.stride(1), RP=rp, BLOCK_D=bd, OVERLAP=overlap)
+    _stream_pool_kernel[(s, b, triton.cdiv(d, bd))](
+        ring_a,
+        ring_g,
+        a,
+        g,
+        ape,
+        pos,
+        c,
+        b,
+        ring_a.shape[0],
+        w,
+        r,
+        d,
+        d if overlap else 0,
+        ring_a.stride(0),
+        ring_a.stride(1),
+        a.stride(0),
+        a.stride(1),
+        RP=rp,
+        BLOCK_D=bd,
+        OVERLAP=overlap,
+    )
     return c
 
 # %% ../nbs/01_reference.ipynb #b38657bc
@@ -813,18 +1082,21 @@ def _stream_pool_torch(ring_a, ring_g, a_new, g_new, ape, positions, overlap: bo
     `[s, b, d]` in acc (a partial block's later slots hold unused values: its entry is read only once complete)."""
     s, b = positions.shape
     r, S = ape.shape[0], ring_a.shape[0]
-    src_a, src_g = torch.cat([ring_a, a_new]), torch.cat([ring_g, g_new])                # [S + s, b, ·]
+    src_a, src_g = torch.cat([ring_a, a_new]), torch.cat([ring_g, g_new])  # [S + s, b, ·]
     pos = positions[0]
-    tok = (positions // r * r).unsqueeze(1) + torch.arange(-r if overlap else 0, r, device=pos.device).view(1, -1, 1)   # [s, m, b]
+    tok = (positions // r * r).unsqueeze(1) + torch.arange(-r if overlap else 0, r, device=pos.device).view(
+        1, -1, 1
+    )  # [s, m, b]
     new = tok - pos
-    src = torch.where(new >= 0, S + new, tok % S).clamp(max=S + s - 1)     # past tokens from the ring, new ones after it
+    src = torch.where(new >= 0, S + new, tok % S).clamp(max=S + s - 1)  # past tokens from the ring, new ones after it
     bi = torch.arange(b, device=pos.device)
-    a, g = src_a[src, bi], src_g[src, bi]                                  # [s, m, b, width]: each token's block(s)
-    if overlap:                     # [previous block, own block] of token t = blocks 2t, 2t + 1 of the pooling; block −1: none
+    a, g = src_a[src, bi], src_g[src, bi]  # [s, m, b, width]: each token's block(s)
+    if overlap:  # [previous block, own block] of token t = blocks 2t, 2t + 1 of the pooling; block −1: none
         none = (tok < 0).unsqueeze(-1)
         a, g = a.masked_fill(none, 0.0).view(2 * s, r, b, -1), g.masked_fill(none, float("-inf")).view(2 * s, r, b, -1)
-    c = _gated_pool(a, g, ape, overlap)                                    # as `_compress` pools
+    c = _gated_pool(a, g, ape, overlap)  # as `_compress` pools
     return c[1::2] if overlap else c
+
 
 @patch
 def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
@@ -839,18 +1111,36 @@ def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: tor
     `g [s, b, width]` the new tokens' projections, for the rings (`CSACache.write_ring`)."""
     s, b = x.shape[:2]
     a_new, g_new = self.wkv(x), self.wgate(x)
-    fused = _triton_runs_on(a_new) and ring_a.stride(-1) == 1 and not torch.is_grad_enabled()    # the kernel has no backward
+    fused = (
+        _triton_runs_on(a_new) and ring_a.stride(-1) == 1 and not torch.is_grad_enabled()
+    )  # the kernel has no backward
     pool = _stream_pool if fused else _stream_pool_torch
-    c = pool(ring_a, ring_g, a_new.to(ring_a.dtype), g_new.to(ring_g.dtype), self.ape,
-             positions[0] if pool is _stream_pool else positions, self.overlap)   # [s, b, d] in acc
+    c = pool(
+        ring_a,
+        ring_g,
+        a_new.to(ring_a.dtype),
+        g_new.to(ring_g.dtype),
+        self.ape,
+        positions[0] if pool is _stream_pool else positions,
+        self.overlap,
+    )  # [s, b, d] in acc
     j, d = positions // self.ratio, self.head_dim
     c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
-    c = _rotate(c.reshape(s * b, d), (j * self.ratio).reshape(s * b), self.rotary_dim, self.inv_freq)   # rows [s·b]: one kernel pass
+    c = _rotate(
+        c.reshape(s * b, d), (j * self.ratio).reshape(s * b), self.rotary_dim, self.inv_freq
+    )  # rows [s·b]: one kernel pass
     return c.view(s, b, d).to(x.dtype), a_new, g_new
 
+
 @patch
-def step(self: CSAIndexer, x: torch.Tensor, qr: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor,
-         ring_g: torch.Tensor):
+def step(
+    self: CSAIndexer,
+    x: torch.Tensor,
+    qr: torch.Tensor,
+    positions: torch.Tensor,
+    ring_a: torch.Tensor,
+    ring_g: torch.Tensor,
+):
     """The streaming indexer: the queries, head weights and compressed keys of `s` new tokens per sequence, on the ring
     state it is given (it writes nothing).
 
@@ -860,14 +1150,19 @@ def step(self: CSAIndexer, x: torch.Tensor, qr: torch.Tensor, positions: torch.T
     keys [s, b, Di], (a, g))`: the queries roped at their positions, the head weights (`weights_proj(x) · Hi ** -0.5`),
     then the keys and ring projections of its compressor's `step`."""
     s, b = x.shape[:2]
-    q = _rotate(self.wq(qr).view(s * b, self.n_heads, self.head_dim), positions.reshape(s * b, 1), self.rotary_dim,
-                self.compressor.inv_freq).view(s, b, self.n_heads, self.head_dim)
+    q = _rotate(
+        self.wq(qr).view(s * b, self.n_heads, self.head_dim),
+        positions.reshape(s * b, 1),
+        self.rotary_dim,
+        self.compressor.inv_freq,
+    ).view(s, b, self.n_heads, self.head_dim)
     keys, a, g = self.compressor.step(x, positions, ring_a, ring_g)
-    return q, self.weights_proj(x) * self.n_heads ** -0.5, keys, (a, g)
+    return q, self.weights_proj(x) * self.n_heads**-0.5, keys, (a, g)
 
 # %% ../nbs/01_reference.ipynb #db4f9e3e
-def decode_indexer_scores(q_i: torch.Tensor, k_idx: torch.Tensor, w_i: torch.Tensor, visible: torch.Tensor,
-                          softmax_scale: float) -> torch.Tensor:
+def decode_indexer_scores(
+    q_i: torch.Tensor, k_idx: torch.Tensor, w_i: torch.Tensor, visible: torch.Tensor, softmax_scale: float
+) -> torch.Tensor:
     """Indexer scores of a decoding step's `s` new rows per sequence against the cached entries: `Σ_h w·σ·ReLU(q·k)`.
 
     `q_i [b, s, Hi, Di]`: the new rows' indexer queries; `k_idx [b, E, Di]`: the indexer keys of the cache's `E` entry
@@ -877,6 +1172,9 @@ def decode_indexer_scores(q_i: torch.Tensor, k_idx: torch.Tensor, w_i: torch.Ten
     Returns the scores `[b, s, E]` (`[b, E]` for one row) in the accumulation dtype (float32; float64 for float64 inputs),
     `-inf` at entries `e >= visible`."""
     acc = _acc_dtype(q_i.dtype)
-    s = torch.einsum("b...h,b...he->b...e", w_i.to(acc) * softmax_scale,
-                     torch.relu(torch.einsum("b...hd,bed->b...he", q_i.to(acc), k_idx.to(acc))))
+    s = torch.einsum(
+        "b...h,b...he->b...e",
+        w_i.to(acc) * softmax_scale,
+        torch.relu(torch.einsum("b...hd,bed->b...he", q_i.to(acc), k_idx.to(acc))),
+    )
     return s.masked_fill(torch.arange(k_idx.shape[1], device=s.device) >= visible.unsqueeze(-1), float("-inf"))

@@ -12,8 +12,20 @@ from typing import NamedTuple
 
 import torch
 
-from .checks import (first_order_only, _describe, _is_bool, _triton_runs_on, check_choice, check_device, check_float, check_int, check_scale,
-                                 check_tensor, tl, triton)
+from fused_csa_nb.checks import (
+    first_order_only,
+    _describe,
+    _is_bool,
+    _triton_runs_on,
+    check_choice,
+    check_device,
+    check_float,
+    check_int,
+    check_scale,
+    check_tensor,
+    tl,
+    triton,
+)
 
 # %% auto #0
 __all__ = ['rope_inv_freq', 'yarn_correction_range', 'yarn_inv_freq', 'apply_rotary_interleaved', 'RotaryTable', 'layer_rotary',
@@ -23,14 +35,18 @@ __all__ = ['rope_inv_freq', 'yarn_correction_range', 'yarn_inv_freq', 'apply_rot
 def _check_rotary_dim(rotary_dim, name: str = "rotary_dim") -> int:
     "`rotary_dim` as an `int`: at least 2, and even (channels are rotated in pairs)."
     v = check_int(name, rotary_dim, 2)
-    if v % 2: raise ValueError(f"`{name}` must be even (channels are rotated in pairs), got {v}")
+    if v % 2:
+        raise ValueError(f"`{name}` must be even (channels are rotated in pairs), got {v}")
     return v
+
 
 def _check_theta(theta, name: str = "theta") -> float:
     "A rotary base as a `float`: finite and `> 1`, so that the frequencies `θ^(-2i/d)` fall with the pair index."
     v = check_scale(name, theta, required=True)
-    if not v > 1: raise ValueError(f"`{name}` must be a rotary base > 1, got {v}")
+    if not v > 1:
+        raise ValueError(f"`{name}` must be a rotary base > 1, got {v}")
     return v
+
 
 def rope_inv_freq(rotary_dim: int, theta: float, device=None) -> torch.Tensor:
     """Plain RoPE frequencies `θ^(-2i/rotary_dim)` (radians per token) of the `rotary_dim // 2` pairs: float64 `[rotary_dim // 2]`.
@@ -51,8 +67,10 @@ def _check_yarn(original_seq_len, beta_fast, beta_slow, names=("original_seq_len
         raise ValueError(f"`{names[1]}`={fast} must be > `{names[2]}`={slow}")
     return seq, fast, slow
 
-def yarn_correction_range(rotary_dim: int, theta: float, original_seq_len: int, beta_fast: float,
-                          beta_slow: float) -> tuple[int, int]:
+
+def yarn_correction_range(
+    rotary_dim: int, theta: float, original_seq_len: int, beta_fast: float, beta_slow: float
+) -> tuple[int, int]:
     """Pair indices `(low, high)` at which a pair turns `beta_fast` resp. `beta_slow` times over `original_seq_len` tokens.
 
     `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ (> 1);
@@ -66,8 +84,10 @@ def yarn_correction_range(rotary_dim: int, theta: float, original_seq_len: int, 
     dim = lambda beta: rotary_dim * math.log(seq / (beta * 2 * math.pi)) / (2 * math.log(theta))
     return max(math.floor(dim(fast)), 0), min(math.ceil(dim(slow)), rotary_dim - 1)
 
-def yarn_inv_freq(rotary_dim: int, theta: float, factor: float, original_seq_len: int, beta_fast: float,
-                  beta_slow: float, device=None) -> torch.Tensor:
+
+def yarn_inv_freq(
+    rotary_dim: int, theta: float, factor: float, original_seq_len: int, beta_fast: float, beta_slow: float, device=None
+) -> torch.Tensor:
     """DeepSeek-V4 YaRN frequencies, float64 `[rotary_dim // 2]`; `factor = 1` returns `rope_inv_freq(rotary_dim, theta)` unchanged (every argument is checked, whatever the factor).
 
     `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ (> 1); `factor`: the
@@ -87,19 +107,22 @@ def yarn_inv_freq(rotary_dim: int, theta: float, factor: float, original_seq_len
     return base / factor * (1 - smooth) + base * smooth
 
 # %% ../nbs/00_rotary.ipynb #358d8119
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   # accepted float inputs
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # accepted float inputs
+
 
 def _positions(positions, x):
     "`positions` (a real tensor on `x`'s device or the CPU, or a finite real number) as a tensor on `x.device` broadcasting to `x.shape[:-1]`."
     if isinstance(positions, torch.Tensor):
         if positions.dtype.is_complex or positions.dtype == torch.bool:
             raise TypeError(f"`positions` must be a real tensor, got {positions.dtype}")
-        if positions.device != x.device and positions.device.type != "cpu":    # GPU → CPU would sync; meta has no values
+        if positions.device != x.device and positions.device.type != "cpu":  # GPU → CPU would sync; meta has no values
             raise ValueError(f"`positions` must be on `x`'s device ({x.device}) or on the CPU, got {positions.device}")
     elif _is_bool(positions) or not isinstance(positions, numbers.Real):
-        raise TypeError(f"`positions` must be a real tensor or number, got {_describe(positions)} ({type(positions).__name__})")
+        raise TypeError(
+            f"`positions` must be a real tensor or number, got {_describe(positions)} ({type(positions).__name__})"
+        )
     elif not isinstance(positions, numbers.Integral):
-        check_float("positions", positions)                                     # NaN, ±inf: ValueError
+        check_float("positions", positions)  # NaN, ±inf: ValueError
     positions = torch.as_tensor(positions, device=x.device)
     try:
         ok = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
@@ -111,9 +134,21 @@ def _positions(positions, x):
 
 # %% ../nbs/00_rotary.ipynb #e47894e4
 if triton is not None:
+
     @triton.jit
-    def _rotary_kernel(x_ptr, y_ptr, pos_ptr, freq_ptr, R, J0, HALF: tl.constexpr, SHIFT: tl.constexpr,
-                       BLOCK_R: tl.constexpr, BLOCK_J: tl.constexpr, CONJ: tl.constexpr):
+    def _rotary_kernel(
+        x_ptr,
+        y_ptr,
+        pos_ptr,
+        freq_ptr,
+        R,
+        J0,
+        HALF: tl.constexpr,
+        SHIFT: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_J: tl.constexpr,
+        CONJ: tl.constexpr,
+    ):
         # x, y [S, R, SHIFT + 2·HALF] contiguous; program (s, r): rows r·BLOCK_R… at position pos[s]; pair j (channels
         # SHIFT + 2j, SHIFT + 2j + 1) turns by pos[s]·freq[j − J0] if j ≥ J0 (the other way when CONJ), by 0 below J0;
         # SHIFT = 1 (a row of odd length): channel 0 has no partner and is copied
@@ -121,27 +156,34 @@ if triton is not None:
         js = tl.arange(0, BLOCK_J)
         turn = (js >= J0) & (js < HALF)
         ang = tl.load(pos_ptr + s).to(tl.float64) * tl.load(freq_ptr + (js - J0), mask=turn, other=0.0)
-        ang = ang - (ang * 0.15915494309189535).to(tl.int64).to(tl.float64) * 6.283185307179586   # into (−2π, 2π)
+        ang = ang - (ang * 0.15915494309189535).to(tl.int64).to(tl.float64) * 6.283185307179586  # into (−2π, 2π)
         c, sn = tl.cos(ang.to(tl.float32)), tl.sin(ang.to(tl.float32))
         if CONJ:
             sn = -sn
         cols = tl.arange(0, 2 * BLOCK_J)
-        base = (s * R + rows).to(tl.int64) * (2 * HALF + SHIFT)                   # the rows' first channels
+        base = (s * R + rows).to(tl.int64) * (2 * HALF + SHIFT)  # the rows' first channels
         off = base[:, None] + SHIFT + cols[None, :]
         m = (rows[:, None] < R) & (cols[None, :] < 2 * HALF)
         x0, x1 = tl.split(tl.reshape(tl.load(x_ptr + off, mask=m, other=0.0).to(tl.float32), (BLOCK_R, BLOCK_J, 2)))
-        y = tl.join(x0 * c[None, :] - x1 * sn[None, :], x0 * sn[None, :] + x1 * c[None, :])   # as the complex product
+        y = tl.join(x0 * c[None, :] - x1 * sn[None, :], x0 * sn[None, :] + x1 * c[None, :])  # as the complex product
         tl.store(y_ptr + off, tl.reshape(y, (BLOCK_R, 2 * BLOCK_J)).to(y_ptr.dtype.element_ty), mask=m)
         if SHIFT:
             tl.store(y_ptr + base, tl.load(x_ptr + base, mask=rows < R), mask=rows < R)
 
 # %% ../nbs/00_rotary.ipynb #a2bd83f3
-_POS_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)   # positions the kernel reads as they are
+_POS_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)  # positions the kernel reads as they are
+
 
 def _one_pass_ok(x, positions, inv_freq) -> bool:
     "The Triton kernel applies (`checks._triton_runs_on`): `x [S, …, d]`, positions `[S, 1, …, 1]`, no gradient to positions or frequencies."
-    return (_triton_runs_on(x) and x.dim() >= 2 and positions.dim() == x.dim() - 1 and positions.numel() == x.shape[0]
-            and not (positions.requires_grad or inv_freq.requires_grad))
+    return (
+        _triton_runs_on(x)
+        and x.dim() >= 2
+        and positions.dim() == x.dim() - 1
+        and positions.numel() == x.shape[0]
+        and not (positions.requires_grad or inv_freq.requires_grad)
+    )
+
 
 def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
     "One launch of `_rotary_kernel` over `x [S, …, d]` (positions `[S]`, `inv_freq` float64 on `x`'s device; an odd `d` pairs from channel 1) → a new tensor."
@@ -150,15 +192,19 @@ def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
     y, R = torch.empty_like(x), x.numel() // (S * d)
     bj = triton.next_power_of_2(d // 2)
     br = min(triton.next_power_of_2(R), max(1, 2048 // bj))
-    _rotary_kernel[(S, triton.cdiv(R, br))](x, y, positions, inv_freq, R, j0, HALF=d // 2, SHIFT=d % 2, BLOCK_R=br,
-                                           BLOCK_J=bj, CONJ=conj)
+    _rotary_kernel[(S, triton.cdiv(R, br))](
+        x, y, positions, inv_freq, R, j0, HALF=d // 2, SHIFT=d % 2, BLOCK_R=br, BLOCK_J=bj, CONJ=conj
+    )
     return y
+
 
 class _RotaryOnePass(torch.autograd.Function):
     "The rotation by `_rotary_kernel`: one pass forward, one pass backward (the rotation back)."
+
     @staticmethod
     def forward(ctx, x, positions, inv_freq, j0):
-        ctx.save_for_backward(positions, inv_freq); ctx.j0 = j0
+        ctx.save_for_backward(positions, inv_freq)
+        ctx.j0 = j0
         return _rotary_one_pass(x, positions, inv_freq, j0, False)
 
     @staticmethod
@@ -167,6 +213,7 @@ class _RotaryOnePass(torch.autograd.Function):
     def backward(ctx, dy):
         positions, inv_freq = ctx.saved_tensors
         return _rotary_one_pass(dy, positions, inv_freq, ctx.j0, True), None, None, None
+
 
 def _rotate_one_pass(x, positions, rotary_dim, inv_freq):
     "`apply_rotary_interleaved` by the kernel (`_one_pass_ok` holds)."
@@ -179,21 +226,27 @@ def _rotate_one_pass(x, positions, rotary_dim, inv_freq):
 def _rotate_complex(x, positions, rotary_dim, inv_freq):
     "`apply_rotary_interleaved` by the complex product (any device, dtype, positions); a row of odd length pairs from channel 1."
     d = x.shape[-1]
-    if d % 2:   # channel 0 has no partner: copied as it is; channels 1 … d−1 are a row of even length
+    if d % 2:  # channel 0 has no partner: copied as it is; channels 1 … d−1 are a row of even length
         return torch.cat([x[..., :1], _rotate_complex(x[..., 1:], positions, rotary_dim, inv_freq)], -1)
     acc, cplx = (torch.float64, torch.complex128) if x.dtype == torch.float64 else (torch.float32, torch.complex64)
     freq = inv_freq.to(x.device, torch.float64)
-    if rotary_dim < d:   # the first d − r channels turn at frequency 0: times e^{i·0} = 1, copied (no split, no cat)
+    if rotary_dim < d:  # the first d − r channels turn at frequency 0: times e^{i·0} = 1, copied (no split, no cat)
         freq = torch.cat([freq.new_zeros((d - rotary_dim) // 2), freq])
-    ang = positions.unsqueeze(-1) * freq                                      # float64 (type promotion), [..., d/2]
-    cis = torch.polar(torch.ones_like(ang), ang).to(cplx)                     # e^{i·ang}, rounded to `cplx`
+    ang = positions.unsqueeze(-1) * freq  # float64 (type promotion), [..., d/2]
+    cis = torch.polar(torch.ones_like(ang), ang).to(cplx)  # e^{i·ang}, rounded to `cplx`
     # `view_as_complex` needs unit stride and an even offset: pairs (x0, x1) → x0 + i·x1
     z = torch.view_as_complex(x.to(acc).contiguous().unflatten(-1, (-1, 2)))
-    return torch.view_as_real(z * cis).flatten(-2).to(x.dtype)                # (x0 cos − x1 sin, x0 sin + x1 cos)
+    return torch.view_as_real(z * cis).flatten(-2).to(x.dtype)  # (x0 cos − x1 sin, x0 sin + x1 cos)
 
 # %% ../nbs/00_rotary.ipynb #e6c8eff0
-def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None = None, theta: float | None = None,
-                             *, inv_freq: torch.Tensor | None = None) -> torch.Tensor:
+def apply_rotary_interleaved(
+    x: torch.Tensor,
+    positions,
+    rotary_dim: int | None = None,
+    theta: float | None = None,
+    *,
+    inv_freq: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Rotate interleaved pairs of the last `rotary_dim` channels of `x [..., d]` by `positions · ω`.
 
     `x`: float16/bfloat16/float32/float64, any leading shape; the first `d - rotary_dim` channels are copied
@@ -224,6 +277,7 @@ def apply_rotary_interleaved(x: torch.Tensor, positions, rotary_dim: int | None 
         raise ValueError(f"`inv_freq` must have rotary_dim // 2 = {rotary_dim // 2} entries, got {inv_freq.shape[0]}")
     return _rotate(x, _positions(positions, x), rotary_dim, inv_freq)
 
+
 def _rotate(x, positions, rotary_dim: int, inv_freq):
     "`apply_rotary_interleaved` on checked arguments (`positions` a real tensor on `x`'s device broadcasting to `x.shape[:-1]`): the package's own calls."
     if _one_pass_ok(x, positions, inv_freq):
@@ -231,22 +285,42 @@ def _rotate(x, positions, rotary_dim: int, inv_freq):
     return _rotate_complex(x, positions, rotary_dim, inv_freq)
 
 # %% ../nbs/00_rotary.ipynb #1106357a
-_RATIOS = (0, 4, 128)   # the layer kinds (`config.COMPRESS_RATIOS`; that chapter sits above this one)
-_CFG_ROTARY_FIELDS = ("rotary_dim", "rope_theta", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast",
-                      "beta_slow")   # what `layer_rotary` reads of a CSAConfig
+_RATIOS = (0, 4, 128)  # the layer kinds (`config.COMPRESS_RATIOS`; that chapter sits above this one)
+_CFG_ROTARY_FIELDS = (
+    "rotary_dim",
+    "rope_theta",
+    "compress_rope_theta",
+    "rope_factor",
+    "original_seq_len",
+    "beta_fast",
+    "beta_slow",
+)  # what `layer_rotary` reads of a CSAConfig
+
 
 def _cfg_table_key(cfg, ratio: int) -> tuple:
     "`cfg`'s checked settings for a ratio-`ratio` table: `(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow)`, `factor=None` (plain RoPE) for ratio 0."
     missing = [f for f in _CFG_ROTARY_FIELDS if not hasattr(cfg, f)]
     if missing:
-        raise TypeError(f"`cfg` must be a CSAConfig (or an object with its rotary fields {', '.join(_CFG_ROTARY_FIELDS)}), "
-                        f"got {type(cfg).__name__} without {', '.join(missing)}")
+        raise TypeError(
+            f"`cfg` must be a CSAConfig (or an object with its rotary fields {', '.join(_CFG_ROTARY_FIELDS)}), "
+            f"got {type(cfg).__name__} without {', '.join(missing)}"
+        )
     dim = _check_rotary_dim(cfg.rotary_dim, "cfg.rotary_dim")
-    if ratio == 0: return dim, _check_theta(cfg.rope_theta, "cfg.rope_theta"), None, None, None, None
+    if ratio == 0:
+        return dim, _check_theta(cfg.rope_theta, "cfg.rope_theta"), None, None, None, None
     theta = _check_theta(cfg.compress_rope_theta, "cfg.compress_rope_theta")
     factor = check_float("cfg.rope_factor", cfg.rope_factor, minimum=1.0)
-    return (dim, theta, factor,
-            *_check_yarn(cfg.original_seq_len, cfg.beta_fast, cfg.beta_slow, ("cfg.original_seq_len", "cfg.beta_fast", "cfg.beta_slow")))
+    return (
+        dim,
+        theta,
+        factor,
+        *_check_yarn(
+            cfg.original_seq_len,
+            cfg.beta_fast,
+            cfg.beta_slow,
+            ("cfg.original_seq_len", "cfg.beta_fast", "cfg.beta_slow"),
+        ),
+    )
 
 # %% ../nbs/00_rotary.ipynb #26171191
 class RotaryTable(NamedTuple):
@@ -254,6 +328,7 @@ class RotaryTable(NamedTuple):
 
     `inv_freq`: the float64 tensor `[rotary_dim // 2]` of frequencies, radians per token; `rotary_dim`: the number of
     rotated channels (the last ones of a row), even."""
+
     inv_freq: torch.Tensor
     rotary_dim: int
 
@@ -265,12 +340,14 @@ class RotaryTable(NamedTuple):
         Returns a new tensor of `x`'s shape and dtype (see `apply_rotary_interleaved`)."""
         return apply_rotary_interleaved(x, positions, self.rotary_dim, inv_freq=self.inv_freq)
 
+
 def _kept_table(cfg, ratio, device) -> RotaryTable:
     "The kept (shared) table that `layer_rotary` copies, for callers that only read it (`apply_layer_rotary`)."
     ratio = check_choice("ratio", check_int("ratio", ratio, 0), _RATIOS)
     key = _cfg_table_key(cfg, ratio)
     device = torch.device("cpu") if device is None else check_device("device", device)
     return RotaryTable(_cached_table(*key, device), key[0])
+
 
 def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
     """The rotary table of a ratio-`ratio` layer under `cfg`: plain `rope_theta` for ratio 0, YaRN `compress_rope_theta` otherwise; the caller's own copy.
@@ -282,12 +359,17 @@ def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
     kept = _kept_table(cfg, ratio, device)
     return RotaryTable(kept.inv_freq.clone(), kept.rotary_dim)
 
+
 @functools.lru_cache(maxsize=256)
 def _cached_table(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow, device):
     "One table per setting and device, computed on the CPU (the same bits on every device); `factor=None`: plain RoPE. Shared: never handed out."
-    t = (rope_inv_freq(rotary_dim, theta) if factor is None
-         else yarn_inv_freq(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow))
+    t = (
+        rope_inv_freq(rotary_dim, theta)
+        if factor is None
+        else yarn_inv_freq(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow)
+    )
     return t.to(device)
+
 
 def apply_layer_rotary(x: torch.Tensor, positions, cfg, ratio: int) -> torch.Tensor:
     """Rope `x [..., d]` (a ratio-`ratio` layer's queries or keys, e.g. `[sq, b, H, D]`) at global token `positions`

@@ -23,24 +23,40 @@ __all__ = ['split_batch', 'check_fsdp_cp', 'shard_model']
 def _check_mesh(mesh, dp_dim, cp_dim) -> tuple:
     "`(dims, sizes)` of the named `dp_dim` (or None) and `cp_dim` of `mesh`; a `TypeError` / `ValueError` naming what came."
     if not isinstance(mesh, DeviceMesh):
-        raise TypeError(f"`mesh` must be a torch.distributed DeviceMesh (init_device_mesh(..., mesh_dim_names=('dp', 'cp'))), "
-                        f"got {_describe(mesh)} ({type(mesh).__name__})")
+        raise TypeError(
+            f"`mesh` must be a torch.distributed DeviceMesh (init_device_mesh(..., mesh_dim_names=('dp', 'cp'))), "
+            f"got {_describe(mesh)} ({type(mesh).__name__})"
+        )
     names = mesh.mesh_dim_names or ()
     for arg, dim in (("dp_dim", dp_dim), ("cp_dim", cp_dim)):
-        if dim is None and arg == "dp_dim": continue
+        if dim is None and arg == "dp_dim":
+            continue
         if not isinstance(dim, str):
-            raise TypeError(f"`{arg}` must be the name of a mesh dimension (a str), got {_describe(dim)} ({type(dim).__name__})")
+            raise TypeError(
+                f"`{arg}` must be the name of a mesh dimension (a str), got {_describe(dim)} ({type(dim).__name__})"
+            )
         if dim not in names:
             hint = " (or pass dp_dim=None for a mesh without a data-parallel dim)" if arg == "dp_dim" else ""
-            raise ValueError(f"`{arg}`={dim!r} is not a dimension of `mesh`, whose dims are {names}: build the mesh with "
-                             f"init_device_mesh(device, (dp, cp), mesh_dim_names=('dp', 'cp')){hint}")
-    if dp_dim == cp_dim: raise ValueError(f"`dp_dim` and `cp_dim` must name two different mesh dims, got {cp_dim!r} twice")
+            raise ValueError(
+                f"`{arg}`={dim!r} is not a dimension of `mesh`, whose dims are {names}: build the mesh with "
+                f"init_device_mesh(device, (dp, cp), mesh_dim_names=('dp', 'cp')){hint}"
+            )
+    if dp_dim == cp_dim:
+        raise ValueError(f"`dp_dim` and `cp_dim` must name two different mesh dims, got {cp_dim!r} twice")
     dims = (cp_dim,) if dp_dim is None else (dp_dim, cp_dim)
     return dims, [mesh[d].size() for d in dims]
 
 # %% ../nbs/07_sharding.ipynb #8da41d94
-def split_batch(t: torch.Tensor, mesh: DeviceMesh, *, dp_dim: str | None = "dp", cp_dim: str = "cp",
-                layout: str = "contiguous", seq_dim: int = 0, batch_dim: int = 1) -> torch.Tensor:
+def split_batch(
+    t: torch.Tensor,
+    mesh: DeviceMesh,
+    *,
+    dp_dim: str | None = "dp",
+    cp_dim: str = "cp",
+    layout: str = "contiguous",
+    seq_dim: int = 0,
+    batch_dim: int = 1,
+) -> torch.Tensor:
     """This rank's part of a global batch `t`: its data-parallel share of the sequences and its context-parallel rows.
 
     `t`: the whole batch (dim `batch_dim`, `B` sequences) of whole sequences (dim `seq_dim`, `S` tokens), e.g. SBHD
@@ -53,21 +69,26 @@ def split_batch(t: torch.Tensor, mesh: DeviceMesh, *, dp_dim: str | None = "dp",
     check_tensor("t", t, min_ndim=2)
     seq_dim = check_int("seq_dim", seq_dim, -t.dim(), t.dim() - 1) % t.dim()
     batch_dim = check_int("batch_dim", batch_dim, -t.dim(), t.dim() - 1) % t.dim()
-    if seq_dim == batch_dim: raise ValueError(f"`seq_dim` and `batch_dim` must be two different dims of `t`, got {seq_dim} twice")
+    if seq_dim == batch_dim:
+        raise ValueError(f"`seq_dim` and `batch_dim` must be two different dims of `t`, got {seq_dim} twice")
     layout = check_choice("layout", layout, CP_LAYOUTS)
     _check_mesh(mesh, dp_dim, cp_dim)
     S, B, P = t.shape[seq_dim], t.shape[batch_dim], mesh[cp_dim].size()
     n = 2 * P if layout == "zigzag" else P
     if S % n or (S // n) % CP_BLOCK:
         what = "shards of S/cp" if layout == "contiguous" else "chunks of S/(2·cp)"
-        raise ValueError(f"the {layout} layout of {P} context-parallel ranks cuts the sequence into {n} {what} tokens, each "
-                         f"a multiple of {CP_BLOCK}: the sequence length (dim {seq_dim} of `t`) must be a multiple of "
-                         f"{n * CP_BLOCK}, got {S}")
+        raise ValueError(
+            f"the {layout} layout of {P} context-parallel ranks cuts the sequence into {n} {what} tokens, each "
+            f"a multiple of {CP_BLOCK}: the sequence length (dim {seq_dim} of `t`) must be a multiple of "
+            f"{n * CP_BLOCK}, got {S}"
+        )
     if dp_dim is not None:
         dp = mesh[dp_dim].size()
         if B % dp:
-            raise ValueError(f"the batch (dim {batch_dim} of `t`, {B} sequences) must split evenly over the {dp} "
-                             f"data-parallel ranks of mesh dim {dp_dim!r}")
+            raise ValueError(
+                f"the batch (dim {batch_dim} of `t`, {B} sequences) must split evenly over the {dp} "
+                f"data-parallel ranks of mesh dim {dp_dim!r}"
+            )
         t = t.narrow(batch_dim, mesh[dp_dim].get_local_rank() * (B // dp), B // dp)
     return cp_split(t, mesh[cp_dim].get_local_rank(), P, layout, dim=seq_dim)
 
@@ -78,9 +99,11 @@ def _layers(module) -> list:
         raise TypeError(f"`module` must be a torch.nn.Module, got {_describe(module)} ({type(module).__name__})")
     return [(n or "layer", m) for n, m in module.named_modules() if isinstance(m, CompressedSparseAttention)]
 
+
 def _ranks(group) -> list:
     "The global ranks of a process group, in group order."
     return dist.get_process_group_ranks(group)
+
 
 def check_fsdp_cp(module: nn.Module) -> nn.Module:
     """`module` if every `CompressedSparseAttention` in it with a `cp_group` has its FSDP-sharded parameters on a mesh
@@ -89,10 +112,12 @@ def check_fsdp_cp(module: nn.Module) -> nn.Module:
     `module`: a model (or one layer), after `fully_shard`; parameters that are not `DTensor`s (not sharded) are skipped.
     Returns `module` itself, unchanged."""
     for name, layer in _layers(module):
-        if layer.cp_group is None: continue
+        if layer.cp_group is None:
+            continue
         cp = _ranks(layer.cp_group)
         for pname, p in layer.named_parameters():
-            if not isinstance(p, DTensor): continue
+            if not isinstance(p, DTensor):
+                continue
             held = p.device_mesh.mesh.flatten().tolist()
             if missing := sorted(set(cp) - set(held)):
                 raise ValueError(
@@ -100,7 +125,8 @@ def check_fsdp_cp(module: nn.Module) -> nn.Module:
                     f"over ranks {sorted(held)} (mesh dims {p.device_mesh.mesh_dim_names}), which leave out its CP ranks "
                     f"{missing}: FSDP would reduce the gradients over those ranks only and each CP rank would keep its own "
                     "partial gradient. Shard over the flattened data × context mesh — fully_shard(layer, "
-                    "mesh=mesh['dp', 'cp']._flatten()) — or use shard_model(model, mesh)")
+                    "mesh=mesh['dp', 'cp']._flatten()) — or use shard_model(model, mesh)"
+                )
     return module
 
 # %% ../nbs/07_sharding.ipynb #3890dd0a
@@ -109,13 +135,22 @@ def _check_layer_group(name, layer, group):
     if layer.cp_group is not None:
         want = [dist.get_rank()] if group is None else _ranks(group)
         if _ranks(layer.cp_group) != want:
-            raise ValueError(f"`{name}` has a cp_group of ranks {_ranks(layer.cp_group)}, which is not this rank's group of "
-                             f"the mesh's context-parallel dim (ranks {want}): build the layer with cp_group=None "
-                             "(shard_model binds the mesh's group) or with cp_group=mesh['cp'].get_group()")
+            raise ValueError(
+                f"`{name}` has a cp_group of ranks {_ranks(layer.cp_group)}, which is not this rank's group of "
+                f"the mesh's context-parallel dim (ranks {want}): build the layer with cp_group=None "
+                "(shard_model binds the mesh's group) or with cp_group=mesh['cp'].get_group()"
+            )
 
 # %% ../nbs/07_sharding.ipynb #abfdd8ed
-def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp", cp_dim: str = "cp",
-                mp_policy: MixedPrecisionPolicy | None = None, reshard_after_forward: bool | None = None) -> nn.Module:
+def shard_model(
+    model: nn.Module,
+    mesh: DeviceMesh,
+    *,
+    dp_dim: str | None = "dp",
+    cp_dim: str = "cp",
+    mp_policy: MixedPrecisionPolicy | None = None,
+    reshard_after_forward: bool | None = None,
+) -> nn.Module:
     """Shard `model` with FSDP2 over the data × context ranks of `mesh`, its layers context-parallel over the CP dim.
 
     `model`: a module holding `CompressedSparseAttention` layers (or one layer), the same weights on every rank; it is
@@ -129,21 +164,29 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, *, dp_dim: str | None = "dp"
     Returns `model`, sharded in place (an FSDP module)."""
     dims, sizes = _check_mesh(mesh, dp_dim, cp_dim)
     layers = _layers(model)
-    if not layers: raise ValueError(f"`model` ({type(model).__name__}) holds no CompressedSparseAttention layer to shard")
+    if not layers:
+        raise ValueError(f"`model` ({type(model).__name__}) holds no CompressedSparseAttention layer to shard")
     if mp_policy is not None and not isinstance(mp_policy, MixedPrecisionPolicy):
-        raise TypeError(f"`mp_policy` must be a torch.distributed.fsdp.MixedPrecisionPolicy or None, got {type(mp_policy).__name__}")
+        raise TypeError(
+            f"`mp_policy` must be a torch.distributed.fsdp.MixedPrecisionPolicy or None, got {type(mp_policy).__name__}"
+        )
     group = mesh[cp_dim].get_group() if mesh[cp_dim].size() > 1 else None
-    for name, layer in layers: _check_layer_group(name, layer, group)
-    for _, layer in layers: layer.cp_group = group                # every layer checked first: all bound, or none
-    check_fsdp_cp(model)                                          # layers the caller sharded already, before any sharding
+    for name, layer in layers:
+        _check_layer_group(name, layer, group)
+    for _, layer in layers:
+        layer.cp_group = group  # every layer checked first: all bound, or none
+    check_fsdp_cp(model)  # layers the caller sharded already, before any sharding
     fsdp_mesh = mesh[dims[0]] if len(dims) == 1 else mesh[dims]._flatten("_".join(dims))
     kw = dict(mesh=fsdp_mesh, mp_policy=mp_policy or MixedPrecisionPolicy())
-    if reshard_after_forward is not None: kw["reshard_after_forward"] = reshard_after_forward
+    if reshard_after_forward is not None:
+        kw["reshard_after_forward"] = reshard_after_forward
     for _, layer in layers:
-        if not isinstance(layer, FSDPModule): fully_shard(layer, **kw)   # one the caller sharded: checked above
-    if not isinstance(model, FSDPModule): fully_shard(model, **kw)
+        if not isinstance(layer, FSDPModule):
+            fully_shard(layer, **kw)  # one the caller sharded: checked above
+    if not isinstance(model, FSDPModule):
+        fully_shard(model, **kw)
     for m in model.modules():
-        if isinstance(m, FSDPModule):                             # sum over CP, mean over DP
+        if isinstance(m, FSDPModule):  # sum over CP, mean over DP
             m.set_gradient_divide_factor(float(sizes[0] if dp_dim is not None else 1))
-            m.set_force_sum_reduction_for_comms(True)             # a plain sum, then FSDP divides (no pre-scaled sum)
+            m.set_force_sum_reduction_for_comms(True)  # a plain sum, then FSDP divides (no pre-scaled sum)
     return check_fsdp_cp(model)

@@ -10,7 +10,7 @@ import math
 import torch
 
 from .checks import check_bool, check_float, check_index_values, check_int, check_scale, check_tensor
-from .checks import _TRITON_IMPORT_ERROR, tl, triton   # the package's one guarded triton import
+from .checks import _TRITON_IMPORT_ERROR, tl, triton  # the package's one guarded triton import
 from .layout import visible_counts
 
 # %% auto #0
@@ -21,13 +21,26 @@ __all__ = ['csa_teacher_lse', 'csa_indexer_loss', 'triton_status', 'triton_windo
 def _check_ratio(ratio, required):
     if ratio is None:
         if required:
-            raise ValueError("`ratio` is required when the support is all causal compressed entries "
-                             "(`compressed_idxs=None` / dense loss)")
+            raise ValueError(
+                "`ratio` is required when the support is all causal compressed entries "
+                "(`compressed_idxs=None` / dense loss)"
+            )
         return
     check_int("ratio", ratio, 1)
 
-def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None,
-                          ratio=None, ratio_required=False, cidx_name="compressed_idxs", q_offset=None):
+
+def _check_teacher_inputs(
+    query,
+    kv,
+    compressed_kv,
+    attn_sink,
+    window_idxs,
+    compressed_idxs=None,
+    ratio=None,
+    ratio_required=False,
+    cidx_name="compressed_idxs",
+    q_offset=None,
+):
     "Validate the SBHD teacher inputs (`query` rows from `q_offset` of the `kv` sequence, if given); return `(sq, b, H, D, n_comp)`."
     check_tensor("query", query, ndim=4, floating=True)
     sq, b, H, D = query.shape
@@ -38,27 +51,34 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
     else:
         check_int("q_offset", q_offset, 0)
         if tuple(kv.shape[1:]) != (b, D) or kv.shape[0] < q_offset + sq:
-            raise ValueError(f"`kv` must have shape [S, b, D] with b, D = {(b, D)} and S >= q_offset + sq = "
-                             f"{q_offset + sq} (query rows {q_offset}…{q_offset + sq - 1}), got {tuple(kv.shape)}")
+            raise ValueError(
+                f"`kv` must have shape [S, b, D] with b, D = {(b, D)} and S >= q_offset + sq = "
+                f"{q_offset + sq} (query rows {q_offset}…{q_offset + sq - 1}), got {tuple(kv.shape)}"
+            )
     S = kv.shape[0]
     n_comp = 0
     if compressed_kv is not None:
         check_tensor("compressed_kv", compressed_kv, ndim=3, floating=True, like=query, like_name="`query`")
         if tuple(compressed_kv.shape[1:]) != (b, D):
-            raise ValueError(f"`compressed_kv` must have shape [n_comp, b={b}, D={D}], got {tuple(compressed_kv.shape)}")
+            raise ValueError(
+                f"`compressed_kv` must have shape [n_comp, b={b}, D={D}], got {tuple(compressed_kv.shape)}"
+            )
         n_comp = compressed_kv.shape[0]
     check_tensor("attn_sink", attn_sink, ndim=1, floating=True)
     if attn_sink.shape[0] != H:
         raise ValueError(f"`attn_sink` must have shape [H] = ({H},), got {tuple(attn_sink.shape)}")
     check_tensor("window_idxs", window_idxs, ndim=3, floating=False)
     if tuple(window_idxs.shape[:2]) != (b, sq):
-        raise ValueError(f"`window_idxs` must have shape [b, sq, W] with (b, sq) = {(b, sq)}, got {tuple(window_idxs.shape)}")
+        raise ValueError(
+            f"`window_idxs` must have shape [b, sq, W] with (b, sq) = {(b, sq)}, got {tuple(window_idxs.shape)}"
+        )
     check_index_values("window_idxs", window_idxs, S, "raw positions into `kv`")
     if compressed_idxs is not None:
         check_tensor(cidx_name, compressed_idxs, ndim=3, floating=False)
         if tuple(compressed_idxs.shape[:2]) != (b, sq):
-            raise ValueError(f"`{cidx_name}` must have shape [b, sq, K] with (b, sq) = {(b, sq)}, "
-                             f"got {tuple(compressed_idxs.shape)}")
+            raise ValueError(
+                f"`{cidx_name}` must have shape [b, sq, K] with (b, sq) = {(b, sq)}, got {tuple(compressed_idxs.shape)}"
+            )
         check_index_values(cidx_name, compressed_idxs, n_comp, "compressed-entry ids")
     _check_ratio(ratio, ratio_required)
     if ratio is not None and n_comp != S // ratio:
@@ -68,9 +88,11 @@ def _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs, comp
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devs))}")
     return sq, b, H, D, n_comp
 
+
 def _scale(softmax_scale, D):
     "The softmax scale, `D ** -0.5` by default (every bad value a `ValueError`)."
-    return check_scale("softmax_scale", softmax_scale, D ** -0.5)
+    return check_scale("softmax_scale", softmax_scale, D**-0.5)
+
 
 def _acc_dtype(*ts):
     "fp32 accumulation, float64 when any input is float64."
@@ -82,10 +104,12 @@ def _causal_visible(t0, t1, n_comp, ratio, device, j0=0, j1=None):
     j1 = n_comp if j1 is None else j1
     return torch.arange(j0, j1, device=device)[None, :] < visible_counts(t0, t1, ratio, device=device)[:, None]
 
+
 def _gather_rows(src_bnd, idx):
     "Rows of `src [b, n, D]` at `idx [b, c, k]` (`-1` → row 0, to be masked) → `[b, c, k, D]`."
     b = src_bnd.shape[0]
     return src_bnd[torch.arange(b, device=idx.device)[:, None, None], idx.clamp_min(0)]
+
 
 def _chunks(sq, per_row, per_row_key, n_keys, budget):
     "Query rows per chunk and keys per compressed block so that one chunk's temporaries fit `budget` bytes."
@@ -94,9 +118,10 @@ def _chunks(sq, per_row, per_row_key, n_keys, budget):
         return min(max(sq, 1), rows), max(n_keys, 1)
     return 1, max(1, (budget - per_row) // max(1, per_row_key))
 
+
 def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale, off=0):
     "Logits of query chunk `q [b, c, H, D]` (rows `t0…t1` of `cidx`, global positions `+ off`) against compressed keys `[j0, j1)` (dense) or slots `[j0, j1)` of `cidx`; `-inf` outside the support."
-    if cidx is None:   # dense: every causal entry
+    if cidx is None:  # dense: every causal entry
         s = torch.einsum("bchd,bnd->bchn", q, ckv[:, j0:j1].to(q.dtype)).mul_(scale)
         vis = _causal_visible(off + t0, off + t1, ckv.shape[1], ratio, q.device, j0, j1)
         return s.masked_fill_(~vis[None, :, None, :], float("-inf"))
@@ -105,8 +130,19 @@ def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale, off=0):
     return s.masked_fill_((idx < 0)[:, :, None, :], float("-inf"))
 
 # %% ../nbs/02_teacher.ipynb #e29c2acb
-def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs=None, ratio=None,
-                    softmax_scale=None, *, max_chunk_bytes=1 << 30, q_offset=None):
+def csa_teacher_lse(
+    query,
+    kv,
+    compressed_kv,
+    attn_sink,
+    window_idxs,
+    compressed_idxs=None,
+    ratio=None,
+    softmax_scale=None,
+    *,
+    max_chunk_bytes=1 << 30,
+    q_offset=None,
+):
     """The teacher's log-sum-exp `[b, sq, H]`: log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)), eager and chunked.
 
     `query [sq, b, H, D]` float: the attention queries (any float dtype; fp32 math, float64 for float64 inputs);
@@ -124,17 +160,25 @@ def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed
     `q_offset` int >= 0: `query` holds rows `q_offset…` of the sequence in `kv` (a query block; causality counts from
     there); `None`: all of them.
     Returns fp32 `[b, sq, H]`, float64 when `query`, `kv` or `compressed_kv` is float64."""
-    sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
-                                                 compressed_idxs, ratio,
-                                                 ratio_required=compressed_idxs is None and compressed_kv is not None,
-                                                 q_offset=q_offset)
+    sq, b, H, D, n_comp = _check_teacher_inputs(
+        query,
+        kv,
+        compressed_kv,
+        attn_sink,
+        window_idxs,
+        compressed_idxs,
+        ratio,
+        ratio_required=compressed_idxs is None and compressed_kv is not None,
+        q_offset=q_offset,
+    )
     off = q_offset or 0
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale, acc = _scale(softmax_scale, D), _acc_dtype(query, kv, compressed_kv)
     out = torch.empty(b, sq, H, dtype=acc, device=query.device)
-    if sq == 0 or b == 0: return out
-    kvb = kv.transpose(0, 1)                                          # [b, sq, D] view
-    ckv = compressed_kv.transpose(0, 1) if n_comp else None           # [b, n_comp, D] view
+    if sq == 0 or b == 0:
+        return out
+    kvb = kv.transpose(0, 1)  # [b, sq, D] view
+    ckv = compressed_kv.transpose(0, 1) if n_comp else None  # [b, n_comp, D] view
     W = window_idxs.shape[-1]
     n_keys = (n_comp if compressed_idxs is None else compressed_idxs.shape[-1]) if n_comp else 0
     esz = torch.finfo(acc).bits // 8
@@ -145,7 +189,7 @@ def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed
     sink = attn_sink.detach().to(acc).view(1, 1, H)
     for t0 in range(0, sq, rows):
         t1 = min(sq, t0 + rows)
-        q = query[t0:t1].detach().to(acc).transpose(0, 1)             # [b, c, H, D]
+        q = query[t0:t1].detach().to(acc).transpose(0, 1)  # [b, c, H, D]
         widx = window_idxs[:, t0:t1]
         s = torch.einsum("bchd,bcwd->bchw", q, _gather_rows(kvb, widx).to(acc)).mul_(scale)
         s.masked_fill_((widx < 0)[:, :, None, :], float("-inf"))
@@ -161,6 +205,7 @@ def csa_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, compressed
 # %% ../nbs/02_teacher.ipynb #6cac25a2
 _TINY = torch.finfo(torch.float32).tiny
 
+
 def _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes, off=0):
     "Target `[b, sq, K]` over the support (zeros outside it; rows sum to 1, or 0 if the support is empty)."
     sq, b, H, D = query.shape
@@ -174,11 +219,11 @@ def _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_c
     for t0 in range(0, sq, rows):
         t1 = min(sq, t0 + rows)
         q = query[t0:t1].detach().to(acc).transpose(0, 1)
-        s = _compressed_logits(q, ckv, support_idxs, t0, t1, 0, n_keys, ratio, scale, off)   # [b, c, H, K]
-        s.sub_(lse[:, t0:t1, :, None])                                    # log p_h(j) under the full denominator
+        s = _compressed_logits(q, ckv, support_idxs, t0, t1, 0, n_keys, ratio, scale, off)  # [b, c, H, K]
+        s.sub_(lse[:, t0:t1, :, None])  # log p_h(j) under the full denominator
         m = s.amax(dim=(2, 3), keepdim=True)
-        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))        # empty support: all -inf
-        p = s.sub_(m).exp_().sum(2)                                       # Σ_h p_h(j) · e^{-m}
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # empty support: all -inf
+        p = s.sub_(m).exp_().sum(2)  # Σ_h p_h(j) · e^{-m}
         out[:, t0:t1] = p / p.sum(-1, keepdim=True).clamp_min(_TINY)
     return out
 
@@ -188,14 +233,29 @@ def _predict_log_probs(scores, support):
     s = scores.masked_fill(~support, float("-inf"))
     m = s.detach().amax(-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    e = torch.exp(s - m)                                                  # 0 outside the support
+    e = torch.exp(s - m)  # 0 outside the support
     p = e / e.sum(-1, keepdim=True).clamp_min(_TINY)
     return torch.log(p.clamp_min(_TINY))
 
 # %% ../nbs/02_teacher.ipynb #fb50c448
-def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs=None,
-                     softmax_scale=None, coeff=1.0, per_token=False, *, teacher_lse=None, max_chunk_bytes=1 << 30,
-                     q_offset=None, row_mask=None):
+def csa_indexer_loss(
+    index_scores,
+    query,
+    kv,
+    compressed_kv,
+    attn_sink,
+    window_idxs,
+    ratio,
+    topk_idxs=None,
+    softmax_scale=None,
+    coeff=1.0,
+    per_token=False,
+    *,
+    teacher_lse=None,
+    max_chunk_bytes=1 << 30,
+    q_offset=None,
+    row_mask=None,
+):
     """Indexer KL loss (a scalar) towards the full-denominator CSA teacher; dense (`topk_idxs=None`) or sparse.
 
     `index_scores [b, sq, n_comp]` float: the indexer's score of every compressed entry per query row, the only input
@@ -224,15 +284,20 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
     Returns a 0-dim tensor, float64 for float64 `index_scores`, else fp32."""
     check_tensor("index_scores", index_scores, ndim=3, floating=True)
     _check_ratio(ratio, True)
-    sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
-                                                 topk_idxs, ratio, cidx_name="topk_idxs", q_offset=q_offset)
+    sq, b, H, D, n_comp = _check_teacher_inputs(
+        query, kv, compressed_kv, attn_sink, window_idxs, topk_idxs, ratio, cidx_name="topk_idxs", q_offset=q_offset
+    )
     off = q_offset or 0
     if tuple(index_scores.shape) != (b, sq, n_comp):
-        raise ValueError(f"`index_scores` must have shape [b, sq, n_comp] = {(b, sq, n_comp)}, got {tuple(index_scores.shape)}")
+        raise ValueError(
+            f"`index_scores` must have shape [b, sq, n_comp] = {(b, sq, n_comp)}, got {tuple(index_scores.shape)}"
+        )
     if index_scores.device != query.device:
         raise ValueError(f"`index_scores` is on {index_scores.device}, `query` on {query.device}")
-    coeff = check_float("coeff", coeff); check_bool("per_token", per_token)
-    if row_mask is not None: check_tensor("row_mask", row_mask, dtype=torch.bool, shape=(b, sq), what="[b, sq]")
+    coeff = check_float("coeff", coeff)
+    check_bool("per_token", per_token)
+    if row_mask is not None:
+        check_tensor("row_mask", row_mask, dtype=torch.bool, shape=(b, sq), what="[b, sq]")
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale = _scale(softmax_scale, D)
     if teacher_lse is not None:
@@ -241,13 +306,13 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
             raise ValueError(f"`teacher_lse` must have shape [b, sq, H] = {(b, sq, H)}, got {tuple(teacher_lse.shape)}")
     work = torch.float64 if index_scores.dtype == torch.float64 else torch.float32
     if n_comp == 0 or (topk_idxs is not None and topk_idxs.shape[-1] == 0):
-        return coeff * index_scores.to(work).sum() * 0.0                # no compressed entry anywhere: 0, graph kept
+        return coeff * index_scores.to(work).sum() * 0.0  # no compressed entry anywhere: 0, graph kept
     dev = query.device
-    if topk_idxs is None:                                                # dense: all causal entries
+    if topk_idxs is None:  # dense: all causal entries
         support_idxs = None
         support = _causal_visible(off, off + sq, n_comp, ratio, dev).expand(b, sq, n_comp)
         scores = index_scores
-    else:                                                                # sparse: visible selected ids
+    else:  # sparse: visible selected ids
         vis_count = visible_counts(off, off + sq, ratio, device=dev)
         support = (topk_idxs >= 0) & (topk_idxs < vis_count[None, :, None])
         support_idxs = topk_idxs.masked_fill(~support, -1)
@@ -255,26 +320,38 @@ def csa_indexer_loss(index_scores, query, kv, compressed_kv, attn_sink, window_i
     acc = _acc_dtype(query, kv, compressed_kv)
     with torch.no_grad():
         if teacher_lse is None:
-            lse = csa_teacher_lse(query.detach(), kv.detach(), None if compressed_kv is None else compressed_kv.detach(),
-                                  attn_sink.detach(), window_idxs, compressed_idxs=support_idxs, ratio=ratio,
-                                  softmax_scale=scale, max_chunk_bytes=max_chunk_bytes, q_offset=q_offset)
+            lse = csa_teacher_lse(
+                query.detach(),
+                kv.detach(),
+                None if compressed_kv is None else compressed_kv.detach(),
+                attn_sink.detach(),
+                window_idxs,
+                compressed_idxs=support_idxs,
+                ratio=ratio,
+                softmax_scale=scale,
+                max_chunk_bytes=max_chunk_bytes,
+                q_offset=q_offset,
+            )
         else:
             lse = teacher_lse.detach().to(acc)
         target = _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes, off)
     log_p = _predict_log_probs(scores.to(work), support)
     target = target.to(work)
     log_t = torch.log(target.clamp_min(_TINY))
-    row = torch.where(support, target * (log_t - log_p), torch.zeros_like(log_p)).sum(-1)   # [b, sq]
-    if row_mask is not None: row = torch.where(row_mask, row, torch.zeros((), dtype=row.dtype, device=dev))
+    row = torch.where(support, target * (log_t - log_p), torch.zeros_like(log_p)).sum(-1)  # [b, sq]
+    if row_mask is not None:
+        row = torch.where(row_mask, row, torch.zeros((), dtype=row.dtype, device=dev))
     # non-finite inputs are never hidden (reference chapter): a NaN/Inf visible score poisons the loss even where
     # no support uses it (`0 · Σ visible scores` is 0 otherwise, with zero gradient); no device sync
     visible = _causal_visible(0, sq, n_comp, ratio, dev)
-    if row_mask is not None: visible = visible & row_mask[:, :, None]
+    if row_mask is not None:
+        visible = visible & row_mask[:, :, None]
     total = row.sum() + 0.0 * torch.where(visible, index_scores.to(work), torch.zeros((), dtype=work, device=dev)).sum()
     return coeff * (total if per_token else total / max(1, b * sq))
 
 # %% ../nbs/02_teacher.ipynb #9232bfce
 if triton is not None:
+
     @triton.jit
     def _lse_update(m_i, l_i, s):
         "Fold logits `s [BLOCK_H, BLOCK_N]` (-inf = absent) into the running (max, sum) per head."
@@ -284,16 +361,29 @@ if triton is not None:
         return m_new, l_i
 
     @triton.jit
-    def _qk_block(q_base, k_ptrs_row, k_valid, offs_h, h_mask, stride_qh, D,
-                  BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr,
-                  UPCAST: tl.constexpr):
+    def _qk_block(
+        q_base,
+        k_ptrs_row,
+        k_valid,
+        offs_h,
+        h_mask,
+        stride_qh,
+        D,
+        BLOCK_H: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        IEEE: tl.constexpr,
+        UPCAST: tl.constexpr,
+    ):
         "`[BLOCK_H, BLOCK_N]` fp32 dot products of the query heads with the kv rows at `k_ptrs_row`."
         offs_d = tl.arange(0, BLOCK_D)
         acc = tl.zeros([BLOCK_H, BLOCK_N], dtype=tl.float32)
         for d0 in range(0, D, BLOCK_D):
             dd = d0 + offs_d
             dm = dd < D
-            q = tl.load(q_base + offs_h[:, None] * stride_qh + dd[None, :], mask=h_mask[:, None] & dm[None, :], other=0.0)
+            q = tl.load(
+                q_base + offs_h[:, None] * stride_qh + dd[None, :], mask=h_mask[:, None] & dm[None, :], other=0.0
+            )
             k = tl.load(k_ptrs_row[:, None] + dd[None, :], mask=k_valid[:, None] & dm[None, :], other=0.0)
             if UPCAST:
                 q = q.to(tl.float32)
@@ -306,14 +396,37 @@ if triton is not None:
 
 # %% ../nbs/02_teacher.ipynb #9332b4a7
 if triton is not None:
+
     @triton.jit
-    def _window_lse_kernel(q_ptr, kv_ptr, sink_ptr, idx_ptr, out_ptr, SQ, B, H, D, W, scale,
-                           stride_qs, stride_qb, stride_qh, stride_ks, stride_kb, stride_ib, stride_is,
-                           stride_ob, stride_os,
-                           BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr,
-                           UPCAST: tl.constexpr):
+    def _window_lse_kernel(
+        q_ptr,
+        kv_ptr,
+        sink_ptr,
+        idx_ptr,
+        out_ptr,
+        SQ,
+        B,
+        H,
+        D,
+        W,
+        scale,
+        stride_qs,
+        stride_qb,
+        stride_qh,
+        stride_ks,
+        stride_kb,
+        stride_ib,
+        stride_is,
+        stride_ob,
+        stride_os,
+        BLOCK_H: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        IEEE: tl.constexpr,
+        UPCAST: tl.constexpr,
+    ):
         row = tl.program_id(0)
-        s = SQ - 1 - row // B                       # last queries first
+        s = SQ - 1 - row // B  # last queries first
         bb = row % B
         offs_h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
         h_mask = offs_h < H
@@ -326,19 +439,43 @@ if triton is not None:
             idx = tl.load(idx_base + offs_n, mask=offs_n < W, other=-1).to(tl.int64)
             valid = idx >= 0
             k_rows = kv_ptr + idx * stride_ks + bb.to(tl.int64) * stride_kb
-            acc = _qk_block(q_base, k_rows, valid, offs_h, h_mask, stride_qh, D, BLOCK_H, BLOCK_N, BLOCK_D, IEEE, UPCAST)
+            acc = _qk_block(
+                q_base, k_rows, valid, offs_h, h_mask, stride_qh, D, BLOCK_H, BLOCK_N, BLOCK_D, IEEE, UPCAST
+            )
             m_i, l_i = _lse_update(m_i, l_i, tl.where(valid[None, :], acc * scale, float("-inf")))
-        tl.store(out_ptr + bb.to(tl.int64) * stride_ob + s.to(tl.int64) * stride_os + offs_h,
-                 m_i + tl.log(l_i), mask=h_mask)
+        tl.store(
+            out_ptr + bb.to(tl.int64) * stride_ob + s.to(tl.int64) * stride_os + offs_h, m_i + tl.log(l_i), mask=h_mask
+        )
 
 # %% ../nbs/02_teacher.ipynb #8350cecb
 if triton is not None:
+
     @triton.jit
-    def _causal_compressed_lse_kernel(q_ptr, ckv_ptr, lse_ptr, out_ptr, SQ, B, H, D, N_COMP, RATIO, scale,
-                                      stride_qs, stride_qb, stride_qh, stride_cs, stride_cb,
-                                      stride_ob, stride_os,
-                                      BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                                      IEEE: tl.constexpr, UPCAST: tl.constexpr):
+    def _causal_compressed_lse_kernel(
+        q_ptr,
+        ckv_ptr,
+        lse_ptr,
+        out_ptr,
+        SQ,
+        B,
+        H,
+        D,
+        N_COMP,
+        RATIO,
+        scale,
+        stride_qs,
+        stride_qb,
+        stride_qh,
+        stride_cs,
+        stride_cb,
+        stride_ob,
+        stride_os,
+        BLOCK_H: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        IEEE: tl.constexpr,
+        UPCAST: tl.constexpr,
+    ):
         row = tl.program_id(0)
         s = SQ - 1 - row // B
         bb = row % B
@@ -353,16 +490,20 @@ if triton is not None:
             offs_n = n0 + tl.arange(0, BLOCK_N)
             valid = offs_n < n_vis
             k_rows = ckv_ptr + offs_n.to(tl.int64) * stride_cs + bb.to(tl.int64) * stride_cb
-            acc = _qk_block(q_base, k_rows, valid, offs_h, h_mask, stride_qh, D, BLOCK_H, BLOCK_N, BLOCK_D, IEEE, UPCAST)
+            acc = _qk_block(
+                q_base, k_rows, valid, offs_h, h_mask, stride_qh, D, BLOCK_H, BLOCK_N, BLOCK_D, IEEE, UPCAST
+            )
             m_i, l_i = _lse_update(m_i, l_i, tl.where(valid[None, :], acc * scale, float("-inf")))
         tl.store(out_ptr + o_ptrs, m_i + tl.log(l_i), mask=h_mask)
 
 # %% ../nbs/02_teacher.ipynb #1c11572a
 _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
+
 def _triton_interpreted() -> bool:
     "Whether this module's kernels were defined under Triton's interpreter (`TRITON_INTERPRET=1` at import)."
     return triton is not None and type(_window_lse_kernel).__name__ == "InterpretedFunction"
+
 
 def triton_status(device=None) -> str:
     """`'ok'` if the teacher-LSE Triton kernels can run on tensors on `device`, else the reason.
@@ -376,27 +517,41 @@ def triton_status(device=None) -> str:
         return "ok"
     dev = torch.device("cuda") if device is None else torch.device(device)
     if dev.type != "cuda":
-        return (f"the Triton kernels need CUDA tensors, got device '{dev}' (CPU runs need TRITON_INTERPRET=1 "
-                "set before importing fused_csa_nb.teacher)")
+        return (
+            f"the Triton kernels need CUDA tensors, got device '{dev}' (CPU runs need TRITON_INTERPRET=1 "
+            "set before importing fused_csa_nb.teacher)"
+        )
     if not torch.cuda.is_available():
         return "no CUDA device is available"
     return "ok"
+
 
 def _require_triton(device, what):
     reason = triton_status(device)
     if reason != "ok":
         raise RuntimeError(f"{what} cannot run: {reason}")
 
+
 def _upcast(dtype) -> bool:
     "Triton's interpreter multiplies bf16 tiles wrongly (raw bits), so interpreted runs upcast them to fp32 first."
     return _triton_interpreted() and dtype == torch.bfloat16
 
 # %% ../nbs/02_teacher.ipynb #ab70935c
-def _next_pow2(n): return 1 << max(0, int(n) - 1).bit_length()
+def _next_pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
 
 def _kernel_inputs(query, kv, compressed_kv, attn_sink, window_idxs, ratio, what):
-    sq, b, H, D, n_comp = _check_teacher_inputs(query, kv, compressed_kv, attn_sink, window_idxs,
-                                                 None, ratio, ratio_required=ratio is not None or compressed_kv is not None)
+    sq, b, H, D, n_comp = _check_teacher_inputs(
+        query,
+        kv,
+        compressed_kv,
+        attn_sink,
+        window_idxs,
+        None,
+        ratio,
+        ratio_required=ratio is not None or compressed_kv is not None,
+    )
     for name, t in (("query", query), ("kv", kv), ("compressed_kv", compressed_kv)):
         if t is not None and t.dtype not in _KERNEL_DTYPES:
             raise TypeError(f"`{name}` must be float16, bfloat16 or float32 for the Triton kernels, got {t.dtype}")
@@ -405,30 +560,77 @@ def _kernel_inputs(query, kv, compressed_kv, attn_sink, window_idxs, ratio, what
     _require_triton(query.device, what)
     return sq, b, H, D, n_comp
 
+
 def _blocks(H, D, n, max_n=64):
     return (min(64, max(16, _next_pow2(H))), min(max_n, max(16, _next_pow2(n))), min(64, max(16, _next_pow2(D))))
+
 
 def _launch_window(query, kv, attn_sink, window_idxs, scale, out):
     sq, b, H, D = query.shape
     q, k, w = query.contiguous(), kv.contiguous(), window_idxs.contiguous()
     BH, BN, BD = _blocks(H, D, w.shape[-1])
     grid = (sq * b, triton.cdiv(H, BH))
-    _window_lse_kernel[grid](q, k, attn_sink.contiguous().float(), w, out, sq, b, H, D, w.shape[-1], scale,
-                             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), w.stride(0), w.stride(1),
-                             out.stride(0), out.stride(1),
-                             BLOCK_H=BH, BLOCK_N=BN, BLOCK_D=BD, IEEE=query.dtype == torch.float32,
-                             UPCAST=_upcast(query.dtype), num_warps=4)
+    _window_lse_kernel[grid](
+        q,
+        k,
+        attn_sink.contiguous().float(),
+        w,
+        out,
+        sq,
+        b,
+        H,
+        D,
+        w.shape[-1],
+        scale,
+        q.stride(0),
+        q.stride(1),
+        q.stride(2),
+        k.stride(0),
+        k.stride(1),
+        w.stride(0),
+        w.stride(1),
+        out.stride(0),
+        out.stride(1),
+        BLOCK_H=BH,
+        BLOCK_N=BN,
+        BLOCK_D=BD,
+        IEEE=query.dtype == torch.float32,
+        UPCAST=_upcast(query.dtype),
+        num_warps=4,
+    )
+
 
 def _launch_compressed(query, compressed_kv, ratio, scale, lse, out):
     sq, b, H, D = query.shape
     q, c = query.contiguous(), compressed_kv.contiguous()
     BH, BN, BD = _blocks(H, D, c.shape[0], max_n=128)
     grid = (sq * b, triton.cdiv(H, BH))
-    _causal_compressed_lse_kernel[grid](q, c, lse, out, sq, b, H, D, c.shape[0], ratio, scale,
-                                        q.stride(0), q.stride(1), q.stride(2), c.stride(0), c.stride(1),
-                                        out.stride(0), out.stride(1),
-                                        BLOCK_H=BH, BLOCK_N=BN, BLOCK_D=BD, IEEE=query.dtype == torch.float32,
-                             UPCAST=_upcast(query.dtype), num_warps=4)
+    _causal_compressed_lse_kernel[grid](
+        q,
+        c,
+        lse,
+        out,
+        sq,
+        b,
+        H,
+        D,
+        c.shape[0],
+        ratio,
+        scale,
+        q.stride(0),
+        q.stride(1),
+        q.stride(2),
+        c.stride(0),
+        c.stride(1),
+        out.stride(0),
+        out.stride(1),
+        BLOCK_H=BH,
+        BLOCK_N=BN,
+        BLOCK_D=BD,
+        IEEE=query.dtype == torch.float32,
+        UPCAST=_upcast(query.dtype),
+        num_warps=4,
+    )
 
 # %% ../nbs/02_teacher.ipynb #27045fad
 def triton_window_lse(query, kv, attn_sink, window_idxs, softmax_scale=None):
@@ -443,8 +645,10 @@ def triton_window_lse(query, kv, attn_sink, window_idxs, softmax_scale=None):
     Returns fp32 `[b, sq, H]` (no autograd). Raises `RuntimeError` when Triton cannot run (`triton_status`)."""
     sq, b, H, D, _ = _kernel_inputs(query, kv, None, attn_sink, window_idxs, None, "triton_window_lse")
     out = torch.empty(b, sq, H, dtype=torch.float32, device=query.device)
-    if out.numel(): _launch_window(query, kv, attn_sink, window_idxs, _scale(softmax_scale, D), out)
+    if out.numel():
+        _launch_window(query, kv, attn_sink, window_idxs, _scale(softmax_scale, D), out)
     return out
+
 
 def triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, ratio, softmax_scale=None):
     """Triton: `[b, sq, H]` fp32 LSE over sink + window + all causal compressed keys (= `csa_teacher_lse(..., ratio=ratio)`).
@@ -459,13 +663,16 @@ def triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, r
     `ratio` int >= 1: the compression ratio r; entry `j` is visible to row `t` iff `j < (t+1) // ratio`;
     `softmax_scale` float > 0: the logit scale τ, default `D ** -0.5`.
     Returns fp32 `[b, sq, H]` (no autograd). Raises `RuntimeError` when Triton cannot run (`triton_status`)."""
-    sq, b, H, D, n_comp = _kernel_inputs(query, kv, compressed_kv, attn_sink, window_idxs, ratio,
-                                         "triton_dense_teacher_lse")
+    sq, b, H, D, n_comp = _kernel_inputs(
+        query, kv, compressed_kv, attn_sink, window_idxs, ratio, "triton_dense_teacher_lse"
+    )
     scale = _scale(softmax_scale, D)
     out = torch.empty(b, sq, H, dtype=torch.float32, device=query.device)
-    if not out.numel(): return out
+    if not out.numel():
+        return out
     _launch_window(query, kv, attn_sink, window_idxs, scale, out)
-    if n_comp: _launch_compressed(query, compressed_kv, ratio, scale, out, out)   # in place: each program owns its rows
+    if n_comp:
+        _launch_compressed(query, compressed_kv, ratio, scale, out, out)  # in place: each program owns its rows
     return out
 
 # %% ../nbs/02_teacher.ipynb #ee0a239c

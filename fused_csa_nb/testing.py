@@ -21,7 +21,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from . import kernels as _kernels
-from . import deterministic as _deterministic   # defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
+from fused_csa_nb import (
+    deterministic as _deterministic,
+)  # defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
 from .checks import _describe, check_float, check_int
 from .layout import _compact
 
@@ -40,24 +42,26 @@ def _gather_keys(kv, idx, topk_length):
     slots = idx.clamp(0, s_kv - 1)
     return kv.float()[slots].masked_fill(~valid[..., None], 0.0), valid, slots
 
+
 def _sparse_attn(q, kv, idx, sm_scale, sink, topk_length):
     "Float32 sparse attention with sink → `(out, lse sink-excluded (+inf when empty), parts for the backward)`."
     keys, valid, slots = _gather_keys(kv, idx, topk_length)
     s = torch.einsum("qhd,qkd->qhk", q.float(), keys) * sm_scale
     s = s.masked_fill(~valid[:, None, :], float("-inf"))
     lse = torch.logsumexp(s, -1)
-    empty = torch.isneginf(lse)                                                 # no valid key: output 0
-    p = torch.where(empty[..., None], 0.0, torch.exp(s - lse[..., None]))      # NaN / Inf inputs stay NaN
+    empty = torch.isneginf(lse)  # no valid key: output 0
+    p = torch.where(empty[..., None], 0.0, torch.exp(s - lse[..., None]))  # NaN / Inf inputs stay NaN
     o = torch.einsum("qhk,qkd->qhd", p, keys[..., :512])
-    gate = torch.where(empty, 0.0, torch.sigmoid(lse - sink.float()))          # the sink's share of the softmax
+    gate = torch.where(empty, 0.0, torch.sigmoid(lse - sink.float()))  # the sink's share of the softmax
     lse = torch.where(empty, torch.full_like(lse, float("inf")), lse)
     return o * gate[..., None], lse, (keys, valid, slots, p, o, gate)
+
 
 def _sparse_attn_grads(q, kv, dout, sm_scale, parts):
     "Analytic `(dq, dkv, d_sink)` fp32 of `_sparse_attn` (a kernel body runs below autograd: no `torch.autograd` here)."
     keys, valid, slots, p, o, gate = parts
     do = dout.float()
-    dsig = (do * o).sum(-1) * gate * (1 - gate)                                 # d out / d(lse − sink)
+    dsig = (do * o).sum(-1) * gate * (1 - gate)  # d out / d(lse − sink)
     do_attn = do * gate[..., None]
     dp = torch.einsum("qhd,qkd->qhk", do_attn, keys[..., :512])
     ds = (p * (dp - (p * dp).sum(-1, keepdim=True)) + p * dsig[..., None]) * sm_scale
@@ -65,26 +69,34 @@ def _sparse_attn_grads(q, kv, dout, sm_scale, parts):
     dkeys = torch.einsum("qhk,qhd->qkd", ds, q.float())
     dkeys[..., :512] += torch.einsum("qhk,qhd->qkd", p, do_attn)
     dkeys = dkeys * valid[..., None]
-    dkv = torch.zeros(kv.shape, dtype=torch.float32, device=kv.device).index_add_(0, slots.flatten(), dkeys.flatten(0, 1))
+    dkv = torch.zeros(kv.shape, dtype=torch.float32, device=kv.device).index_add_(
+        0, slots.flatten(), dkeys.flatten(0, 1)
+    )
     return dq, dkv, -dsig.sum(0)
 
 # %% ../nbs/03_testing.ipynb #19b86c7f
 def _index_logits(q, k, w, sm_scale):
     "`Σ_h w_h ReLU(sm_scale q_h·k_j)` for `q [B,S,H,D]`, `k [B,S_k,D]`, `w [B,S,H]` → `[B,S,S_k]` fp32."
-    return torch.einsum("bsh,bshj->bsj", w.float(), torch.relu(torch.einsum("bshd,bjd->bshj", q.float(), k.float()) * sm_scale))
+    return torch.einsum(
+        "bsh,bshj->bsj", w.float(), torch.relu(torch.einsum("bshd,bjd->bshj", q.float(), k.float()) * sm_scale)
+    )
+
 
 def _causal(s, sk, ratio, device, q_causal_offsets=None):
     "`[s, sk]` (or `[B, s, sk]` with offsets) visibility, exactly the kernels' rule `j < (offset + t + 1) // ratio`."
     t = torch.arange(s, device=device)[:, None]
     if q_causal_offsets is not None:
-        assert q_causal_offsets.dtype == torch.int32 and q_causal_offsets.dim() == 1, "stand-in: q_causal_offsets (B,) int32"
+        assert q_causal_offsets.dtype == torch.int32 and q_causal_offsets.dim() == 1, (
+            "stand-in: q_causal_offsets (B,) int32"
+        )
         t = t + q_causal_offsets.long().view(-1, 1, 1)
     return torch.arange(sk, device=device) < (t + 1) // ratio
+
 
 def _indexer_grad(q, w, k, grad_logits, sm_scale, gather=None):
     "Analytic chain of `grad_logits [B,S,K]` through the index logits (at local `gather [B,S,K]`, -1 skipped) → `(dq, dw, dk fp32)`."
     qf, wf, kf = q.float(), w.float(), k.float()
-    if gather is not None:                                       # scatter the selected entries' gradient to all columns
+    if gather is not None:  # scatter the selected entries' gradient to all columns
         g = gather.long()
         full = torch.zeros(*g.shape[:2], k.shape[1], dtype=torch.float32, device=q.device)
         grad_logits = full.scatter_add_(2, g.clamp(min=0), grad_logits.float().masked_fill(g < 0, 0.0))
@@ -93,14 +105,17 @@ def _indexer_grad(q, w, k, grad_logits, sm_scale, gather=None):
     da = grad_logits[:, :, None, :] * wf[..., None] * (a > 0)
     dq = torch.einsum("bshj,bjd->bshd", da, kf) * sm_scale
     dk = torch.einsum("bshj,bshd->bjd", da, qf) * sm_scale
-    return dq.to(q.dtype), dw.to(w.dtype), dk                    # dk in fp32: the kernels' accumulator
+    return dq.to(q.dtype), dw.to(w.dtype), dk  # dk in fp32: the kernels' accumulator
+
 
 _CLIP = math.exp(-100.0)
+
 
 def _score_grad(target, predict, scale):
     "The KL score gradient `scale·(p_i Σ t − t_i)` with the kernels' clipping."
     g = -target.clamp(min=_CLIP) * (predict >= _CLIP) * scale
     return g - predict * g.sum(-1, keepdim=True)
+
 
 def _major():
     "The compute capability the stand-ins model (`stand_in_kernels`' value; 9 outside it)."
@@ -112,9 +127,11 @@ def _stand_in_flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_len
     assert indices.shape[-1] % (128 if _major() == 9 else 64) == 0, "stand-in FlashMLA: K not a multiple of the block"
     assert q.is_contiguous() and kv.is_contiguous() and indices.is_contiguous()
     out, lse, _ = _sparse_attn(q, kv, indices, sm_scale, attn_sink, topk_length)
-    bad = (torch.isnan(attn_sink) | torch.isposinf(attn_sink)).view(1, -1, 1)       # the op's non-finite rule
-    if row_poison is not None: bad = bad | (row_poison != 0).view(-1, 1, 1)         # (NaN != 0 is True)
+    bad = (torch.isnan(attn_sink) | torch.isposinf(attn_sink)).view(1, -1, 1)  # the op's non-finite rule
+    if row_poison is not None:
+        bad = bad | (row_poison != 0).view(-1, 1, 1)  # (NaN != 0 is True)
     return out.to(q.dtype).masked_fill(bad, float("nan")), lse
+
 
 def _stand_in_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
     if topk_length is not None:
@@ -126,24 +143,30 @@ def _stand_in_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scal
 # %% ../nbs/03_testing.ipynb #5cda5293
 def _dequant(q, k, q_scale, k_scale):
     "The FP8 ops' inputs as float32 values `q·q_scale`, `k·k_scale` (bf16 inputs as they are)."
-    if q_scale is None: return q, k
+    if q_scale is None:
+        return q, k
     return q.float() * q_scale.unsqueeze(-1), k.float() * k_scale.unsqueeze(-1)
+
 
 def _stand_in_indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
     q, k = _dequant(q, k, q_scale, k_scale)
     s = _index_logits(q, k, w, sm_scale)
     return s.masked_fill(~_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
 
-def _stand_in_indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
+
+def _stand_in_indexer_fwd_thd(
+    q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None
+):
     q, k = _dequant(q, k, q_scale, k_scale)
     out = torch.full((q.shape[0], max_k), float("-inf"))
-    for d in range(cu_q.shape[0] - 1):                           # document d: its query rows against its own keys
+    for d in range(cu_q.shape[0] - 1):  # document d: its query rows against its own keys
         q0, q1, k0, k1 = (int(v) for v in (cu_q[d], cu_q[d + 1], cu_k[d], cu_k[d + 1]))
-        if q1 <= q0 or k1 <= k0: continue
+        if q1 <= q0 or k1 <= k0:
+            continue
         assert q1 - q0 <= max_q and k1 - k0 <= max_k, "stand-in THD indexer: a segment past max_seqlen_q/k"
         s = _index_logits(q[None, q0:q1], k[None, k0:k1], w[None, q0:q1], sm_scale)[0]
         t = torch.arange(q1 - q0)[:, None] + int(q_causal_offsets[d])
-        out[q0:q1, :k1 - k0] = s.masked_fill(torch.arange(k1 - k0)[None] >= (t + 1) // ratio, float("-inf"))
+        out[q0:q1, : k1 - k0] = s.masked_fill(torch.arange(k1 - k0)[None] >= (t + 1) // ratio, float("-inf"))
     return out
 
 # %% ../nbs/03_testing.ipynb #4b9f6e7d
@@ -152,29 +175,37 @@ def _radix_key(values):
     bits = values.contiguous().view(torch.int32)
     return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
 
+
 def _stand_in_radix_topk(values, lengths, top_k, deterministic=True):
     assert 0 < top_k <= 2048 and top_k <= values.shape[1]
     cols = torch.arange(values.shape[1], device=values.device)[None]
     hidden = (cols >= lengths[:, None].long()) | torch.isneginf(values)
     key = _radix_key(values).masked_fill(hidden, torch.iinfo(torch.int32).min)
-    idx = torch.sort(key, dim=-1, descending=True, stable=True).indices[:, :top_k]     # tie_break=1: smaller column
+    idx = torch.sort(key, dim=-1, descending=True, stable=True).indices[:, :top_k]  # tie_break=1: smaller column
     idx = torch.where(hidden.gather(1, idx), values.shape[1], idx)
-    if deterministic: idx = idx.sort(-1).values                                        # ascending ids (else best first)
+    if deterministic:
+        idx = idx.sort(-1).values  # ascending ids (else best first)
     return torch.where(idx == values.shape[1], -1, idx).to(torch.int32)
+
 
 def _stand_in_sparse_indexer_predict(q, k, w, indices, sm_scale):
     idx = indices.long()
-    keys = torch.stack([k[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])          # [B,S,K,D]
-    logits = torch.einsum("bsh,bshk->bsk", w.float(), torch.relu(torch.einsum("bshd,bskd->bshk", q.float(), keys))) * sm_scale
+    keys = torch.stack([k[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])  # [B,S,K,D]
+    logits = (
+        torch.einsum("bsh,bshk->bsk", w.float(), torch.relu(torch.einsum("bshd,bskd->bshk", q.float(), keys)))
+        * sm_scale
+    )
     return torch.softmax(logits.masked_fill(idx < 0, float("-inf")), -1).nan_to_num(0.0)
+
 
 def _stand_in_compactify(indices):
     packed, n = _compact(indices)
     return packed.to(torch.int32), n
 
+
 def _stand_in_sparse_score_recompute(q, kv, lse, indices, sm_scale):
     idx = indices.long()
-    keys = torch.stack([kv[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])   # [B,S,K,D]
+    keys = torch.stack([kv[b].float()[idx[b].clamp(min=0)] for b in range(idx.shape[0])])  # [B,S,K,D]
     p = torch.exp(torch.einsum("bshd,bskd->bshk", q.float(), keys) * sm_scale - lse[..., None])
     p = p.sum(2).masked_fill(idx < 0, 0.0)
     return p / p.sum(-1, keepdim=True)
@@ -185,9 +216,11 @@ def _stand_in_dense_attn_score_recompute(q, kv, lse, sm_scale, ratio, q_causal_o
     p = torch.exp(s).sum(2) * _causal(q.shape[1], kv.shape[1], ratio, q.device, q_causal_offsets)
     return p, p.sum(-1)
 
+
 def _stand_in_dense_indexer_score_recompute(q, k, w, ratio, sm_scale, q_causal_offsets):
     s = _stand_in_indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets)
     return s, torch.logsumexp(s, -1)
+
 
 def _stand_in_indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     assert indices.shape[-1] % 128 == 0
@@ -195,27 +228,51 @@ def _stand_in_indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale
     g = _score_grad(target, predict, loss_coeff / (b * s) * grad_loss[0])
     return _indexer_grad(q, w, k, g, sm_scale, gather=indices)
 
-def _stand_in_dense_indexer_bwd(q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff,
-                       ratio, q_causal_offsets):
+
+def _stand_in_dense_indexer_bwd(
+    q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff, ratio, q_causal_offsets
+):
     b, s = q.shape[:2]
     t = (attn_scores / attn_denom[..., None]).nan_to_num(0.0)
     p = torch.exp(index_scores - index_lse[..., None]).nan_to_num(0.0)
     g = _score_grad(t, p, loss_coeff / (b * s) * grad_loss[0])
-    g = g * _causal(s, k.shape[1], ratio, g.device, q_causal_offsets)              # the kernel's own mask
+    g = g * _causal(s, k.shape[1], ratio, g.device, q_causal_offsets)  # the kernel's own mask
     return _indexer_grad(q, w, k, g, sm_scale)
 
 # %% ../nbs/03_testing.ipynb #005683ed
-STAND_INS = {f.__name__.removeprefix("_stand_in_"): f for f in (        # op name → its CPU stand-in
-    _stand_in_flash_mla_sparse_fwd, _stand_in_sparse_attn_bwd, _stand_in_indexer_fwd, _stand_in_indexer_fwd_thd,
-    _stand_in_radix_topk, _stand_in_compactify, _stand_in_sparse_score_recompute, _stand_in_sparse_indexer_predict,
-    _stand_in_dense_attn_score_recompute, _stand_in_dense_indexer_score_recompute, _stand_in_indexer_bwd,
-    _stand_in_dense_indexer_bwd)}
-STAND_INS["sparse_attn_bwd_deterministic"] = _stand_in_sparse_attn_bwd   # the float32 references: deterministic on CPU
+STAND_INS = {
+    f.__name__.removeprefix("_stand_in_"): f
+    for f in (  # op name → its CPU stand-in
+        _stand_in_flash_mla_sparse_fwd,
+        _stand_in_sparse_attn_bwd,
+        _stand_in_indexer_fwd,
+        _stand_in_indexer_fwd_thd,
+        _stand_in_radix_topk,
+        _stand_in_compactify,
+        _stand_in_sparse_score_recompute,
+        _stand_in_sparse_indexer_predict,
+        _stand_in_dense_attn_score_recompute,
+        _stand_in_dense_indexer_score_recompute,
+        _stand_in_indexer_bwd,
+        _stand_in_dense_indexer_bwd,
+    )
+}
+STAND_INS["sparse_attn_bwd_deterministic"] = _stand_in_sparse_attn_bwd  # the float32 references: deterministic on CPU
+
 
 def _stand_in_index_dk_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    return _indexer_grad(q, w, k, _score_grad(target, predict, loss_coeff / (q.shape[0] * q.shape[1]) * grad_loss[0]),
-                         sm_scale, gather=indices)[2]
+    return _indexer_grad(
+        q,
+        w,
+        k,
+        _score_grad(target, predict, loss_coeff / (q.shape[0] * q.shape[1]) * grad_loss[0]),
+        sm_scale,
+        gather=indices,
+    )[2]
+
+
 STAND_INS["index_dk_deterministic"] = _stand_in_index_dk_deterministic
+
 
 def _register_stand_ins():
     "Register the CPU kernels of the `fused_csa` ops that lack one (inside `stand_in_kernels`, whenever an op was redefined)."
@@ -223,14 +280,27 @@ def _register_stand_ins():
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"fused_csa::{name}", "CPU"):
             torch.library.register_kernel(f"fused_csa::{name}", "cpu", fn)
 
+
 class _StandInPlatform:
     "The kernels' platform inside `stand_in_kernels`: CPU (or CUDA) tensors, the declared capability, kernels present, no probes."
+
     probes = False
-    def __init__(self, major: int): self.major = major
-    def runs_on(self, device) -> bool: return device.type in ("cuda", "cpu")
-    def major_of(self, device) -> int: return self.major
-    def capability(self) -> tuple: return (self.major, 0)
-    def kernels(self) -> bool: return True
+
+    def __init__(self, major: int):
+        self.major = major
+
+    def runs_on(self, device) -> bool:
+        return device.type in ("cuda", "cpu")
+
+    def major_of(self, device) -> int:
+        return self.major
+
+    def capability(self) -> tuple:
+        return (self.major, 0)
+
+    def kernels(self) -> bool:
+        return True
+
 
 @contextlib.contextmanager
 def stand_in_kernels(sm_major: int = 9):
@@ -238,7 +308,7 @@ def stand_in_kernels(sm_major: int = 9):
     with `kernels.sm_major()` reporting `sm_major` for CPU tensors (9: SM90, 10: SM100). Nests; restores on exit.
     `sm_major` the compute capability major the CPU stand-ins report (default 9, the H200's SM90)."""
     sm_major = check_int("sm_major", sm_major, 9)
-    _register_stand_ins()                   # a re-run of the kernels chapter's export cells redefines the ops
+    _register_stand_ins()  # a re-run of the kernels chapter's export cells redefines the ops
     _kernels._PLATFORMS.append(_StandInPlatform(sm_major))
     try:
         yield
@@ -253,6 +323,7 @@ def similarity(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.detach().double().flatten(), b.detach().double().flatten()
     den = float((a * a + b * b).sum())
     return 1.0 if den == 0 else float(2 * (a * b).sum()) / den
+
 
 def max_rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     """`max|a − b| / max|b|` in float64 (`b` is the reference; 0.0 for empty tensors).
@@ -269,41 +340,54 @@ def _fn_spec(fn):
     mod, name = fn.__module__, fn.__qualname__
     if mod and mod not in ("__main__", "__mp_main__") and "<locals>" not in name:
         try:
-            if getattr(importlib.import_module(mod), name, None) is fn: return ("ref", mod, name)
-        except ImportError: pass
+            if getattr(importlib.import_module(mod), name, None) is fn:
+                return ("ref", mod, name)
+        except ImportError:
+            pass
     if fn.__code__.co_freevars or fn.__name__ == "<lambda>":
-        raise ValueError(f"`fn` ({fn.__name__}) is not importable and not self-contained (a lambda or a closure): "
-                         "define it at the top level of a module or notebook cell")
-    try: src = textwrap.dedent(inspect.getsource(fn))
+        raise ValueError(
+            f"`fn` ({fn.__name__}) is not importable and not self-contained (a lambda or a closure): "
+            "define it at the top level of a module or notebook cell"
+        )
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
         raise ValueError(f"`fn` ({fn.__name__}) is not importable and its source is not available to ship") from None
     return ("src", src, fn.__name__)
 
+
 def _resolve(spec, modules):
     kind, a, b = spec
-    if kind == "ref": return getattr(importlib.import_module(a), b)
+    if kind == "ref":
+        return getattr(importlib.import_module(a), b)
     ns = {"__name__": "__cp_worker__", "torch": torch, "dist": dist}
     ns.update({name: importlib.import_module(path) for name, path in modules.items()})
     exec(compile(a, f"<{b}>", "exec"), ns)
     return ns[b]
 
+
 def _run_rank(rank, world, spec, backend, tmp, args, modules):
     torch.set_num_threads(1)
-    dist.init_process_group(backend, store=dist.FileStore(os.path.join(tmp, "store"), world),
-                            rank=rank, world_size=world)
+    dist.init_process_group(
+        backend, store=dist.FileStore(os.path.join(tmp, "store"), world), rank=rank, world_size=world
+    )
     try:
         result = _resolve(spec, modules)(rank, world, *args)
         torch.save(result, os.path.join(tmp, f"rank{rank}.pt"))
     except BaseException:
-        with open(os.path.join(tmp, f"rank{rank}.err"), "w") as f: f.write(traceback.format_exc())
+        with open(os.path.join(tmp, f"rank{rank}.err"), "w") as f:
+            f.write(traceback.format_exc())
         raise
     finally:
-        try: dist.destroy_process_group()
-        except Exception: pass            # a peer that failed first may have closed the connection
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass  # a peer that failed first may have closed the connection
 
 # %% ../nbs/03_testing.ipynb #a5c98b35
-def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0,
-              modules: dict | None = None) -> list:
+def run_ranks(
+    fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0, modules: dict | None = None
+) -> list:
     """Run `fn(rank, world_size, *args)` in `world_size` spawned processes joined into one process group.
 
     `fn`: a function `fn(rank, world_size, *args)` run in every process (a module-level one, or a notebook's, shipped
@@ -316,7 +400,9 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
     spec = _fn_spec(fn)
     check_int("world_size", world_size, 1)
     if not (isinstance(backend, str) and backend):
-        raise TypeError(f"`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got {_describe(backend)} ({type(backend).__name__})")
+        raise TypeError(
+            f"`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got {_describe(backend)} ({type(backend).__name__})"
+        )
     timeout = check_float("timeout", timeout, positive=True)
     if modules is not None and not isinstance(modules, Mapping):
         raise TypeError(f"`modules` must be a dict {{name: 'module.path'}} or None, got {type(modules).__name__}")
@@ -325,31 +411,51 @@ def run_ranks(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: fl
         if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
             raise TypeError(f"`modules` must map names to module paths (str), got {name!r}: {path!r}")
     with tempfile.TemporaryDirectory() as tmp:
-        target = importlib.import_module("fused_csa_nb.testing")._run_rank   # importable by the children
-        ctx = mp.start_processes(target, args=(world_size, spec, backend, tmp, args, modules), nprocs=world_size,
-                                 join=False, start_method="spawn")
+        target = importlib.import_module("fused_csa_nb.testing")._run_rank  # importable by the children
+        ctx = mp.start_processes(
+            target,
+            args=(world_size, spec, backend, tmp, args, modules),
+            nprocs=world_size,
+            join=False,
+            start_method="spawn",
+        )
         deadline, failed = time.monotonic() + timeout, None
         try:
             while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"run_ranks: {fn.__name__} did not finish within {timeout} s")
-        except Exception as e: failed = e           # a rank's exit (its own error is read below), or the timeout
-        finally:                                 # a failed rank's peers get a few seconds to write their own errors
+        except Exception as e:
+            failed = e  # a rank's exit (its own error is read below), or the timeout
+        finally:  # a failed rank's peers get a few seconds to write their own errors
             grace = time.monotonic() + (10.0 if failed is not None else 0.0)
             for p in ctx.processes:
                 p.join(timeout=max(0.0, grace - time.monotonic()))
-                if p.is_alive(): p.kill()
+                if p.is_alive():
+                    p.kill()
         errs = {r: open(f).read() for r in range(world_size) if os.path.exists(f := os.path.join(tmp, f"rank{r}.err"))}
-        if errs:                                 # the ranks' own exceptions, not the teardown they caused elsewhere
-            raise RuntimeError(f"run_ranks: {fn.__name__} failed on rank(s) {sorted(errs)}:\n" +
-                               "\n".join(f"--- rank {r}\n{t}" for r, t in errs.items()))
-        if failed is not None: raise failed
+        if errs:  # the ranks' own exceptions, not the teardown they caused elsewhere
+            raise RuntimeError(
+                f"run_ranks: {fn.__name__} failed on rank(s) {sorted(errs)}:\n"
+                + "\n".join(f"--- rank {r}\n{t}" for r, t in errs.items())
+            )
+        if failed is not None:
+            raise failed
         return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
 
 # %% ../nbs/03_testing.ipynb #f41118b9
-def low_rank_indexer_inputs(sq: int, n_comp: int, b: int = 1, heads: int = 64, dim: int = 128, *, rank: int = 8,
-                            noise: float = 0.5, generator: torch.Generator | None = None, dtype=torch.bfloat16,
-                            device=None):
+def low_rank_indexer_inputs(
+    sq: int,
+    n_comp: int,
+    b: int = 1,
+    heads: int = 64,
+    dim: int = 128,
+    *,
+    rank: int = 8,
+    noise: float = 0.5,
+    generator: torch.Generator | None = None,
+    dtype=torch.bfloat16,
+    device=None,
+):
     """Indexer tensors with a shared rank-`rank` signal plus `noise`: `(q_idx [sq, b, heads, dim], k_idx [n_comp, b, dim],
     weights [sq, b, heads])` in `dtype` (weights positive, `~ heads^-1/2`), drawn on the CPU from `generator`.
 
@@ -358,11 +464,12 @@ def low_rank_indexer_inputs(sq: int, n_comp: int, b: int = 1, heads: int = 64, d
     the independent Gaussian noise (default 0.5); `generator` a CPU `torch.Generator` (None: seed 0); `dtype` the
     tensors' dtype (default bf16); `device` where the tensors are moved after drawing (None: the CPU)."""
     g = generator if generator is not None else torch.Generator().manual_seed(0)
-    basis = torch.linalg.qr(torch.randn(dim, rank, generator=g))[0].T * dim ** 0.5          # [rank, dim], rows of norm √dim
+    basis = torch.linalg.qr(torch.randn(dim, rank, generator=g))[0].T * dim**0.5  # [rank, dim], rows of norm √dim
     q = torch.randn(sq, b, heads, rank, generator=g) @ basis + noise * torch.randn(sq, b, heads, dim, generator=g)
     k = torch.randn(n_comp, b, rank, generator=g) @ basis + noise * torch.randn(n_comp, b, dim, generator=g)
-    w = (0.5 + torch.rand(sq, b, heads, generator=g)) * heads ** -0.5
+    w = (0.5 + torch.rand(sq, b, heads, generator=g)) * heads**-0.5
     return tuple(t.to(dtype=dtype, device=device) for t in (q, k, w))
+
 
 def selection_quality(ref_scores: torch.Tensor, sel: torch.Tensor, ref_sel: torch.Tensor) -> dict:
     """`{'recall', 'recall_p01', 'mass_recall', 'mass_recall_min', 'rows'}` of the selection `sel [b, sq, k]` (`-1` padded) against
@@ -372,15 +479,24 @@ def selection_quality(ref_scores: torch.Tensor, sel: torch.Tensor, ref_sel: torc
     `[b, sq, k]` the selection under test, `-1` padded; `ref_sel` integer `[b, sq, k]` the reference top-k selection.
     Returns a dict of Python floats, and `rows` the int count of rows compared."""
     k = sel.shape[-1]
-    rows = torch.isfinite(ref_scores).sum(-1) > k                                   # [b, sq]
+    rows = torch.isfinite(ref_scores).sum(-1) > k  # [b, sq]
+
     def member(s):
         m = torch.zeros(ref_scores.shape, dtype=torch.bool, device=ref_scores.device)
         return m.scatter_(-1, s.clamp(min=0).long(), s >= 0)
-    got, ref = member(sel)[rows], member(ref_sel)[rows]                             # [rows, n]
+
+    got, ref = member(sel)[rows], member(ref_sel)[rows]  # [rows, n]
     p = torch.softmax(ref_scores[rows].double(), -1)
     recall = (got & ref).sum(-1).double() / k
     mass = (p * got).sum(-1) / (p * ref).sum(-1)
-    if not recall.numel(): return dict(recall=float("nan"), recall_p01=float("nan"), mass_recall=float("nan"),
-                                       mass_recall_min=float("nan"), rows=0)
-    return dict(recall=recall.mean().item(), recall_p01=torch.quantile(recall, 0.01).item(),
-                mass_recall=mass.mean().item(), mass_recall_min=mass.min().item(), rows=int(recall.numel()))
+    if not recall.numel():
+        return dict(
+            recall=float("nan"), recall_p01=float("nan"), mass_recall=float("nan"), mass_recall_min=float("nan"), rows=0
+        )
+    return dict(
+        recall=recall.mean().item(),
+        recall_p01=torch.quantile(recall, 0.01).item(),
+        mass_recall=mass.mean().item(),
+        mass_recall_min=mass.min().item(),
+        rows=int(recall.numel()),
+    )

@@ -25,6 +25,7 @@ rows are cut from the global tensors with `context_parallel.cp_split` (parity), 
 for the rows `cp_split` would give it (their values are random; the layout decides their global positions,
 which is what the indexer's work depends on).
 """
+
 import argparse
 import json
 import os
@@ -33,9 +34,9 @@ import sys
 from pathlib import Path
 
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_k, _v)                   # NVLink multicast off (spec §4), before NCCL starts
+    os.environ.setdefault(_k, _v)  # NVLink multicast off (spec §4), before NCCL starts
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the package of this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the package of this checkout
 
 import torch
 import torch.distributed as dist
@@ -60,15 +61,22 @@ def setup():
 
 
 def config(args):
-    return CSAConfig.v4_flash(dsa_kernel_backend="cudnn", hidden_size=args.hidden, q_lora_rank=args.q_lora,
-                              index_topk=args.topk, compress_ratios=(args.ratio,), indexer_loss_coeff=1.0,
-                              indexer_use_sparse_loss=True)
+    return CSAConfig.v4_flash(
+        dsa_kernel_backend="cudnn",
+        hidden_size=args.hidden,
+        q_lora_rank=args.q_lora,
+        index_topk=args.topk,
+        compress_ratios=(args.ratio,),
+        indexer_loss_coeff=1.0,
+        indexer_use_sparse_loss=True,
+    )
 
 
 def make_layer(cfg, ratio, group, layout="contiguous", seed=0):
-    torch.manual_seed(seed)                         # the same parameters on every rank
+    torch.manual_seed(seed)  # the same parameters on every rank
     layer = CompressedSparseAttention(cfg, ratio, cp_group=group, cp_layout=layout).cuda().bfloat16()
-    with torch.no_grad(): layer.attn_sink.uniform_(-1, 1)
+    with torch.no_grad():
+        layer.attn_sink.uniform_(-1, 1)
     layer.attn_sink.data = layer.attn_sink.data.float()
     return layer.train()
 
@@ -77,8 +85,13 @@ def inputs(cfg, S, rows, seed):
     "Rows `rows` (a slice) of global bf16 inputs `(query, key, x, qr, d_out)` drawn from one seed on the GPU."
     g = torch.Generator(device="cuda").manual_seed(seed)
     mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)[rows].contiguous()
-    return (mk(S, 1, cfg.num_heads, 512), mk(S, 1, 1, 512), mk(S, 1, cfg.hidden_size), mk(S, 1, cfg.q_lora_rank),
-            mk(S, 1, cfg.num_heads * 512))
+    return (
+        mk(S, 1, cfg.num_heads, 512),
+        mk(S, 1, 1, 512),
+        mk(S, 1, cfg.hidden_size),
+        mk(S, 1, cfg.q_lora_rank),
+        mk(S, 1, cfg.num_heads * 512),
+    )
 
 
 def step(layer, ins):
@@ -91,22 +104,26 @@ def step(layer, ins):
 
 def parity(args, rank, world, group):
     cfg, S = config(args), args.seq[0]
-    mine = lambda t: cp_split(t, rank, world, args.layout)          # this rank's rows of a global tensor
+    mine = lambda t: cp_split(t, rank, world, args.layout)  # this rank's rows of a global tensor
     one, cp = make_layer(cfg, args.ratio, None), make_layer(cfg, args.ratio, group, args.layout)
     full = inputs(cfg, S, slice(None), 1)
     o1, l1, g1 = step(one, full)
     oc, lc, gc = step(cp, tuple(mine(t) for t in full))
     res = {"out": similarity(oc, mine(o1))}
     loss = lc.detach().clone()
-    if group is not None: dist.all_reduce(loss, group=group)
+    if group is not None:
+        dist.all_reduce(loss, group=group)
     res["loss"] = similarity(loss.reshape(1), l1.detach().reshape(1))
     res["loss_rel_err"] = abs(float(loss) - float(l1)) / abs(float(l1))
     for name, a, r in zip(("d_query", "d_key", "d_x", "d_qr"), gc, g1):
-        if r is not None: res[name] = similarity(a, mine(r))
+        if r is not None:
+            res[name] = similarity(a, mine(r))
     for (name, p1), (_, pc) in zip(one.named_parameters(), cp.named_parameters()):
-        if p1.grad is None: continue
+        if p1.grad is None:
+            continue
         g = pc.grad.float()
-        if group is not None: dist.all_reduce(g, group=group)
+        if group is not None:
+            dist.all_reduce(g, group=group)
         res["d_" + name] = similarity(g, p1.grad)
     worst = {k: v for k, v in res.items() if k != "loss_rel_err"}
     res["pass"] = res["out"] > 1 - 2e-3 and all(v > 1 - 2e-2 for v in worst.values())
@@ -121,22 +138,29 @@ def comm_only_ms(cfg, L, ratio, group, layout="contiguous"):
     both = torch.randn(n, 1, D + cfg.index_head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     kv_tail = torch.randn(cfg.window_size - 1, 1, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     x_tail = torch.randn(ratio, 1, cfg.hidden_size, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
     def run():
         if layout == "zigzag":
-            outs = [gather_seq(both, group), gather_seq(torch.cat([kv_tail, kv_tail]), group),
-                    gather_seq(torch.cat([x_tail, x_tail]), group)]
+            outs = [
+                gather_seq(both, group),
+                gather_seq(torch.cat([kv_tail, kv_tail]), group),
+                gather_seq(torch.cat([x_tail, x_tail]), group),
+            ]
         else:
             outs = [gather_seq(both, group), halo_from_prev(kv_tail, group), halo_from_prev(x_tail, group)]
         torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+
     return median_time_ms(run, warmup=3, iters=10)
 
 
 def nccl_ms(layer, ins):
     "NCCL kernel time (ms) inside one profiled training step."
     from torch.profiler import ProfilerActivity, profile
+
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step(layer, ins); torch.cuda.synchronize()
+        step(layer, ins)
+        torch.cuda.synchronize()
     return sum(e.self_device_time_total for e in prof.key_averages() if "nccl" in e.key.lower()) / 1e3
 
 
@@ -145,16 +169,29 @@ def scale(args, rank, world, group):
     for S in args.seq:
         L = S // world
         layer = make_layer(cfg, args.ratio, group, args.layout)
-        ins = inputs(cfg, L, slice(None), 10 + rank)            # this rank's S/P rows, random: no global tensor
+        ins = inputs(cfg, L, slice(None), 10 + rank)  # this rank's S/P rows, random: no global tensor
         try:
             ms = median_time_ms(lambda: step(layer, ins), warmup=args.warmup, iters=args.iters)
-        except torch.cuda.OutOfMemoryError:                      # one GPU at the longest S: the memory model decides
-            out.append(dict(S=S, P=world, rank=rank, oom=True)); del layer, ins; torch.cuda.empty_cache(); continue
-        torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+        except torch.cuda.OutOfMemoryError:  # one GPU at the longest S: the memory model decides
+            out.append(dict(S=S, P=world, rank=rank, oom=True))
+            del layer, ins
+            torch.cuda.empty_cache()
+            continue
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        step(layer, ins); torch.cuda.synchronize()
+        step(layer, ins)
+        torch.cuda.synchronize()
         peak = (torch.cuda.max_memory_allocated() - base) / 2**30
-        row = dict(S=S, P=world, rank=rank, layout=args.layout if group is not None else None, step_ms=ms, peak_gib=peak, peak_total_gib=torch.cuda.max_memory_allocated() / 2**30)
+        row = dict(
+            S=S,
+            P=world,
+            rank=rank,
+            layout=args.layout if group is not None else None,
+            step_ms=ms,
+            peak_gib=peak,
+            peak_total_gib=torch.cuda.max_memory_allocated() / 2**30,
+        )
         if group is not None:
             row["nccl_in_step_ms"] = nccl_ms(layer, ins)
             row["comm_only_ms"] = comm_only_ms(cfg, L, args.ratio, group, args.layout)
@@ -170,8 +207,12 @@ def main(argv=None):
     ap.add_argument("what", choices=("parity", "scale"))
     ap.add_argument("--seq", type=int, nargs="+", default=[32768], help="global sequence lengths S")
     ap.add_argument("--ratio", type=int, default=4, choices=(0, 4, 128))
-    ap.add_argument("--layout", default="contiguous", choices=("contiguous", "zigzag"),
-                    help="context-parallel layout of the sequence over the ranks (cp_layout)")
+    ap.add_argument(
+        "--layout",
+        default="contiguous",
+        choices=("contiguous", "zigzag"),
+        help="context-parallel layout of the sequence over the ranks (cp_layout)",
+    )
     ap.add_argument("--hidden", type=int, default=1024, help="hidden size (x width), as in the bench chapter")
     ap.add_argument("--q-lora", type=int, default=512)
     ap.add_argument("--topk", type=int, default=512)
@@ -182,12 +223,18 @@ def main(argv=None):
     rank, world, group = setup()
     res = parity(args, rank, world, group) if args.what == "parity" else scale(args, rank, world, group)
     allres = [None] * world
-    if group is not None: dist.all_gather_object(allres, res, group=group)
-    else: allres = [res]
+    if group is not None:
+        dist.all_gather_object(allres, res, group=group)
+    else:
+        allres = [res]
     if rank == 0:
         print(json.dumps(allres, indent=1))
-        if args.out: Path(args.out).write_text(json.dumps(dict(what=args.what, world=world, args=vars(args), ranks=allres), indent=1))
-    if group is not None: dist.destroy_process_group()
+        if args.out:
+            Path(args.out).write_text(
+                json.dumps(dict(what=args.what, world=world, args=vars(args), ranks=allres), indent=1)
+            )
+    if group is not None:
+        dist.destroy_process_group()
     return 0 if args.what != "parity" or all(r["pass"] for r in allres) else 1
 
 

@@ -26,6 +26,7 @@ Entries are plain JSON (stored in the processed notebook's cell metadata; no key
 in `_`, which nbdev's notebook writer treats specially) so that rendering needs
 no import of the package.
 """
+
 import ast
 import dataclasses
 import html
@@ -48,18 +49,24 @@ def slug(text):
 
 # ---------------------------------------------------------------- docstring parameters
 
-_GOOGLE = re.compile(r"^(\s*)(Args|Arguments|Parameters|Params|Keyword [Aa]rgs|Kwargs|Other [Pp]arameters|"
-                     r"Returns?|Yields?|Raises)\s*:\s*$")
+_GOOGLE = re.compile(
+    r"^(\s*)(Args|Arguments|Parameters|Params|Keyword [Aa]rgs|Kwargs|Other [Pp]arameters|"
+    r"Returns?|Yields?|Raises)\s*:\s*$"
+)
 _GOOGLE_ITEM = re.compile(r"^\s*(\*{0,2}[A-Za-z_]\w*)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
 # one backticked name, maybe with a shape or condition after it inside the backticks: `query [sq, b, H, D]`
 _TICK_NAME = r"`\*{0,2}[A-Za-z_]\w*(?:[ \[<>=!][^`\n]*)?`"
-_MARK = re.compile(r"(?P<names>" + _TICK_NAME + r"(?:\s*(?:,|and|or|/)\s*" + _TICK_NAME + r")*)"
-                   r"(?P<qual>(?:[^:;`\n.]|\n(?![ \t]*\n)|\.(?!\s)|`[^`\n]*`){0,80}?)(?<!:):(?=\s|$)")
+_MARK = re.compile(
+    r"(?P<names>" + _TICK_NAME + r"(?:\s*(?:,|and|or|/)\s*" + _TICK_NAME + r")*)"
+    r"(?P<qual>(?:[^:;`\n.]|\n(?![ \t]*\n)|\.(?!\s)|`[^`\n]*`){0,80}?)(?<!:):(?=\s|$)"
+)
 # the words after a backticked name up to the end of its clause (parentheses kept whole)
 _TAIL = r"((?:[^;:,\n`.()→]|\n(?![ \t]*[\n`])|\.(?!\s|$)|`[^`\n]*`|\([^()\n]*\))*)"
 # a sentence that starts a new topic ends a description
-_TOPIC = re.compile(r"(?:(?<=[.!?)])\s+|\n\s*)(?=Returns?\b|Raises\b|Yields?\b|→|[A-Z][\w-]*(?: [\w-]+){0,3}: )"
-                    r"|(?<=[.!?])[ \t]*\n\s*(?=[A-Z→`])")
+_TOPIC = re.compile(
+    r"(?:(?<=[.!?)])\s+|\n\s*)(?=Returns?\b|Raises\b|Yields?\b|→|[A-Z][\w-]*(?: [\w-]+){0,3}: )"
+    r"|(?<=[.!?])[ \t]*\n\s*(?=[A-Z→`])"
+)
 
 
 def _names_in(group):
@@ -67,7 +74,8 @@ def _names_in(group):
     out = []
     for chunk in re.findall(r"`([^`\n]*)`", group):
         m = re.match(r"\*{0,2}([A-Za-z_]\w*)\s*(.*)$", chunk)
-        if m: out.append((m.group(1), m.group(2).strip()))
+        if m:
+            out.append((m.group(1), m.group(2).strip()))
     return out
 
 
@@ -81,7 +89,8 @@ def _clip(desc):
     "A description up to a blank line or a sentence that starts a new topic; spaces folded."
     desc = re.split(r"\n\s*\n", desc, maxsplit=1)[0]
     m = _TOPIC.search(desc)
-    if m: desc = desc[:m.start()]
+    if m:
+        desc = desc[: m.start()]
     desc = re.sub(r"\s+", " ", desc).strip()
     desc = re.sub(r"^[;,]\s*|\s*[;,]$", "", desc).strip()
     return desc[:-1] if desc.endswith(".") and not desc.endswith("..") else desc
@@ -94,14 +103,19 @@ def _google_sections(doc):
     while i < len(lines):
         m = _GOOGLE.match(lines[i])
         if not m:
-            keep.append(lines[i]); i += 1; continue
+            keep.append(lines[i])
+            i += 1
+            continue
         indent, kind = len(m.group(1)), m.group(2).lower()
         i += 1
         body = []
         while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent):
-            if not lines[i].strip() and (i + 1 >= len(lines) or len(lines[i + 1]) - len(lines[i + 1].lstrip()) <= indent):
+            if not lines[i].strip() and (
+                i + 1 >= len(lines) or len(lines[i + 1]) - len(lines[i + 1].lstrip()) <= indent
+            ):
                 break
-            body.append(lines[i]); i += 1
+            body.append(lines[i])
+            i += 1
         if kind.startswith(("return", "yield")):
             returns.append(" ".join(l.strip() for l in body))
         elif not kind.startswith("raise"):
@@ -116,7 +130,8 @@ def _google_sections(doc):
                 elif cur and l.strip():
                     params[cur][1] += " " + l.strip()
         else:
-            keep.append(lines[i - len(body) - 1]); keep += body   # Raises: kept as prose
+            keep.append(lines[i - len(body) - 1])
+            keep += body  # Raises: kept as prose
     return "\n".join(keep).strip("\n"), {k: tuple(v) for k, v in params.items()}, " ".join(returns).strip()
 
 
@@ -124,20 +139,27 @@ def _clauses(text):
     "The clauses of prose: split at `;` and at sentence ends, never inside parentheses, brackets or backticks."
     out, cur, depth, tick = [], [], 0, False
     for i, ch in enumerate(text):
-        if ch == "`": tick = not tick
-        elif not tick and ch in "([": depth += 1
-        elif not tick and ch in ")]": depth = max(0, depth - 1)
-        end = not tick and depth == 0 and (ch == ";" or (ch == "." and text[i + 1:i + 2] in (" ", "\n", "")))
+        if ch == "`":
+            tick = not tick
+        elif not tick and ch in "([":
+            depth += 1
+        elif not tick and ch in ")]":
+            depth = max(0, depth - 1)
+        end = not tick and depth == 0 and (ch == ";" or (ch == "." and text[i + 1 : i + 2] in (" ", "\n", "")))
         if end:
-            out.append("".join(cur)); cur = []
+            out.append("".join(cur))
+            cur = []
         else:
             cur.append(ch)
     out.append("".join(cur))
     return [c.strip() for c in out if c.strip()]
 
 
-_CLAUSE_NAMES = re.compile(r"(" + _TICK_NAME + r"(?:\s*(?:\([^()]*\))?\s*(?:,|and|or|/)\s*" + _TICK_NAME + r")*"
-                           r"(?:\s*\([^()]*\))?)(?P<rest>.*)$", re.S)
+_CLAUSE_NAMES = re.compile(
+    r"(" + _TICK_NAME + r"(?:\s*(?:\([^()]*\))?\s*(?:,|and|or|/)\s*" + _TICK_NAME + r")*"
+    r"(?:\s*\([^()]*\))?)(?P<rest>.*)$",
+    re.S,
+)
 _NAME_PAREN = re.compile(r"`\*{0,2}([A-Za-z_]\w*)[^`]*`\s*(\([^()]*\))?")
 
 
@@ -149,13 +171,15 @@ def _clause_docs(prose, params):
     for cl in _clauses(re.sub(r"\s+", " ", prose)):
         cl = re.sub(r"^(?:[A-Z][\w ()/-]{0,40}:\s+)(?=`)", "", cl)
         m = _CLAUSE_NAMES.match(cl)
-        if not m: continue
+        if not m:
+            continue
         names = [(n, paren) for n, paren in _NAME_PAREN.findall(m.group(1)) if n in params]
         rest = re.sub(r"^\s*[,:—–-]?\s*", "", m.group("rest")).strip()
         if len(names) == 1 and names[0][1] and not rest:
-            rest, names = names[0][1][1:-1], [(names[0][0], "")]          # "`coeff` (0: no loss)" alone
+            rest, names = names[0][1][1:-1], [(names[0][0], "")]  # "`coeff` (0: no loss)" alone
         for n, paren in names:
-            if len(rest) >= 3: out.setdefault(n, f"{rest} {paren}".strip() if paren else rest)
+            if len(rest) >= 3:
+                out.setdefault(n, f"{rest} {paren}".strip() if paren else rest)
     return out
 
 
@@ -177,51 +201,61 @@ def param_docs(doc, params):
     marks = []
     for start in [m.start() for m in re.finditer("`", text)]:
         m = _MARK.match(text, start)
-        if not m or not _clause_start(text, start) or (marks and start < marks[-1][0].end()): continue
+        if not m or not _clause_start(text, start) or (marks and start < marks[-1][0].end()):
+            continue
         names = [(n, rest) for n, rest in _names_in(m.group("names")) if n in params]
-        if names: marks.append((m, names))
+        if names:
+            marks.append((m, names))
     for k, (m, names) in enumerate(marks):
         end = marks[k + 1][0].start() if k + 1 < len(marks) else len(text)
-        desc = _clip(text[m.end():end])
+        desc = _clip(text[m.end() : end])
         qual = re.sub(r"\s+", " ", m.group("qual")).strip()
         for n, rest in names:
-            if n in out: continue
+            if n in out:
+                continue
             head = " ".join(x for x in ((f"`{rest}`" if rest else ""), qual) if x)
             out[n] = f"{head}: {desc}" if head and desc else head or desc
     # no colon: "`name [shape]` dtype, ..." anywhere, and "...; `name` words; ..." after a semicolon
     for m in re.finditer(r"`\*{0,2}([A-Za-z_]\w*)(?:\s+([^`\n]+))?`" + _TAIL, text):
         n, rest, tail = m.group(1), (m.group(2) or "").strip(), re.sub(r"\s+", " ", m.group(3)).strip()
-        if n not in params or n in out or text[m.end():m.end() + 1] == ":": continue
-        if rest and not re.match(r"[\[<>=!]", rest) or tail.startswith("/"): continue
+        if n not in params or n in out or text[m.end() : m.end() + 1] == ":":
+            continue
+        if rest and not re.match(r"[\[<>=!]", rest) or tail.startswith("/"):
+            continue
         if rest and not (len(tail) <= 40 and re.fullmatch(r"(\w+(?:/\w+)*)?(\s*\([^()]*\))?", tail)):
-            dt = re.match(r"(u?int\d+|fp\d+|bf16|f16|float\d*|bool)\b", tail)   # keep a leading dtype only
+            dt = re.match(r"(u?int\d+|fp\d+|bf16|f16|float\d*|bool)\b", tail)  # keep a leading dtype only
             tail = dt.group(1) if dt else ""
-        if rest or (tail and text[max(0, m.start() - 2):m.start()] == "; "):
+        if rest or (tail and text[max(0, m.start() - 2) : m.start()] == "; "):
             out[n] = " ".join(x for x in ((f"`{rest}`" if rest else ""), tail) if x)
     for n, d in _clause_docs(text, params).items():
-        if _weak(out.get(n)): out[n] = d
+        if _weak(out.get(n)):
+            out[n] = d
     if not returns:
         m = re.search(r"(?:^|(?<=[.;)])\s+|\n)((?:Returns?\b|→)[^\n]*(?:\n(?!\s*\n)[^\n]*)*)", prose)
         if m:
             stop = next((mk.start() for mk, _ in marks if mk.start() > m.start(1)), len(prose))
-            returns = _clip(re.sub(r"^(Returns?|→)\s*:?\s*", "", prose[m.start(1):stop]))
+            returns = _clip(re.sub(r"^(Returns?|→)\s*:?\s*", "", prose[m.start(1) : stop]))
     return out, returns, prose
 
 
 # ---------------------------------------------------------------- objects
 
+
 def _ann(a):
     "An annotation as text: strings as written, objects formatted (`ForwardRef('int')` -> `int`)."
-    if a is inspect.Parameter.empty or a is inspect.Signature.empty: return None
-    if isinstance(a, str): return a
+    if a is inspect.Parameter.empty or a is inspect.Signature.empty:
+        return None
+    if isinstance(a, str):
+        return a
     fa = getattr(a, "__forward_arg__", None)
-    if fa: return fa
+    if fa:
+        return fa
     return inspect.formatannotation(a)
 
 
 def _short_repr(v, limit=80):
     r = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))
-    return r if len(r) <= limit else r[:limit - 1] + "…"
+    return r if len(r) <= limit else r[: limit - 1] + "…"
 
 
 def source_of(obj):
@@ -232,17 +266,23 @@ def source_of(obj):
         _, line = inspect.getsourcelines(obj)
     except (TypeError, OSError):
         return None
-    try: rel = Path(f).resolve().relative_to(ROOT)
-    except ValueError: return None
+    try:
+        rel = Path(f).resolve().relative_to(ROOT)
+    except ValueError:
+        return None
     return {"path": rel.as_posix(), "line": max(1, line)}
 
 
 def _def_node(obj):
     "The ast node of a function or class definition, and its source text."
-    try: src = textwrap.dedent(inspect.getsource(inspect.unwrap(obj)))
-    except (TypeError, OSError): return None, None
-    try: tree = ast.parse(src)
-    except SyntaxError: return None, None
+    try:
+        src = textwrap.dedent(inspect.getsource(inspect.unwrap(obj)))
+    except (TypeError, OSError):
+        return None, None
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None, None
     node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))), None)
     return node, src
 
@@ -250,27 +290,34 @@ def _def_node(obj):
 def _source_defaults(fn):
     "{parameter: default as written in the source} of a function."
     node, src = _def_node(fn)
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)): return {}
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
     a, out = node.args, {}
     pos = a.posonlyargs + a.args
-    for arg, d in zip(pos[len(pos) - len(a.defaults):], a.defaults): out[arg.arg] = ast.get_source_segment(src, d)
+    for arg, d in zip(pos[len(pos) - len(a.defaults) :], a.defaults):
+        out[arg.arg] = ast.get_source_segment(src, d)
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
-        if d is not None: out[arg.arg] = ast.get_source_segment(src, d)
+        if d is not None:
+            out[arg.arg] = ast.get_source_segment(src, d)
     return {k: re.sub(r"\s+", " ", v) for k, v in out.items() if v}
 
 
 def signature_of(fn, drop_first=False):
     "The parameters and return annotation of `fn` as JSON: [{name, kind, annotation, default}], returns."
-    try: sig = inspect.signature(fn)
-    except (TypeError, ValueError): return None
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
     written = _source_defaults(fn)
     params = []
     for i, p in enumerate(sig.parameters.values()):
-        if drop_first and i == 0 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD): continue
+        if drop_first and i == 0 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            continue
         d = None
         if p.default is not p.empty:
             d = written.get(p.name)
-            if d is None or len(d) > 60 or re.fullmatch(r"_\w*", d): d = _short_repr(p.default, 60)
+            if d is None or len(d) > 60 or re.fullmatch(r"_\w*", d):
+                d = _short_repr(p.default, 60)
         params.append({"name": p.name, "kind": p.kind.name, "annotation": _ann(p.annotation), "default": d})
     return {"params": params, "returns": _ann(sig.return_annotation)}
 
@@ -280,7 +327,8 @@ def _comments(src):
     out = {}
     try:
         for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-            if tok.type == tokenize.COMMENT and not tok.string.startswith("# %%"): out[tok.start[0]] = (tok.string.lstrip("#").strip(), tok.line.strip().startswith("#"))
+            if tok.type == tokenize.COMMENT and not tok.string.startswith("# %%"):
+                out[tok.start[0]] = (tok.string.lstrip("#").strip(), tok.line.strip().startswith("#"))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass
     return out
@@ -290,22 +338,33 @@ def _assignment_docs(body, src, comments):
     "{name: (default as written, doc)} of the annotated/plain assignments of a class or module body."
     out = {}
     for k, st in enumerate(body):
-        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name): names = [st.target.id]
-        elif isinstance(st, ast.Assign): names = [t.id for t in st.targets if isinstance(t, ast.Name)]
-        else: continue
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+            names = [st.target.id]
+        elif isinstance(st, ast.Assign):
+            names = [t.id for t in st.targets if isinstance(t, ast.Name)]
+        else:
+            continue
         value = ast.get_source_segment(src, st.value) if st.value is not None else None
         doc = ""
         trailing = comments.get(st.end_lineno)
-        if trailing and not trailing[1]: doc = trailing[0]
+        if trailing and not trailing[1]:
+            doc = trailing[0]
         nxt = body[k + 1] if k + 1 < len(body) else None
-        if not doc and isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant) \
-                and isinstance(nxt.value.value, str):
+        if (
+            not doc
+            and isinstance(nxt, ast.Expr)
+            and isinstance(getattr(nxt, "value", None), ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
             doc = inspect.cleandoc(nxt.value.value)
-        if not doc:                                   # full-line comments right above
+        if not doc:  # full-line comments right above
             above, ln = [], st.lineno - 1
-            while ln in comments and comments[ln][1]: above.insert(0, comments[ln][0]); ln -= 1
+            while ln in comments and comments[ln][1]:
+                above.insert(0, comments[ln][0])
+                ln -= 1
             doc = " ".join(above)
-        for n in names: out[n] = (re.sub(r"\s+", " ", value) if value else None, doc)
+        for n in names:
+            out[n] = (re.sub(r"\s+", " ", value) if value else None, doc)
     return out
 
 
@@ -317,10 +376,13 @@ def _fields(cls):
         out = []
         for f in dataclasses.fields(cls):
             d = None
-            if f.default is not dataclasses.MISSING: d = _short_repr(f.default, 60)
-            elif f.default_factory is not dataclasses.MISSING: d = f"{getattr(f.default_factory, '__name__', 'factory')}()"
+            if f.default is not dataclasses.MISSING:
+                d = _short_repr(f.default, 60)
+            elif f.default_factory is not dataclasses.MISSING:
+                d = f"{getattr(f.default_factory, '__name__', 'factory')}()"
             w = written.get(f.name, (None, ""))
-            if w[0] and len(w[0]) <= 60 and not w[0].startswith("field("): d = w[0]
+            if w[0] and len(w[0]) <= 60 and not w[0].startswith("field("):
+                d = w[0]
             out.append({"name": f.name, "annotation": _ann(f.type), "default": d, "doc": w[1]})
         return out
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
@@ -345,9 +407,11 @@ def _bases(cls):
 def _doc(obj):
     "The object's own docstring (not one inherited from a base class, as `inspect.getdoc` would give)."
     d = getattr(obj, "__doc__", None)
-    if not isinstance(d, str): return ""
+    if not isinstance(d, str):
+        return ""
     d = inspect.cleandoc(d)
-    if inspect.isclass(obj) and d.startswith(obj.__name__ + "("): return ""      # generated (dataclass, NamedTuple)
+    if inspect.isclass(obj) and d.startswith(obj.__name__ + "("):
+        return ""  # generated (dataclass, NamedTuple)
     return d
 
 
@@ -355,9 +419,10 @@ def _with_params(entry, sig, extra_docs=()):
     "Add the docstring-derived parameter descriptions (and return description) to `entry`."
     names = [p["name"] for p in (sig or {}).get("params", [])] + [f["name"] for f in entry.get("fields") or []]
     docs, returns, prose = param_docs(entry["doc"], names)
-    for d in extra_docs:                                 # e.g. an `__init__` docstring
+    for d in extra_docs:  # e.g. an `__init__` docstring
         more, _, _ = param_docs(d, names)
-        for k, v in more.items(): docs.setdefault(k, v)
+        for k, v in more.items():
+            docs.setdefault(k, v)
     entry["doc"], entry["params_doc"], entry["returns_doc"] = prose, docs, returns
     return entry
 
@@ -377,21 +442,30 @@ def describe_member(cls_name, name, raw, cls):
     else:
         fn, kind = raw, "method"
         sig = signature_of(fn, drop_first=True)
-    e = {"name": full, "anchor": slug(full), "kind": kind, "signature": sig, "doc": _doc(fn) if fn else "",
-         "where": source_of(fn) if fn else None}
+    e = {
+        "name": full,
+        "anchor": slug(full),
+        "kind": kind,
+        "signature": sig,
+        "doc": _doc(fn) if fn else "",
+        "where": source_of(fn) if fn else None,
+    }
     return _with_params(e, sig)
 
 
 def _in_class_body(cls, raw) -> bool:
     "Whether member `raw` is written inside `cls`'s own body (not added later with `@patch`, which documents it where it is)."
-    fn = raw.fget if isinstance(raw, property) else raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
+    fn = (
+        raw.fget if isinstance(raw, property) else raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
+    )
     code = getattr(fn, "__code__", None)
     try:
         lines, start = inspect.getsourcelines(cls)
         src = inspect.getsourcefile(cls)
     except (OSError, TypeError):
         return True
-    if code is None or code.co_filename != src: return code is None
+    if code is None or code.co_filename != src:
+        return code is None
     return start <= code.co_firstlineno < start + len(lines)
 
 
@@ -399,8 +473,11 @@ def _members(cls):
     "Public methods, classmethods, staticmethods and properties defined in `cls`'s body (patched ones are documented where they are patched)."
     out = []
     for name, raw in vars(cls).items():
-        if name.startswith("_"): continue
-        if (isinstance(raw, (classmethod, staticmethod, property)) or inspect.isfunction(raw)) and _in_class_body(cls, raw):
+        if name.startswith("_"):
+            continue
+        if (isinstance(raw, (classmethod, staticmethod, property)) or inspect.isfunction(raw)) and _in_class_body(
+            cls, raw
+        ):
             out.append(describe_member(cls.__name__, name, raw, cls))
     return out
 
@@ -408,36 +485,70 @@ def _members(cls):
 def describe(name, obj, module):
     "The entry of public name `name` (possibly `Class.method`) of `module` (a module object)."
     base = {"name": name, "anchor": slug(name), "module": module.__name__}
-    if "." in name:                                      # show_doc(Class.method)
+    if "." in name:  # show_doc(Class.method)
         cls_name, _, attr = name.rpartition(".")
         cls = _resolve(module, cls_name)
         raw = inspect.getattr_static(cls, attr) if isinstance(cls, type) else obj
         e = describe_member(cls_name, attr, raw, cls) if isinstance(cls, type) else None
-        if e: return {**base, **e, "module": module.__name__}
+        if e:
+            return {**base, **e, "module": module.__name__}
     own_module = getattr(obj, "__module__", None)
     lib = module.__name__.split(".")[0]
-    if (inspect.isfunction(obj) or inspect.isclass(obj)) and own_module and own_module != module.__name__ \
-            and own_module.startswith(lib + ".") and not own_module.split(".")[-1].startswith("_"):
+    if (
+        (inspect.isfunction(obj) or inspect.isclass(obj))
+        and own_module
+        and own_module != module.__name__
+        and own_module.startswith(lib + ".")
+        and not own_module.split(".")[-1].startswith("_")
+    ):
         target = getattr(obj, "__name__", name)
-        return {**base, "kind": "reexport", "target": {"module": own_module, "name": target},
-                "summary": _doc(obj).split("\n\n")[0], "where": source_of(obj), "doc": ""}
-    if inspect.isfunction(obj) and getattr(obj, "__name__", name) != name and getattr(module, obj.__name__, None) is obj:
-        return {**base, "kind": "alias", "target": {"module": module.__name__, "name": obj.__name__},
-                "summary": _doc(obj).split("\n\n")[0], "where": source_of(obj), "doc": ""}
+        return {
+            **base,
+            "kind": "reexport",
+            "target": {"module": own_module, "name": target},
+            "summary": _doc(obj).split("\n\n")[0],
+            "where": source_of(obj),
+            "doc": "",
+        }
+    if (
+        inspect.isfunction(obj)
+        and getattr(obj, "__name__", name) != name
+        and getattr(module, obj.__name__, None) is obj
+    ):
+        return {
+            **base,
+            "kind": "alias",
+            "target": {"module": module.__name__, "name": obj.__name__},
+            "summary": _doc(obj).split("\n\n")[0],
+            "where": source_of(obj),
+            "doc": "",
+        }
     if inspect.isclass(obj):
         fields = _fields(obj)
         kind = "dataclass" if dataclasses.is_dataclass(obj) else "namedtuple" if fields is not None else "class"
         init = vars(obj).get("__init__")
         sig = None if fields is not None else signature_of(obj)
-        e = {**base, "kind": kind, "bases": _bases(obj), "signature": sig, "fields": fields, "doc": _doc(obj),
-             "where": source_of(obj)}
+        e = {
+            **base,
+            "kind": kind,
+            "bases": _bases(obj),
+            "signature": sig,
+            "fields": fields,
+            "doc": _doc(obj),
+            "where": source_of(obj),
+        }
         e = _with_params(e, sig, [_doc(init)] if inspect.isfunction(init) and init.__doc__ else [])
-        for f in fields or []:                           # a field without a comment: its description in the docstring
-            if not f["doc"]: f["doc"] = e["params_doc"].get(f["name"], "")
+        for f in fields or []:  # a field without a comment: its description in the docstring
+            if not f["doc"]:
+                f["doc"] = e["params_doc"].get(f["name"], "")
         e["members"] = _members(obj)
         return e
-    if callable(obj) and (inspect.isfunction(obj) or inspect.isbuiltin(obj) or hasattr(obj, "__wrapped__")
-                          or hasattr(obj, "__signature__")):
+    if callable(obj) and (
+        inspect.isfunction(obj)
+        or inspect.isbuiltin(obj)
+        or hasattr(obj, "__wrapped__")
+        or hasattr(obj, "__signature__")
+    ):
         sig = signature_of(obj)
         e = {**base, "kind": "function", "signature": sig, "doc": _doc(obj), "where": source_of(obj)}
         return _with_params(e, sig)
@@ -455,45 +566,66 @@ def constant_of(module, name, value):
         src = tree = None
     if tree is not None:
         docs = _assignment_docs(tree.body, src, _comments(src))
-        st = next((s for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign)) and name in
-                   [t.id for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)]), None)
+        st = next(
+            (
+                s
+                for s in tree.body
+                if isinstance(s, (ast.Assign, ast.AnnAssign))
+                and name
+                in [t.id for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)]
+            ),
+            None,
+        )
         if st is not None:
             written, info["doc"] = docs.get(name, (None, ""))
-            try: rel = Path(src_path).resolve().relative_to(ROOT).as_posix()
-            except ValueError: rel = None
-            if rel: info["where"] = {"path": rel, "line": st.lineno}
-            if written and len(written) <= 100 and "\n" not in ast.get_source_segment(src, st.value): info["written"] = written
+            try:
+                rel = Path(src_path).resolve().relative_to(ROOT).as_posix()
+            except ValueError:
+                rel = None
+            if rel:
+                info["where"] = {"path": rel, "line": st.lineno}
+            if written and len(written) <= 100 and "\n" not in ast.get_source_segment(src, st.value):
+                info["written"] = written
     r = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
-    if len(r) <= 100: info["value"] = r
+    if len(r) <= 100:
+        info["value"] = r
     elif isinstance(value, dict):
         keys = ", ".join(map(str, list(value)[:12])) + (", …" if len(value) > 12 else "")
         info["value_summary"] = f"{len(value)} entries: {keys}"
     elif isinstance(value, (list, tuple, set, frozenset)):
         info["value_summary"] = f"{len(value)} items"
-    if info.get("written") == info.get("value"): info.pop("written", None)
+    if info.get("written") == info.get("value"):
+        info.pop("written", None)
     return info
 
 
 def _resolve(module, expr):
     obj = module
-    for part in expr.split("."): obj = getattr(obj, part)
+    for part in expr.split("."):
+        obj = getattr(obj, part)
     return obj
 
 
 def resolve(expr, module, lib):
     "The object `expr` (`name` or `Class.attr`) names: in `module`, else in any module of the package `lib`."
-    try: return _resolve(module, expr), module
-    except AttributeError: pass
+    try:
+        return _resolve(module, expr), module
+    except AttributeError:
+        pass
     pkg = importlib.import_module(lib)
     for p in sorted(Path(pkg.__file__).parent.glob("*.py")):
-        if p.stem.startswith("_"): continue
+        if p.stem.startswith("_"):
+            continue
         m = importlib.import_module(f"{lib}.{p.stem}")
-        try: return _resolve(m, expr), m
-        except AttributeError: continue
+        try:
+            return _resolve(m, expr), m
+        except AttributeError:
+            continue
     raise LookupError(expr)
 
 
 # ---------------------------------------------------------------- notebook positions
+
 
 def _strip_directives(src):
     return "\n".join(l for l in src.splitlines() if not re.match(r"^\s*#\|", l) and not re.match(r"^\s*[%!]", l))
@@ -503,18 +635,27 @@ def defining_cells(src_nb):
     "{name: index of the `#| export` cell of the source notebook that defines (or imports) it}."
     out = {}
     for i, c in enumerate(src_nb["cells"]):
-        if c["cell_type"] != "code": continue
+        if c["cell_type"] != "code":
+            continue
         src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-        if not re.search(r"^\s*#\|\s*(export|exports)\b", src, re.M): continue
-        try: tree = ast.parse(_strip_directives(src))
-        except SyntaxError: continue
+        if not re.search(r"^\s*#\|\s*(export|exports)\b", src, re.M):
+            continue
+        try:
+            tree = ast.parse(_strip_directives(src))
+        except SyntaxError:
+            continue
         for st in tree.body:
             names = []
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): names = [st.name]
-            elif isinstance(st, ast.Assign): names = [t.id for t in st.targets if isinstance(t, ast.Name)]
-            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name): names = [st.target.id]
-            elif isinstance(st, (ast.Import, ast.ImportFrom)): names = [(a.asname or a.name).split(".")[0] for a in st.names]
-            for n in names: out.setdefault(n, i)
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [st.name]
+            elif isinstance(st, ast.Assign):
+                names = [t.id for t in st.targets if isinstance(t, ast.Name)]
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                names = [st.target.id]
+            elif isinstance(st, (ast.Import, ast.ImportFrom)):
+                names = [(a.asname or a.name).split(".")[0] for a in st.names]
+            for n in names:
+                out.setdefault(n, i)
     return out
 
 
@@ -532,22 +673,34 @@ def annotate(nb, src_nb, lib):
     `nb`, and add a cell for each public name of the notebook's module that has none (a constant, an alias,
     a re-export): after the cells of the export cell that defines it, re-exports at the end. Returns warnings."""
     from execnb.nbio import mk_cell
+
     src_text = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-    exp = next((m.group(1) for c in src_nb["cells"] if c["cell_type"] == "code"
-                for m in [re.search(r"^\s*#\|\s*default_exp\s+([\w.]+)", src_text(c), re.M)] if m), None)
+    exp = next(
+        (
+            m.group(1)
+            for c in src_nb["cells"]
+            if c["cell_type"] == "code"
+            for m in [re.search(r"^\s*#\|\s*default_exp\s+([\w.]+)", src_text(c), re.M)]
+            if m
+        ),
+        None,
+    )
     module = importlib.import_module(f"{lib}.{exp}") if exp else importlib.import_module(lib)
     warnings, documented = [], set()
     for cell in nb.cells:
-        if cell.cell_type != "code": continue
+        if cell.cell_type != "code":
+            continue
         expr = show_doc_target(cell.source)
-        if not expr: continue
+        if not expr:
+            continue
         try:
             obj, mod = resolve(expr, module, lib)
             cell.metadata["api"] = describe(expr, obj, mod)
             documented.add(expr)
-        except Exception as e:                       # rendered from nbdev's text instead; the check reports a gap
+        except Exception as e:  # rendered from nbdev's text instead; the check reports a gap
             warnings.append(f"show_doc({expr}): {type(e).__name__}: {e}")
-    if not exp: return warnings
+    if not exp:
+        return warnings
     # where each name is defined, in terms of the processed notebook's cells
     order = {c.get("id"): i for i, c in enumerate(src_nb["cells"])}
     defined = defining_cells(src_nb)
@@ -558,15 +711,20 @@ def annotate(nb, src_nb, lib):
     missing = [n for n in getattr(module, "__all__", []) if n not in documented]
     inserts, tail = [], []
     for n in missing:
-        try: entry = describe(n, getattr(module, n), module)
+        try:
+            entry = describe(n, getattr(module, n), module)
         except Exception as e:
-            warnings.append(f"{module.__name__}.{n}: {type(e).__name__}: {e}"); continue
+            warnings.append(f"{module.__name__}.{n}: {type(e).__name__}: {e}")
+            continue
         cell = mk_cell(f"#| echo: false\nshow_doc({n})", metadata={"api": entry, "synthetic": True})
-        if entry["kind"] == "reexport" or n not in defined: tail.append(cell); continue
+        if entry["kind"] == "reexport" or n not in defined:
+            tail.append(cell)
+            continue
         k = defined[n]
         at = max((i + 1 for i, p in enumerate(pos) if p <= k), default=len(nb.cells))
         inserts.append((at, len(inserts), cell))
-    for at, _, cell in sorted(inserts, key=lambda x: x[:2], reverse=True): nb.cells.insert(at, cell)   # same place: kept in order
+    for at, _, cell in sorted(inserts, key=lambda x: x[:2], reverse=True):
+        nb.cells.insert(at, cell)  # same place: kept in order
     if tail:
         nb.cells.append(mk_cell("## Also exported here", "markdown", metadata={"synthetic": True}))
         nb.cells.extend(tail)
@@ -577,6 +735,8 @@ def annotate(nb, src_nb, lib):
 def _distinct_anchors(entries):
     "Names whose anchors collide (`KERNEL_LIMITS`, `kernel_limits`): the lowercase name keeps it, the others use their own."
     by_anchor = {}
-    for e in entries: by_anchor.setdefault(e["anchor"], set()).add(e["name"])
     for e in entries:
-        if len(by_anchor[e["anchor"]]) > 1 and e["name"] != e["anchor"]: e["anchor"] = e["name"]
+        by_anchor.setdefault(e["anchor"], set()).add(e["name"])
+    for e in entries:
+        if len(by_anchor[e["anchor"]]) > 1 and e["name"] != e["anchor"]:
+            e["anchor"] = e["name"]

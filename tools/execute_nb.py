@@ -41,6 +41,7 @@ Markdown file (the sections other runs wrote there — long context, packed sequ
 notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
 written notebook (it keeps outputs: `clear_all = False` in settings.ini).
 """
+
 import argparse
 import os
 import re
@@ -53,7 +54,7 @@ from execnb.nbio import read_nb, write_nb
 from execnb.shell import CaptureShell
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))   # the package from this checkout, installed or not
+sys.path.insert(0, str(ROOT))  # the package from this checkout, installed or not
 
 
 def flags(cell):
@@ -61,8 +62,10 @@ def flags(cell):
     out = set()
     for line in cell.source.splitlines():
         m = re.match(r"^\s*#\|\s*([\w-]+)\s*$", line)
-        if m: out.add(m.group(1))
-        elif line.strip() and not line.lstrip().startswith("#|"): break
+        if m:
+            out.add(m.group(1))
+        elif line.strip() and not line.lstrip().startswith("#|"):
+            break
     return out
 
 
@@ -78,19 +81,27 @@ def _local_paths(outputs):
     """Outputs without this machine's paths: the checkout's written relative to it, installed packages as
     `.../site-packages/...`, the standard library as `.../lib/python3.X/...`, the home as `~`."""
     import sysconfig
+
     root, home = str(ROOT) + os.sep, os.path.expanduser("~") + os.sep
     stdlib = sysconfig.get_paths()["stdlib"]
+
     def fix(t):
-        if isinstance(t, list): return [fix(x) for x in t]
-        if not isinstance(t, str): return t
+        if isinstance(t, list):
+            return [fix(x) for x in t]
+        if not isinstance(t, str):
+            return t
         t = _ENV_PATH.sub(r".../\1/", t).replace(root, "").replace(str(ROOT), ".")
         t = t.replace(stdlib + os.sep, f".../{Path(stdlib).name}/")
         return t.replace(home, "~" + os.sep) if len(home) > 2 else t
+
     for o in outputs:
-        if "text" in o: o["text"] = fix(o["text"])
-        if "traceback" in o: o["traceback"] = fix(o["traceback"])
+        if "text" in o:
+            o["text"] = fix(o["text"])
+        if "traceback" in o:
+            o["traceback"] = fix(o["traceback"])
         for k, v in o.get("data", {}).items():
-            if k.startswith("text"): o["data"][k] = fix(v)
+            if k.startswith("text"):
+                o["data"][k] = fix(v)
     return outputs
 
 
@@ -115,21 +126,26 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
     os.chdir(nb_path.parent)
     shell = CaptureShell()
     shell.run("%matplotlib inline")
-    if mode == "cpu":   # torch seeds its default generator at random on import: unseeded cells would differ run to run
-        shell.run("import random as _r, numpy as _np, torch as _t\n_r.seed(0); _np.random.seed(0); _t.manual_seed(0)\n"
-                  "del _r, _np, _t")
+    if mode == "cpu":  # torch seeds its default generator at random on import: unseeded cells would differ run to run
+        shell.run(
+            "import random as _r, numpy as _np, torch as _t\n_r.seed(0); _np.random.seed(0); _t.manual_seed(0)\n"
+            "del _r, _np, _t"
+        )
     failed, ran, skipped, late = None, 0, 0, []
     stop_at = time.monotonic() + deadline if deadline else None
-    signal.signal(signal.SIGTERM, _stop)          # a run stopped from outside still writes what its cells gave
+    signal.signal(signal.SIGTERM, _stop)  # a run stopped from outside still writes what its cells gave
     try:
         for i, cell in enumerate(nb.cells):
-            if cell.cell_type != "code" or _no_eval(cell): continue
+            if cell.cell_type != "code" or _no_eval(cell):
+                continue
             if flags(cell) & set(skip):
-                skipped += 1; continue
+                skipped += 1
+                continue
             if stop_at is not None and time.monotonic() > stop_at:
-                late.append(i); continue
+                late.append(i)
+                continue
             kept = cell.get("outputs", [])
-            cell["outputs"] = []                  # a cell that prints nothing now must not keep what it printed before
+            cell["outputs"] = []  # a cell that prints nothing now must not keep what it printed before
             t0 = time.perf_counter()
             shell.cell(cell)
             dt = time.perf_counter() - t0
@@ -139,12 +155,16 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
             ran += 1
             cell["outputs"] = _local_paths(cell.get("outputs", []))
             err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
-            if mode == "gpu" and "gpu" not in flags(cell): cell["outputs"] = kept      # only the GPU evidence changes
+            if mode == "gpu" and "gpu" not in flags(cell):
+                cell["outputs"] = kept  # only the GPU evidence changes
             if err and err.get("ename") == "_Stopped":
-                cell["outputs"] = kept; failed = i
-                print(f"{nb_path.name}: stopped from outside in cell {i}", file=sys.stderr); break
+                cell["outputs"] = kept
+                failed = i
+                print(f"{nb_path.name}: stopped from outside in cell {i}", file=sys.stderr)
+                break
             if err:
-                if mode == "gpu": cell["outputs"] = kept     # a traceback is no evidence: the last good run's stays
+                if mode == "gpu":
+                    cell["outputs"] = kept  # a traceback is no evidence: the last good run's stays
                 failed = i
                 print(f"{nb_path.name}: cell {i} failed: {err.get('ename')}: {err.get('evalue')}", file=sys.stderr)
                 print("\n".join(err.get("traceback", [])), file=sys.stderr)
@@ -153,22 +173,34 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
         os.chdir(cwd)
     if late:
         failed = late[0]
-        print(f"{nb_path.name}: {len(late)} cells not run after the {deadline:.0f}-s deadline (from cell {late[0]})",
-              file=sys.stderr)
+        print(
+            f"{nb_path.name}: {len(late)} cells not run after the {deadline:.0f}-s deadline (from cell {late[0]})",
+            file=sys.stderr,
+        )
     dst = Path(out) if out else nb_path
     write_nb(nb, dst)
     _clean(dst)
-    if benchmarks and isinstance(shell.user_ns.get("res"), dict) and "gpu" in shell.user_ns["res"]:   # the bench chapter's
+    if (
+        benchmarks and isinstance(shell.user_ns.get("res"), dict) and "gpu" in shell.user_ns["res"]
+    ):  # the bench chapter's
         from fused_csa_nb.bench import benchmarks_markdown
+
         new = benchmarks_markdown(shell.user_ns["res"])
         old = Path(benchmarks).read_text(encoding="utf-8") if Path(benchmarks).exists() else ""
-        kept = [sec for sec in re.split(r"(?m)^(?=## )", old)            # sections other runs wrote (long context, CP, ...)
-                if sec.startswith("## ") and sec.splitlines()[0] not in new]
-        Path(benchmarks).write_text(new.rstrip("\n") + "\n" + "".join("\n" + sec.rstrip("\n") + "\n" for sec in kept),
-                                    encoding="utf-8")
+        kept = [
+            sec
+            for sec in re.split(r"(?m)^(?=## )", old)  # sections other runs wrote (long context, CP, ...)
+            if sec.startswith("## ") and sec.splitlines()[0] not in new
+        ]
+        Path(benchmarks).write_text(
+            new.rstrip("\n") + "\n" + "".join("\n" + sec.rstrip("\n") + "\n" for sec in kept), encoding="utf-8"
+        )
         print(f"wrote {benchmarks}")
-    print(f"executed {nb_path.name}: {ran} code cells, {skipped} skipped by flags"
-          + ("" if failed is None else f", stopped at cell {failed}"), flush=True)
+    print(
+        f"executed {nb_path.name}: {ran} code cells, {skipped} skipped by flags"
+        + ("" if failed is None else f", stopped at cell {failed}"),
+        flush=True,
+    )
     return failed
 
 
@@ -178,6 +210,7 @@ def _clean(path):
     try:
         os.chdir(ROOT)
         from nbdev.clean import nbdev_clean
+
         nbdev_clean.__wrapped__(fname=str(path))
     finally:
         os.chdir(cwd)
@@ -185,50 +218,84 @@ def _clean(path):
 
 def _all_notebooks(gpu_only=False):
     nbs = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
-    if gpu_only: nbs = [p for p in nbs if any(c.cell_type == "code" and "gpu" in flags(c) for c in read_nb(p).cells)]
+    if gpu_only:
+        nbs = [p for p in nbs if any(c.cell_type == "code" and "gpu" in flags(c) for c in read_nb(p).cells)]
     return [str(p.relative_to(ROOT)) for p in nbs]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("notebooks", nargs="*", help="default: every notebook in nbs/ (with --gpu: those with `#| gpu` cells)")
+    ap.add_argument(
+        "notebooks", nargs="*", help="default: every notebook in nbs/ (with --gpu: those with `#| gpu` cells)"
+    )
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--cpu", action="store_true", help="run on the CPU, never `#| gpu` cells; write back the outputs "
-                      "of the cells that ran, keep the stored outputs of the others")
+    mode.add_argument(
+        "--cpu",
+        action="store_true",
+        help="run on the CPU, never `#| gpu` cells; write back the outputs "
+        "of the cells that ran, keep the stored outputs of the others",
+    )
     mode.add_argument("--gpu", action="store_true", help="write back only the outputs of `#| gpu` cells")
-    ap.add_argument("--skip", default=None, help='skip cells with these flags (default: "slow" with --gpu, '
-                    '"gpu slow" with --cpu, where "gpu" is always skipped; else none)')
-    ap.add_argument("--jobs", type=int, default=None, help="notebooks executed at once, one process each "
-                    "(default: 2 with --cpu, else 1: GPU timings want the GPU to themselves)")
-    ap.add_argument("--out", default=None, help="where to write the executed notebook (one notebook; default: in place)")
+    ap.add_argument(
+        "--skip",
+        default=None,
+        help='skip cells with these flags (default: "slow" with --gpu, '
+        '"gpu slow" with --cpu, where "gpu" is always skipped; else none)',
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="notebooks executed at once, one process each "
+        "(default: 2 with --cpu, else 1: GPU timings want the GPU to themselves)",
+    )
+    ap.add_argument(
+        "--out", default=None, help="where to write the executed notebook (one notebook; default: in place)"
+    )
     ap.add_argument("--benchmarks", default=None, help="also write benchmarks_markdown(res) here")
-    ap.add_argument("--timings", default=None, help="append each cell's wall time to this file (notebook, cell, flags, s)")
-    ap.add_argument("--deadline", type=float, default=None, help="seconds per notebook after which no further cell starts")
+    ap.add_argument(
+        "--timings", default=None, help="append each cell's wall time to this file (notebook, cell, flags, s)"
+    )
+    ap.add_argument(
+        "--deadline", type=float, default=None, help="seconds per notebook after which no further cell starts"
+    )
     args = ap.parse_args(argv)
-    if args.cpu: os.environ["CUDA_VISIBLE_DEVICES"] = ""          # before torch is imported (here or in a child)
+    if args.cpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch is imported (here or in a child)
     if not args.notebooks:
-        if not (args.gpu or args.cpu): ap.error("name the notebooks (or pass --cpu or --gpu for all of them)")
+        if not (args.gpu or args.cpu):
+            ap.error("name the notebooks (or pass --cpu or --gpu for all of them)")
         args.notebooks = _all_notebooks(gpu_only=args.gpu)
         print(("notebooks with GPU cells: " if args.gpu else "notebooks: ") + " ".join(args.notebooks))
-    if args.out and len(args.notebooks) > 1: ap.error("--out takes one notebook")
+    if args.out and len(args.notebooks) > 1:
+        ap.error("--out takes one notebook")
     default_skip = "slow" if args.gpu else "gpu slow" if args.cpu else ""
     skip = (args.skip if args.skip is not None else default_skip).split()
-    if args.cpu and "gpu" not in skip: skip.append("gpu")
+    if args.cpu and "gpu" not in skip:
+        skip.append("gpu")
     mode = "gpu" if args.gpu else "cpu" if args.cpu else None
-    if len(args.notebooks) > 1:   # one process per notebook: a chapter re-running its export cells (the custom-op
-        import subprocess         # registrations, say) must not change the package under the next chapter
+    if len(args.notebooks) > 1:  # one process per notebook: a chapter re-running its export cells (the custom-op
+        import subprocess  # registrations, say) must not change the package under the next chapter
         from concurrent.futures import ThreadPoolExecutor
-        common = (["--gpu"] if args.gpu else ["--cpu"] if args.cpu else []) + ["--skip", " ".join(skip)] + \
-                 (["--benchmarks", args.benchmarks] if args.benchmarks else []) + \
-                 (["--timings", args.timings] if args.timings else []) + \
-                 (["--deadline", str(args.deadline)] if args.deadline else [])
+
+        common = (
+            (["--gpu"] if args.gpu else ["--cpu"] if args.cpu else [])
+            + ["--skip", " ".join(skip)]
+            + (["--benchmarks", args.benchmarks] if args.benchmarks else [])
+            + (["--timings", args.timings] if args.timings else [])
+            + (["--deadline", str(args.deadline)] if args.deadline else [])
+        )
         run = lambda nb: subprocess.run([sys.executable, __file__, nb, *common]).returncode
         with ThreadPoolExecutor(max(1, args.jobs or (2 if args.cpu else 1))) as ex:
             failed = [nb for nb, rc in zip(args.notebooks, ex.map(run, args.notebooks)) if rc != 0]
     else:
-        failed = [nb for nb in args.notebooks
-                  if execute(nb, args.out, mode, skip, args.benchmarks, args.timings, args.deadline) is not None]
-    if failed: print("failed: " + " ".join(failed), file=sys.stderr)
+        failed = [
+            nb
+            for nb in args.notebooks
+            if execute(nb, args.out, mode, skip, args.benchmarks, args.timings, args.deadline) is not None
+        ]
+    if failed:
+        print("failed: " + " ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -19,6 +19,7 @@ and reports the loss's relative error and the similarity (`2Σab / Σ(a²+b²)`)
 Bars: loss within 2e-2, gradients > 1 − 2e-2 (bf16; the indexer's top-k may differ in places). The exit
 code is 1 when a bar is missed.
 """
+
 import argparse
 import json
 import os
@@ -26,9 +27,9 @@ import sys
 from pathlib import Path
 
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_k, _v)                   # NVLink multicast off (spec §4), before NCCL starts
+    os.environ.setdefault(_k, _v)  # NVLink multicast off (spec §4), before NCCL starts
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the package of this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the package of this checkout
 
 import torch
 import torch.distributed as dist
@@ -46,6 +47,7 @@ from fused_csa_nb.testing import similarity
 
 class Block(nn.Module):
     "Projections around one `CompressedSparseAttention` (the sharding chapter's toy block); `forward(x, positions)`."
+
     def __init__(self, cfg, ratio, cp_layout="contiguous"):
         super().__init__()
         H, D, h = cfg.num_heads, cfg.head_dim, cfg.hidden_size
@@ -66,18 +68,37 @@ class Block(nn.Module):
 
 def config(args):
     if args.device == "cpu":
-        return CSAConfig(num_heads=4, head_dim=32, v_head_dim=32, hidden_size=48, q_lora_rank=24, window_size=8,
-                         index_topk=5, index_n_heads=4, index_head_dim=32, rotary_dim=16, dsa_kernel_backend="none",
-                         indexer_loss_coeff=0.5, indexer_use_sparse_loss=True)
-    return CSAConfig.v4_flash(dsa_kernel_backend="cudnn", hidden_size=args.hidden, q_lora_rank=args.q_lora,
-                              index_topk=args.topk, compress_ratios=(args.ratio,), indexer_loss_coeff=1.0,
-                              indexer_use_sparse_loss=True)
+        return CSAConfig(
+            num_heads=4,
+            head_dim=32,
+            v_head_dim=32,
+            hidden_size=48,
+            q_lora_rank=24,
+            window_size=8,
+            index_topk=5,
+            index_n_heads=4,
+            index_head_dim=32,
+            rotary_dim=16,
+            dsa_kernel_backend="none",
+            indexer_loss_coeff=0.5,
+            indexer_use_sparse_loss=True,
+        )
+    return CSAConfig.v4_flash(
+        dsa_kernel_backend="cudnn",
+        hidden_size=args.hidden,
+        q_lora_rank=args.q_lora,
+        index_topk=args.topk,
+        compress_ratios=(args.ratio,),
+        indexer_loss_coeff=1.0,
+        indexer_use_sparse_loss=True,
+    )
 
 
 def block(cfg, args, device):
-    torch.manual_seed(0)                            # the same weights on every rank
+    torch.manual_seed(0)  # the same weights on every rank
     m = Block(cfg, args.ratio, args.layout)
-    with torch.no_grad(): m.attn.attn_sink.uniform_(-1, 1)
+    with torch.no_grad():
+        m.attn.attn_sink.uniform_(-1, 1)
     return m.to(device)
 
 
@@ -86,29 +107,41 @@ def run(args, rank, world, device):
     mesh = init_device_mesh(device.type, (args.dp, cp), mesh_dim_names=("dp", "cp"))
     g = torch.Generator().manual_seed(1)
     X, dY = (torch.randn(S, B, cfg.hidden_size, generator=g).to(device) for _ in range(2))
-    model = shard_model(block(cfg, args, device), mesh,
-                        mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
+    model = shard_model(
+        block(cfg, args, device),
+        mesh,
+        mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+    )
     x, dy = (split_batch(t, mesh, layout=args.layout) for t in (X, dY))
     pos = cp_positions(S, mesh["cp"].get_local_rank(), cp, args.layout, device=device).view(-1, 1, 1)
     y, iloss = model(x, pos)
     share = (y.float() * dy).sum() / (x.shape[1] * S) + (iloss if iloss is not None else 0)
     share.backward()
     loss = share.detach().clone()
-    dist.all_reduce(loss)                           # Σ over all ranks = dp × the mean of the replicas' losses
+    dist.all_reduce(loss)  # Σ over all ranks = dp × the mean of the replicas' losses
     grads = {n: p.grad.full_tensor() for n, p in model.named_parameters() if p.grad is not None}
-    if rank != 0: return None
-    one = block(cfg, args, device).bfloat16()       # the layer keeps its sink float32
+    if rank != 0:
+        return None
+    one = block(cfg, args, device).bfloat16()  # the layer keeps its sink float32
     y1, l1 = one(X.bfloat16(), torch.arange(S, device=device).view(-1, 1, 1))
     ref = (y1.float() * dY).sum() / (B * S) + (l1 if l1 is not None else 0)
     ref.backward()
     ref = ref.detach()
-    res = dict(mesh=[args.dp, cp], layout=args.layout, ratio=args.ratio, S=S, B=B,
-               loss=float(loss) / args.dp, loss_one_process=float(ref),
-               loss_rel_err=abs(float(loss) / args.dp - float(ref)) / abs(float(ref)))
+    res = dict(
+        mesh=[args.dp, cp],
+        layout=args.layout,
+        ratio=args.ratio,
+        S=S,
+        B=B,
+        loss=float(loss) / args.dp,
+        loss_one_process=float(ref),
+        loss_rel_err=abs(float(loss) / args.dp - float(ref)) / abs(float(ref)),
+    )
     res["grads"] = {n: similarity(grads[n], p.grad) for n, p in one.named_parameters() if p.grad is not None}
     res["missing_grads"] = sorted(set(n for n, p in one.named_parameters() if p.grad is not None) - set(grads))
-    res["pass"] = (res["loss_rel_err"] < 2e-2 and not res["missing_grads"]
-                   and all(v > 1 - 2e-2 for v in res["grads"].values()))
+    res["pass"] = (
+        res["loss_rel_err"] < 2e-2 and not res["missing_grads"] and all(v > 1 - 2e-2 for v in res["grads"].values())
+    )
     return res
 
 
@@ -127,7 +160,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.batch = args.batch or args.dp
     world, local = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
-    if world % args.dp: ap.error(f"--dp {args.dp} must divide the world size {world}")
+    if world % args.dp:
+        ap.error(f"--dp {args.dp} must divide the world size {world}")
     if args.device == "cuda":
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
@@ -139,7 +173,8 @@ def main(argv=None):
     res = run(args, dist.get_rank(), world, device)
     if res is not None:
         print(json.dumps(res, indent=1))
-        if args.out: Path(args.out).write_text(json.dumps(dict(args=vars(args), world=world, result=res), indent=1))
+        if args.out:
+            Path(args.out).write_text(json.dumps(dict(args=vars(args), world=world, result=res), indent=1))
     ok = [res["pass"] if res is not None else True]
     dist.broadcast_object_list(ok, src=0)
     dist.destroy_process_group()

@@ -8,6 +8,7 @@ Markdown cells are copied as they are; code cells become ```python blocks (cells
 follow their cell in a plain block. With `--check` nothing is written and the exit code says
 whether README.md is up to date. CI runs it and fails on any difference.
 """
+
 import json
 import sys
 from pathlib import Path
@@ -36,7 +37,9 @@ def render(nb_path=ROOT / "nbs" / "index.ipynb"):
             code = "\n".join(l for l in lines if not l.startswith("#|")).strip("\n")
             if code:
                 parts.append(f"```python\n{code}\n```")
-            text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+            text = "".join(
+                "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream"
+            )
             if text.strip():
                 parts.append(f"```\n{text.rstrip()}\n```")
     return "\n\n".join(p for p in parts if p) + "\n" + FOOTER

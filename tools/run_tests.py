@@ -17,6 +17,7 @@ chapter's main tables into `BENCHMARKS.md` (the sections other runs wrote there 
 Notebooks whose GPU cells measure time (`TIMED` below) run after the others, one at a time, when `gpu`
 is among the flags, so that no other notebook shares the GPU with their measurements.
 """
+
 import argparse
 import json
 import os
@@ -30,10 +31,16 @@ from configparser import ConfigParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMED = {"07_bench.ipynb", "10_hf.ipynb"}   # notebooks whose GPU cells time kernels
+TIMED = {"07_bench.ipynb", "10_hf.ipynb"}  # notebooks whose GPU cells time kernels
 # the longest notebooks (measured on one H200 with their GPU cells) start first, so that the pool ends together
-LONGEST = ["06_attention.ipynb", "06_decode.ipynb", "08_graphs.ipynb", "04_fused.ipynb", "03_kernels.ipynb",
-           "03_testing.ipynb"]
+LONGEST = [
+    "06_attention.ipynb",
+    "06_decode.ipynb",
+    "08_graphs.ipynb",
+    "04_fused.ipynb",
+    "03_kernels.ipynb",
+    "03_testing.ipynb",
+]
 
 
 def notebooks(paths):
@@ -54,8 +61,10 @@ def cell_flags(src):
     out = set()
     for line in src.splitlines():
         m = re.match(r"^\s*#\|\s*([\w-]+)\s*$", line)
-        if m: out.add(m.group(1))
-        elif line.strip() and not line.lstrip().startswith("#|"): break
+        if m:
+            out.add(m.group(1))
+        elif line.strip() and not line.lstrip().startswith("#|"):
+            break
     return out
 
 
@@ -71,15 +80,24 @@ def has_gpu_cells(nb):
     return any(c["cell_type"] == "code" and "gpu" in cell_flags("".join(c["source"])) for c in cells)
 
 
-ENV = None   # the notebooks' environment: set in main (CPU threads shared among the workers)
+ENV = None  # the notebooks' environment: set in main (CPU threads shared among the workers)
 
 
 def run_one(nb, flags, store, extra=()):
     print(f"START {nb.name}", flush=True)
     if store and has_gpu_cells(nb):
         skip = " ".join(sorted(test_flags() - set(flags.split())))
-        cmd = [sys.executable, str(ROOT / "tools" / "execute_nb.py"), str(nb), "--gpu", "--skip", skip,
-               "--benchmarks", str(ROOT / "BENCHMARKS.md"), *extra]  # the bench chapter's tables also land there
+        cmd = [
+            sys.executable,
+            str(ROOT / "tools" / "execute_nb.py"),
+            str(nb),
+            "--gpu",
+            "--skip",
+            skip,
+            "--benchmarks",
+            str(ROOT / "BENCHMARKS.md"),
+            *extra,
+        ]  # the bench chapter's tables also land there
     else:
         exe = shutil.which("nbdev_test") or str(Path(sys.executable).parent / "nbdev_test")
         cmd = [exe, "--path", str(nb), "--n_workers", "0"] + (["--flags", flags] if flags else [])
@@ -90,26 +108,50 @@ def run_one(nb, flags, store, extra=()):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=2, help="notebooks run at once (default 2)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="notebooks run at once (default 2; with --flags gpu, "
+        "half the CPU cores up to 8: the GPU notebooks wait on the device, not on the CPU)",
+    )
     ap.add_argument("--flags", default="", help='extra test flags, e.g. "gpu" or "gpu slow"')
-    ap.add_argument("--store", action="store_true", help="with --flags gpu: write the outputs of the #| gpu cells "
-                    "back into the notebooks (tools/execute_nb.py --gpu)")
-    ap.add_argument("--timings", default=None, help="with --store: append each cell's wall time to this file as it ends")
-    ap.add_argument("--deadline", type=float, default=None, help="with --store: seconds per notebook after which no "
-                    "further cell starts (the notebook fails; what ran is written)")
+    ap.add_argument(
+        "--store",
+        action="store_true",
+        help="with --flags gpu: write the outputs of the #| gpu cells "
+        "back into the notebooks (tools/execute_nb.py --gpu)",
+    )
+    ap.add_argument(
+        "--timings", default=None, help="with --store: append each cell's wall time to this file as it ends"
+    )
+    ap.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help="with --store: seconds per notebook after which no "
+        "further cell starts (the notebook fails; what ran is written)",
+    )
     ap.add_argument("paths", nargs="*", help="notebooks to test (default: all in nbs/)")
     args = ap.parse_args(argv)
-    if args.store and "gpu" not in args.flags.split(): ap.error("--store writes GPU outputs: pass --flags gpu too")
+    if args.store and "gpu" not in args.flags.split():
+        ap.error("--store writes GPU outputs: pass --flags gpu too")
     nbs = notebooks(args.paths)
     flags = args.flags.split()
-    extra = (["--timings", args.timings] if args.timings else []) + (["--deadline", str(args.deadline)] if args.deadline else [])
+    if args.workers is None:
+        args.workers = min(8, max(2, (os.cpu_count() or 2) // 2)) if "gpu" in flags else 2
+    extra = (["--timings", args.timings] if args.timings else []) + (
+        ["--deadline", str(args.deadline)] if args.deadline else []
+    )
     global ENV
     ENV = dict(os.environ)
-    if args.workers > 1 and "OMP_NUM_THREADS" not in ENV:    # torch in each worker would take every core
+    if args.workers > 1 and "OMP_NUM_THREADS" not in ENV:  # torch in each worker would take every core
         ENV["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.workers))
     timed = [nb for nb in nbs if "gpu" in flags and nb.name in TIMED]
-    rest = sorted((nb for nb in nbs if nb not in timed),
-                  key=lambda nb: LONGEST.index(nb.name) if nb.name in LONGEST else len(LONGEST))
+    rest = sorted(
+        (nb for nb in nbs if nb not in timed),
+        key=lambda nb: LONGEST.index(nb.name) if nb.name in LONGEST else len(LONGEST),
+    )
     passed = failed = 0
     skipped = sum(skipped_cells(nb, flags) for nb in nbs)
     t0 = time.perf_counter()
@@ -118,7 +160,8 @@ def main(argv=None):
         nonlocal passed, failed
         for nb, rc, dt, out in results:
             ok = rc == 0
-            passed += ok; failed += not ok
+            passed += ok
+            failed += not ok
             print(f"{'PASS' if ok else 'FAIL'}  {nb.name:32s} {dt:7.1f} s", flush=True)
             if not ok:
                 print("\n".join("      " + line for line in out.splitlines()[-60:]), flush=True)
@@ -126,8 +169,10 @@ def main(argv=None):
     with ThreadPoolExecutor(max(1, args.workers)) as ex:
         report(ex.map(lambda n: run_one(n, args.flags, args.store, extra), rest))
     report(run_one(nb, args.flags, args.store, extra) for nb in timed)
-    print(f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}; "
-          f"{skipped} code cells skipped by flags)")
+    print(
+        f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}; "
+        f"{skipped} code cells skipped by flags)"
+    )
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1
 
