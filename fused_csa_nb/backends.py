@@ -393,7 +393,7 @@ def _bmm_f32(a, b):
 
 # %% ../nbs/05_backends.ipynb #244e3a42
 @patch
-def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
+def decode_select(self: FusedBackend, q_i, w_i, cache, visible):  # noqa: F811 (@patch: FusedBackend's method)
     """`NativeBackend.decode_select` on the GPU: the scores of the step's `s` rows per sequence as two batched products
     (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row) — FP8 on the cache's e4m3 keys —, radix top-k.
 
@@ -419,7 +419,7 @@ def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
 
 # %% ../nbs/05_backends.ipynb #cffd21f7
 @patch
-def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
+def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):  # noqa: F811 (@patch: FusedBackend's method)
     """`NativeBackend.decode_attend` on FlashMLA's sparse kernel (flat slots of the cache's `kv`).
 
     `query [s, b, H, D]` bf16: the step's queries; `kv [R + E, b, D]` bf16: the cache's `kv`; `sink [H]` (float): one

@@ -713,7 +713,7 @@ def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warm
         row["ms"] = median_time_ms(step, warmup=warmup, iters=iters)
     except torch.cuda.OutOfMemoryError as e:
         row["error"] = "out of memory: " + str(e).splitlines()[0][:120]
-    del layer, inputs
+    layer = inputs = None  # frees them (a `del` would unbind the names the timed lambda reads)
     torch.cuda.empty_cache()
     return row
 
@@ -1010,7 +1010,7 @@ def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent)
     pad = [t.new_zeros(m, len(lens), *t.shape[1:]) for t in ins]  # documents padded to the longest
     row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3))
     log(row)
-    del pad
+    pad = None
     docs = {}
     for n in sorted(set(lens)):  # each length once, then summed
         one = [t[:n].unsqueeze(1) for t in ins]
@@ -1208,7 +1208,7 @@ def decode_rows(
             )
             rows.append(row)
             log(row)
-            del layer, cache, dg
+            layer = cache = dg = None
             torch.cuda.empty_cache()
     return rows
 
@@ -1230,7 +1230,7 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_sile
             cached = median_time_ms(lambda: layer(*ins[:4], cache=cache.reset()), warmup=1, iters=iters)
         rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain))
         log(rows[-1])
-        del layer, ins, cache
+        layer = ins = cache = None
         torch.cuda.empty_cache()
     return rows
 

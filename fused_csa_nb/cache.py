@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import weakref
 from typing import NamedTuple
 
@@ -390,7 +389,7 @@ def grow(self: CSACache, max_seq_len: int) -> CSACache:
     `max_seq_len`: the tokens a sequence may hold in the copy, an int >= the cache's own `max_seq_len`. Returns the new
     `CSACache` (this one is left as it is)."""
     n = check_int("max_seq_len", max_seq_len, self.max_seq_len)
-    b, R, E, r = self.batch_size, self.slots, self.entries, self.ratio
+    b, R, r = self.batch_size, self.slots, self.ratio
     E2 = -(-n // r) if r else 0
 
     def wider(t, dim, fill=0.0):

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
-from .checks import _describe, check_bool, check_choice, check_device, check_float, check_int, check_tensor
+from .checks import _describe, check_bool, check_choice, check_device, check_int, check_tensor
 from .layout import QueryRows, _window_slots, compressed_topk_idxs
 
 # %% auto #0

@@ -10,7 +10,6 @@ import torch
 from .checks import _TRITON_IMPORT_ERROR, check_int, check_scale, check_tensor, first_order_only, tl, triton
 from fused_csa_nb.kernels import (
     _SparseAttention,
-    _bwd_indices,
     _check_devices,
     _op,
     _pad_idx,

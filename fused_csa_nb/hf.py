@@ -5,7 +5,6 @@
 # %% ../nbs/10_hf.ipynb #ac6d1c01
 from __future__ import annotations
 
-import dataclasses
 import functools
 import types
 

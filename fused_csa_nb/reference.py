@@ -1133,7 +1133,7 @@ def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: tor
 
 
 @patch
-def step(
+def step(  # noqa: F811 (@patch: CSAIndexer's method)
     self: CSAIndexer,
     x: torch.Tensor,
     qr: torch.Tensor,

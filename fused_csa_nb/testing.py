@@ -21,9 +21,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from . import kernels as _kernels
-from fused_csa_nb import (
-    deterministic as _deterministic,
-)  # defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
+
+# imported for its side effect: it defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
+from . import deterministic as _deterministic  # noqa: F401
 from .checks import _describe, check_float, check_int
 from .layout import _compact
 

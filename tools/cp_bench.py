@@ -29,7 +29,6 @@ which is what the indexer's work depends on).
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -174,7 +173,7 @@ def scale(args, rank, world, group):
             ms = median_time_ms(lambda: step(layer, ins), warmup=args.warmup, iters=args.iters)
         except torch.cuda.OutOfMemoryError:  # one GPU at the longest S: the memory model decides
             out.append(dict(S=S, P=world, rank=rank, oom=True))
-            del layer, ins
+            layer = ins = None
             torch.cuda.empty_cache()
             continue
         torch.cuda.synchronize()
@@ -197,7 +196,7 @@ def scale(args, rank, world, group):
             row["comm_only_ms"] = comm_only_ms(cfg, L, args.ratio, group, args.layout)
             row["comm_bytes_fwd"] = cp_comm_bytes(S, world, args.ratio, hidden_size=cfg.hidden_size)["total"]
         out.append(row)
-        del layer, ins
+        layer = ins = None
         torch.cuda.empty_cache()
     return out
 

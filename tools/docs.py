@@ -384,7 +384,8 @@ def raw_outputs(nbs):
 def _lazy():
     "Imports of the render step (dev dependencies)."
     global mistune, highlight, get_lexer_by_name, HtmlFormatter, convert_tex, yaml
-    import mistune, yaml
+    import mistune
+    import yaml
     from pygments import highlight
     from pygments.lexers import get_lexer_by_name
     from pygments.formatters import HtmlFormatter
