@@ -209,7 +209,7 @@ def forward(
         for (rows_of, rows), k in zip(segments, keys)
     ]
     out = res[0][0] if len(res) == 1 else torch.cat([o for o, _ in res])
-    losses = [l for _, l in res if l is not None]
+    losses = [part for _, part in res if part is not None]
     return (out if pack is None else out[:, 0]), (sum(losses[1:], losses[0]) if losses else None)
 
 # %% ../nbs/06_attention.ipynb #79a34418
@@ -320,9 +320,9 @@ def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
     rows = QueryRows(0, m, m, mask=valid.t(), count=pack.count)
     keys = self._keys(kb, xb, qrb, [(slice(None), rows)])
     train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
-    out, l = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)  # [m, N, H·D]
+    out, iloss = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)  # [m, N, H·D]
     flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)  # each row's slot
-    return torch.where(pack.real.view(T, 1), out.reshape(m * N, -1)[flat], 0), l
+    return torch.where(pack.real.view(T, 1), out.reshape(m * N, -1)[flat], 0), iloss
 
 # %% ../nbs/06_attention.ipynb #c2dfc74a
 @patch

@@ -350,8 +350,8 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
             self.fp8,
             self.deterministic,
         )
-        out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
-        return rows.keep(out), (l if loss else None)
+        out, iloss, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
+        return rows.keep(out), (iloss if loss else None)
     sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)  # path C
     idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
     return attn(idx, tlen, poison), None

@@ -609,7 +609,7 @@ BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixe
 def _blocks(text: str) -> tuple[str, list[str]]:
     "`text` as its preamble (before the first `## ` line) and its `## ` blocks (each up to the next), trailing blanks stripped."
     lines = text.splitlines(keepends=True)
-    starts = [i for i, l in enumerate(lines) if l.startswith("## ")]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("## ")]
     pre = "".join(lines[: starts[0]] if starts else lines).strip()
     return pre, ["".join(lines[a:b]).rstrip() + "\n" for a, b in zip(starts, starts[1:] + [len(lines)])]
 

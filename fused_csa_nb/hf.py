@@ -426,5 +426,5 @@ def indexer_loss(model: nn.Module):
     """The sum of the indexer losses of the last forward (0-d fp32), or `None` if no layer computed one. `model`: a bridged model.
     Returns the loss (a 0-d float32 tensor, differentiable in the indexers' parameters) or `None`."""
     losses = [a.__dict__.get("_fused_csa_loss") for a in _attention_layers(model)]
-    losses = [l for l in losses if l is not None]
+    losses = [part for part in losses if part is not None]
     return sum(losses[1:], losses[0]) if losses else None

@@ -111,8 +111,8 @@ def _read(p):
 def directives(src):
     "{directive: value} of a cell's `#|` lines (`#| gpu` -> {'gpu': ''}, `#| echo: false` -> {'echo': 'false'})."
     out = {}
-    for l in src.splitlines():
-        m = _DIRECTIVE.match(l)
+    for line in src.splitlines():
+        m = _DIRECTIVE.match(line)
         if m:
             out[m.group(1)] = m.group(2).strip().strip('"')
     return out
@@ -238,7 +238,7 @@ def _returns_nothing(fn):
 
 def _code(src):
     "A cell's Python without directive and magic lines."
-    return "\n".join("" if re.match(r"^\s*(#\||[%!])", l) else l for l in src.splitlines())
+    return "\n".join("" if re.match(r"^\s*(#\||[%!])", line) else line for line in src.splitlines())
 
 
 def _none_value(sources):
@@ -288,7 +288,9 @@ def output_status(src, outputs, none_funcs):
     if gpu and tree is not None and all(isinstance(st, setup) for st in tree.body):
         gpu = False  # imports, definitions
     expected = gpu
-    last_line = next((l for l in reversed(code.splitlines()) if l.strip() and not l.strip().startswith("#")), "")
+    last_line = next(
+        (line for line in reversed(code.splitlines()) if line.strip() and not line.strip().startswith("#")), ""
+    )
     if (
         tree is not None
         and tree.body
@@ -342,7 +344,7 @@ def missing_outputs(nbs):
                 continue
             _, missing, note, _ = output_status(src, c.get("outputs", []), nf)
             if missing:
-                first = next((l for l in _code(src).splitlines() if l.strip()), "")
+                first = next((line for line in _code(src).splitlines() if line.strip()), "")
                 out.append((nb_path.name, i, first.strip()[:70], "gpu" if "gpu" in d else "cpu"))
     return out
 
@@ -912,7 +914,7 @@ def render_page(nb_path, site, index):
                 md.headings.append((3, a, f"<code>{html.escape(t)}</code>"))
             continue
         d = directives(s)
-        code = "\n".join(l for l in s.splitlines() if not _DIRECTIVE.match(l)).strip("\n")
+        code = "\n".join(line for line in s.splitlines() if not _DIRECTIVE.match(line)).strip("\n")
         outs = [] if d.get("output") == "false" else render_outputs(cell, md, OUT / "figures", stem, ci)
         show_src = code and d.get("echo") != "false"
         if show_doc_target(s) and not entry:

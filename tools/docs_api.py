@@ -117,18 +117,18 @@ def _google_sections(doc):
             body.append(lines[i])
             i += 1
         if kind.startswith(("return", "yield")):
-            returns.append(" ".join(l.strip() for l in body))
+            returns.append(" ".join(line.strip() for line in body))
         elif not kind.startswith("raise"):
             item_indent, cur = None, None
-            for l in body:
-                ind = len(l) - len(l.lstrip())
-                im = _GOOGLE_ITEM.match(l)
+            for line in body:
+                ind = len(line) - len(line.lstrip())
+                im = _GOOGLE_ITEM.match(line)
                 if im and (item_indent is None or ind <= item_indent):
                     item_indent = ind
                     cur = im.group(1).lstrip("*")
                     params[cur] = [im.group(2) or "", im.group(3).strip()]
-                elif cur and l.strip():
-                    params[cur][1] += " " + l.strip()
+                elif cur and line.strip():
+                    params[cur][1] += " " + line.strip()
         else:
             keep.append(lines[i - len(body) - 1])
             keep += body  # Raises: kept as prose
@@ -628,7 +628,9 @@ def resolve(expr, module, lib):
 
 
 def _strip_directives(src):
-    return "\n".join(l for l in src.splitlines() if not re.match(r"^\s*#\|", l) and not re.match(r"^\s*[%!]", l))
+    return "\n".join(
+        line for line in src.splitlines() if not re.match(r"^\s*#\|", line) and not re.match(r"^\s*[%!]", line)
+    )
 
 
 def defining_cells(src_nb):

@@ -71,7 +71,7 @@ def flags(cell):
 
 def _no_eval(cell):
     "True for a cell marked `#| eval: false` (never run, as in nbdev's tests)."
-    return any(re.match(r"^\s*#\|\s*eval\s*:\s*false\s*$", l) for l in cell.source.splitlines())
+    return any(re.match(r"^\s*#\|\s*eval\s*:\s*false\s*$", line) for line in cell.source.splitlines())
 
 
 _ENV_PATH = re.compile(r"(?<![^\s'\"(])(?:/[^\s/:'\"]+)+/((?:site|dist)-packages)/")
