@@ -83,7 +83,10 @@ def make_layer(cfg, ratio, group, layout="contiguous", seed=0):
 def inputs(cfg, S, rows, seed):
     "Rows `rows` (a slice) of global bf16 inputs `(query, key, x, qr, d_out)` drawn from one seed on the GPU."
     g = torch.Generator(device="cuda").manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)[rows].contiguous()
+
+    def mk(*s):
+        return torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)[rows].contiguous()
+
     return (
         mk(S, 1, cfg.num_heads, 512),
         mk(S, 1, 1, 512),
@@ -103,7 +106,10 @@ def step(layer, ins):
 
 def parity(args, rank, world, group):
     cfg, S = config(args), args.seq[0]
-    mine = lambda t: cp_split(t, rank, world, args.layout)  # this rank's rows of a global tensor
+
+    def mine(t):  # this rank's rows of a global tensor
+        return cp_split(t, rank, world, args.layout)
+
     one, cp = make_layer(cfg, args.ratio, None), make_layer(cfg, args.ratio, group, args.layout)
     full = inputs(cfg, S, slice(None), 1)
     o1, l1, g1 = step(one, full)

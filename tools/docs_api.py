@@ -676,7 +676,9 @@ def annotate(nb, src_nb, lib):
     a re-export): after the cells of the export cell that defines it, re-exports at the end. Returns warnings."""
     from execnb.nbio import mk_cell
 
-    src_text = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+    def src_text(c):
+        return "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+
     exp = next(
         (
             m.group(1)

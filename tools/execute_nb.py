@@ -285,7 +285,10 @@ def main(argv=None):
             + (["--timings", args.timings] if args.timings else [])
             + (["--deadline", str(args.deadline)] if args.deadline else [])
         )
-        run = lambda nb: subprocess.run([sys.executable, __file__, nb, *common]).returncode
+
+        def run(nb):
+            return subprocess.run([sys.executable, __file__, nb, *common]).returncode
+
         with ThreadPoolExecutor(max(1, args.jobs or (2 if args.cpu else 1))) as ex:
             failed = [nb for nb, rc in zip(args.notebooks, ex.map(run, args.notebooks)) if rc != 0]
     else:
