@@ -174,21 +174,24 @@ def forward(
     `rotary.apply_layer_rotary(query, positions, cfg, ratio)` at global token positions (one device:
     `torch.arange(sq).view(sq, 1, 1)`); float (bfloat16 on the fused backend), the layer's device.
     `key [sq, b, 1, D]`: the one latent per token that is key and value, roped the same way; `query`'s dtype and device.
-    `x [sq, b, hidden_size]`: the layer input the compressor and the indexer read (ratios 4 and 128; `None` for ratio 0),
-    in the dtype of the compressor's parameters. `qr [sq, b, q_lora_rank]`: the low-rank query the indexer projects from
-    (ratio 4 with the indexer; `None` otherwise). Under `cp_group`, every argument holds this rank's rows of the sequence
-    (`sq` = the shard length; `context_parallel.cp_split`).
-    `cu_seqlens` (int32 `[N+1]`, on the inputs' device): a pack of `N` documents in one token stream — `query [T, H, D]`,
-    `key [T, 1, D]`, `x [T, hidden_size]`, `qr [T, q_lora_rank]`, document `d` being rows `cu[d] … cu[d+1]−1` (`cu[0] = 0`,
-    non-decreasing, empty documents allowed, `cu[N] <= T`; rows past `cu[N]` are padding: output 0, no gradient, no
-    loss); every document attends only to itself, as if run alone. Rope `query` and `key` at each row's position in its
-    document (`layout.thd_positions(cu_seqlens, T)`). `max_seqlen`: a Python int >= the longest document (required for
+    `x [sq, b, hidden_size]`: the layer input the compressor and the indexer read
+    (ratios 4 and 128; `None` for ratio 0), in the dtype of the compressor's parameters. `qr [sq, b, q_lora_rank]`: the
+    low-rank query the indexer projects from (ratio 4 with the indexer; `None` otherwise). Under `cp_group`, every
+    argument holds this rank's rows of the sequence (`sq` = the shard length; `context_parallel.cp_split`).
+    `cu_seqlens` (int32 `[N+1]`, on the inputs' device):
+    a pack of `N` documents in one token stream — `query [T, H, D]`,
+    `key [T, 1, D]`, `x [T, hidden_size]`, `qr [T, q_lora_rank]`, document `d` being rows `cu[d] … cu[d+1]−1`
+    (`cu[0] = 0`, non-decreasing, empty documents allowed, `cu[N] <= T`; rows past `cu[N]` are padding: output 0, no
+    gradient, no loss); every document attends only to itself, as if run alone. Rope `query` and `key` at each row's
+    position in its document (`layout.thd_positions(cu_seqlens, T)`). `max_seqlen`:
+    a Python int >= the longest document (required for
     CUDA `cu_seqlens`, so that nothing reads the device; computed when they are on the CPU).
     Returns `out [sq, b, H·D]` (a pack: `[T, H·D]`) in `query`'s dtype (differentiable in `query`, `key`, `x`, the
     compressor and the sink) and `indexer_loss`: a 0-d fp32 tensor in training with gradients enabled,
     `indexer_loss_coeff > 0` and an indexer with compressed entries to select from (its gradient reaches the indexer
     only; add it to the training loss; a pack's mean divides by its `cu[N]` real rows), else `None`.
-    `cache`: a `CSACache` of this layer (`new_cache`): the `s_new` tokens of `query` … continue the cache's sequences (roped at
+    `cache`: a `CSACache` of this layer (`new_cache`):
+    the `s_new` tokens of `query` … continue the cache's sequences (roped at
     `cache.next_positions(s_new)`), are written into it and attend over it (inference: eval mode, no loss; see *Decoding
     with a cache* below).
     Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
@@ -268,7 +271,8 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
 # %% ../nbs/06_attention.ipynb #c31c719d
 @patch
 def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo):
-    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)` of
+    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)`
+    of
     `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none)."""
     r, n = self.ratio, kv.shape[0]
     kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
@@ -309,7 +313,8 @@ def _packed_keys(self: CompressedSparseAttention, key, x, qr, pack) -> KeySet:
 
 @patch
 def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
-    "The native reference of a pack `(out [T, H·D], loss)`: its documents as a padded batch on the SBHD path (see above)."
+    """The native reference of a pack `(out [T, H·D], loss)`:
+    its documents as a padded batch on the SBHD path (see above)."""
     T, m, N = query.shape[0], max(pack.max_seqlen, 1), pack.cu.shape[0] - 1  # m: the longest document, not max_seqlen
     cu, p = pack.cu.long(), torch.arange(m, device=query.device)[:, None]
     valid = p < (cu[1:] - cu[:-1])[None]  # [m, N]: slots holding a document's row
@@ -352,7 +357,8 @@ def new_cache(
 
 @patch
 def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_seqlen=None):
-    "The cache of a forward with `cache=`: this layer's, in eval mode, one device, its batch, dtype and device; room left."
+    """The cache of a forward with `cache=`: this layer's, in eval mode,
+    one device, its batch, dtype and device; room left."""
     if not isinstance(cache, CSACache):
         raise TypeError(f"`cache` must be a CSACache (layer.new_cache(...)), got {type(cache).__name__}")
     if not cache.belongs_to(self):
@@ -370,7 +376,8 @@ def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_
         )
     if max_seqlen is not None:
         raise ValueError(
-            "`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call takes neither)"
+            "`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call "
+            "takes neither)"
         )
     if not isinstance(query, torch.Tensor):
         raise TypeError(f"`query` must be a torch.Tensor, got {type(query).__name__}")
@@ -438,7 +445,8 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
 
 @patch
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
-    """One batched step of `s <= MAX_STEP` new tokens per sequence (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
+    """One batched step of `s <= MAX_STEP` new tokens per sequence
+    (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
     s, rows = query.shape[0], cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
     cache.write_keys(key[:, :, 0], rows)

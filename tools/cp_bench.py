@@ -7,7 +7,8 @@ Usage (two GPUs; the NVLink-multicast variables must be set in every process):
     torchrun --nproc_per_node 2 tools/cp_bench.py parity --seq 32768 --out cp_parity.json
     python tools/cp_bench.py scale --seq 131072 --out cp_scale_1gpu.json
     torchrun --nproc_per_node 2 tools/cp_bench.py scale --seq 131072 524288 --out cp_scale_2gpu.json
-    torchrun --nproc_per_node 2 tools/cp_bench.py scale --layout zigzag --seq 131072 524288 --out cp_scale_2gpu_zigzag.json
+    torchrun --nproc_per_node 2 tools/cp_bench.py scale --layout
+    zigzag --seq 131072 524288 --out cp_scale_2gpu_zigzag.json
 
 `parity`: the fused layer with `cp_group` (each rank its shard) against the fused layer on the
 whole sequence (computed on every rank, each comparing its own rows): output, loss (sum of the

@@ -36,9 +36,9 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
      slug, `csaconfig`; where two names share one, `KERNEL_LIMITS` and `kernel_limits`, the
      other name keeps its case), and an anchor twice on one page;
    * a source link whose target (line of a file in the checkout) does not exist;
-   * a missing output [rule `missing-output`; `missing-gpu-output` for a `#| gpu` cell]: a shown code cell (not `#| hide`, not exported)
-     whose last statement displays a value (an expression, not an assignment, import, def, other
-     statement, call of `test_*`/`assert*`, call of a function the notebook or package defines
+   * a missing output [rule `missing-output`; `missing-gpu-output` for a `#| gpu` cell]: a shown code cell
+     (not `#| hide`, not exported) whose last statement displays a value (an expression, not an assignment, import,
+     def, other statement, call of `test_*`/`assert*`, call of a function the notebook or package defines
      without returning a value, or a line ending in `;`) and that has no stored output; and every
      shown `#| gpu` cell without a stored output (its output is the evidence of the last GPU run).
      Opt-out: the directive `#| no_output_ok` in the cell, optionally with a reason
@@ -350,8 +350,8 @@ def missing_outputs(nbs):
 
 
 def raw_outputs(nbs):
-    """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to stderr, or a raw
-    dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
+    """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to
+    stderr, or a raw dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
     out = []
     for nb_path in nbs:
         for i, c in enumerate(_read(nb_path)["cells"]):
@@ -771,7 +771,10 @@ class ApiRenderer:
             return ""
         href, data, ext = link
         x = ' rel="noopener"' if ext else ""
-        return f'<a class="source{" external" if ext else ""}" href="{html.escape(href)}" data-source="{html.escape(data)}"{x}>source</a>'
+        return (
+            f'<a class="source{" external" if ext else ""}" href="{html.escape(href)}" '
+            f'data-source="{html.escape(data)}"{x}>source</a>'
+        )
 
     def entry(self, e, level=3):
         "HTML of one entry, and its search records [(anchor, title, text)]."
@@ -1012,9 +1015,12 @@ PAGE = """<!DOCTYPE html>
 <script src="{root}site.js" defer></script>
 </head><body>
 <header class="topbar">
-<button class="nav-toggle" type="button" aria-controls="sidebar" aria-expanded="false" aria-label="Chapters"><span></span></button>
+<button class="nav-toggle" type="button" aria-controls="sidebar" aria-expanded="false"
+ aria-label="Chapters"><span></span></button>
 <a class="site" href="{root}index.html">{site}</a>
-<div class="search" role="search"><input type="search" id="search" placeholder="Search" autocomplete="off" spellcheck="false" aria-label="Search the documentation" aria-controls="search-results"><div class="results" id="search-results" hidden></div></div>
+<div class="search" role="search"><input type="search" id="search" placeholder="Search" autocomplete="off"
+ spellcheck="false" aria-label="Search the documentation" aria-controls="search-results"><div class="results"
+ id="search-results" hidden></div></div>
 </header>
 <div class="layout">
 <nav class="sidebar" id="sidebar" aria-label="Chapters"><ul>{nav}</ul></nav>
@@ -1040,7 +1046,8 @@ def render_source(rel, site):
                     n += 1
                     yield (
                         1,
-                        f'<span class="ln" id="L{n}"><a class="lno" href="#L{n}" aria-hidden="true">{n}</a>{line.rstrip(chr(10))}</span>',
+                        f'<span class="ln" id="L{n}"><a class="lno" href="#L{n}" '
+                        f'aria-hidden="true">{n}</a>{line.rstrip(chr(10))}</span>',
                     )
                 else:
                     yield t, line
@@ -1156,7 +1163,8 @@ PAGE_INFO = """() => {
         while (p && p !== document.body) { const o = getComputedStyle(p).overflowX;
           if (o === 'auto' || o === 'scroll' || o === 'hidden') { inside = true; break; } p = p.parentElement; }
         if (!inside) hits.push(el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
-                                (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\\s+/).join('.') : '') +
+                                (el.className && typeof el.className === 'string'
+                                  ? '.' + el.className.trim().split(/\\s+/).join('.') : '') +
                                 ' (right edge ' + Math.round(r.right) + ' px)');
       }
       if (hits.length >= 3) break;

@@ -166,7 +166,8 @@ _NAME_PAREN = re.compile(r"`\*{0,2}([A-Za-z_]\w*)[^`]*`\s*(\([^()]*\))?")
 def _clause_docs(prose, params):
     """Descriptions from clauses that open with the parameters they describe, as prose docstrings write them:
     "`num_heads` query heads H (64); `head_dim` D, the latent width (512)" → `num_heads`: "query heads H (64)",
-    `head_dim`: "D, the latent width (512)". A short heading before the names ("Attention shape: `x` ...") is skipped."""
+    `head_dim`: "D, the latent width (512)". A short heading
+    before the names ("Attention shape: `x` ...") is skipped."""
     out = {}
     for cl in _clauses(re.sub(r"\s+", " ", prose)):
         cl = re.sub(r"^(?:[A-Z][\w ()/-]{0,40}:\s+)(?=`)", "", cl)
@@ -454,7 +455,8 @@ def describe_member(cls_name, name, raw, cls):
 
 
 def _in_class_body(cls, raw) -> bool:
-    "Whether member `raw` is written inside `cls`'s own body (not added later with `@patch`, which documents it where it is)."
+    """Whether member `raw` is written inside `cls`'s own body (not
+    added later with `@patch`, which documents it where it is)."""
     fn = (
         raw.fget if isinstance(raw, property) else raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
     )
@@ -470,7 +472,8 @@ def _in_class_body(cls, raw) -> bool:
 
 
 def _members(cls):
-    "Public methods, classmethods, staticmethods and properties defined in `cls`'s body (patched ones are documented where they are patched)."
+    """Public methods, classmethods, staticmethods and properties defined
+    in `cls`'s body (patched ones are documented where they are patched)."""
     out = []
     for name, raw in vars(cls).items():
         if name.startswith("_"):
@@ -737,7 +740,8 @@ def annotate(nb, src_nb, lib):
 
 
 def _distinct_anchors(entries):
-    "Names whose anchors collide (`KERNEL_LIMITS`, `kernel_limits`): the lowercase name keeps it, the others use their own."
+    """Names whose anchors collide (`KERNEL_LIMITS`, `kernel_limits`):
+    the lowercase name keeps it, the others use their own."""
     by_anchor = {}
     for e in entries:
         by_anchor.setdefault(e["anchor"], set()).add(e["name"])

@@ -36,7 +36,8 @@ script refreshes them, in one of three modes:
 * neither: the named notebooks run with every cell and every output is written.
 
 With `--benchmarks`, the `res` a notebook computed (the bench chapter's) is also rendered to that
-Markdown file (the sections other runs wrote there — long context, packed sequences, CP — are kept). A notebook stops at its first failing cell (exit code 1), still writing what ran
+Markdown file (the sections other runs wrote there — long context, packed sequences, CP — are kept). A notebook stops at
+its first failing cell (exit code 1), still writing what ran
 (the cells after it keep their outputs); the next notebook is executed all the same. Several
 notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
 written notebook (it keeps outputs: `clear_all = False` in settings.ini).
