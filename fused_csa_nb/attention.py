@@ -319,8 +319,13 @@ def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
     cu, p = pack.cu.long(), torch.arange(m, device=query.device)[:, None]
     valid = p < (cu[1:] - cu[:-1])[None]  # [m, N]: slots holding a document's row
     src = (cu[:-1][None] + p).clamp(max=max(T - 1, 0))
-    at = lambda t: t[:, 0][src] if T else t.new_zeros(m, N, *t.shape[2:])  # T = 0: nothing to gather
-    pad = lambda t: None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), at(t), 0)
+
+    def at(t):
+        return t[:, 0][src] if T else t.new_zeros(m, N, *t.shape[2:])  # T = 0: nothing to gather
+
+    def pad(t):
+        return None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), at(t), 0)
+
     qb, kb, xb, qrb = (pad(t) for t in (query, key, x, qr))
     rows = QueryRows(0, m, m, mask=valid.t(), count=pack.count)
     keys = self._keys(kb, xb, qrb, [(slice(None), rows)])
@@ -415,7 +420,10 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
     with torch.no_grad():
         if s > 1 and not any(cache.lengths):
             return self._prefill(query, key, x, qr, cache, sink), None
-        at = lambda t, c: None if t is None else t[c]
+
+        def at(t, c):
+            return None if t is None else t[c]
+
         outs = [
             self._decode_step(query[c], key[c], at(x, c), at(qr, c), cache, sink)
             for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))

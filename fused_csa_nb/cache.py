@@ -151,7 +151,10 @@ def sequence(self: CSACache, i: int) -> CSACache:
     sequence's index in the batch, `0 … b − 1`. Returns a `CSACache`
     with `b = 1` whose tensors are views of this one's."""
     i = check_int("i", i, 0, self.batch_size - 1)
-    ring = lambda r: None if r is None else tuple(_rows_of(t, i, 1) for t in r)
+
+    def ring(r):
+        return None if r is None else tuple(_rows_of(t, i, 1) for t in r)
+
     return dataclasses.replace(
         self,
         kv=_rows_of(self.kv, i, 1),
@@ -235,8 +238,13 @@ def __reduce_ex__(self: CSACache, protocol):
 def __deepcopy__(self: CSACache, memo):
     """An independent copy (tensors cloned, host lengths copied) that belongs to the same layer (`copy.deepcopy`).
     `memo`: `deepcopy`'s memo dictionary (not read: the layer is shared, not copied)."""
-    t = lambda x: None if x is None else x.clone()
-    tt = lambda x: None if x is None else tuple(t(y) for y in x)
+
+    def t(x):
+        return None if x is None else x.clone()
+
+    def tt(x):
+        return None if x is None else tuple(t(y) for y in x)
+
     return dataclasses.replace(
         self,
         kv=t(self.kv),
@@ -410,7 +418,10 @@ def grow(self: CSACache, max_seq_len: int) -> CSACache:
         return new
 
     keys8 = None if self.index_keys8 is None else (wider(self.index_keys8[0], 1), wider(self.index_keys8[1], 1, 1.0))
-    clone = lambda ring: None if ring is None else tuple(x.clone() for x in ring)
+
+    def clone(ring):
+        return None if ring is None else tuple(x.clone() for x in ring)
+
     return dataclasses.replace(
         self,
         max_seq_len=n,

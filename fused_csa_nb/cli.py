@@ -478,7 +478,10 @@ def _demo_inputs(args, cfg, device, dtype):
     "Random `(query, key, x, qr)` of the demo's shapes from `args.seed + 1`; query and key require grad."
     sq, b = args.seq_len, args.batch
     g = torch.Generator(device="cpu").manual_seed(args.seed + 1)
-    rnd = lambda *s: torch.randn(*s, generator=g).to(device=device, dtype=dtype)
+
+    def rnd(*s):
+        return torch.randn(*s, generator=g).to(device=device, dtype=dtype)
+
     query = rnd(sq, b, cfg.num_heads, cfg.head_dim).requires_grad_()
     key = rnd(sq, b, 1, cfg.head_dim).requires_grad_()
     return query, key, rnd(sq, b, cfg.hidden_size), rnd(sq, b, cfg.q_lora_rank)

@@ -164,7 +164,9 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
             t.copy_(s)
         cache.host_lengths[:] = lengths
 
-    step = lambda: layer(query, key, x, qr, cache=cache)
+    def step():
+        return layer(query, key, x, qr, cache=cache)
+
     res = {}
     try:
         with torch.no_grad():

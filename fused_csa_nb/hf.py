@@ -301,7 +301,10 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
         return layer(q, kv, x, qr, cache=cache)[0]
     out = q.new_zeros(S, B, layer.cfg.num_heads * layer.cfg.v_head_dim)
     for i, (a, n) in enumerate(zip(rows.starts, rows.lengths)):
-        seq = lambda t: None if t is None else t[a : a + n, i : i + 1]
+
+        def seq(t):
+            return None if t is None else t[a : a + n, i : i + 1]
+
         out[a : a + n, i : i + 1] = layer(seq(q), seq(kv), seq(x), seq(qr), cache=cache.sequence(i))[0]
     return out
 
@@ -333,7 +336,10 @@ def _csa_attention_forward(
     )
     if layer.attn_sink.device != hidden_states.device:
         layer.to(hidden_states.device)
-    sbhd = lambda t: None if t is None else t.transpose(0, 1)
+
+    def sbhd(t):
+        return None if t is None else t.transpose(0, 1)
+
     q, kv, x = (
         sbhd(q).contiguous(),
         sbhd(kv).contiguous(),

@@ -84,7 +84,10 @@ def yarn_correction_range(
     them."""
     rotary_dim, theta = _check_rotary_dim(rotary_dim), _check_theta(theta)
     seq, fast, slow = _check_yarn(original_seq_len, beta_fast, beta_slow)
-    dim = lambda beta: rotary_dim * math.log(seq / (beta * 2 * math.pi)) / (2 * math.log(theta))
+
+    def dim(beta):
+        return rotary_dim * math.log(seq / (beta * 2 * math.pi)) / (2 * math.log(theta))
+
     return max(math.floor(dim(fast)), 0), min(math.ceil(dim(slow)), rotary_dim - 1)
 
 
