@@ -174,21 +174,24 @@ def forward(
     `rotary.apply_layer_rotary(query, positions, cfg, ratio)` at global token positions (one device:
     `torch.arange(sq).view(sq, 1, 1)`); float (bfloat16 on the fused backend), the layer's device.
     `key [sq, b, 1, D]`: the one latent per token that is key and value, roped the same way; `query`'s dtype and device.
-    `x [sq, b, hidden_size]`: the layer input the compressor and the indexer read (ratios 4 and 128; `None` for ratio 0),
-    in the dtype of the compressor's parameters. `qr [sq, b, q_lora_rank]`: the low-rank query the indexer projects from
-    (ratio 4 with the indexer; `None` otherwise). Under `cp_group`, every argument holds this rank's rows of the sequence
-    (`sq` = the shard length; `context_parallel.cp_split`).
-    `cu_seqlens` (int32 `[N+1]`, on the inputs' device): a pack of `N` documents in one token stream — `query [T, H, D]`,
-    `key [T, 1, D]`, `x [T, hidden_size]`, `qr [T, q_lora_rank]`, document `d` being rows `cu[d] … cu[d+1]−1` (`cu[0] = 0`,
-    non-decreasing, empty documents allowed, `cu[N] <= T`; rows past `cu[N]` are padding: output 0, no gradient, no
-    loss); every document attends only to itself, as if run alone. Rope `query` and `key` at each row's position in its
-    document (`layout.thd_positions(cu_seqlens, T)`). `max_seqlen`: a Python int >= the longest document (required for
+    `x [sq, b, hidden_size]`: the layer input the compressor and the indexer read
+    (ratios 4 and 128; `None` for ratio 0), in the dtype of the compressor's parameters. `qr [sq, b, q_lora_rank]`: the
+    low-rank query the indexer projects from (ratio 4 with the indexer; `None` otherwise). Under `cp_group`, every
+    argument holds this rank's rows of the sequence (`sq` = the shard length; `context_parallel.cp_split`).
+    `cu_seqlens` (int32 `[N+1]`, on the inputs' device):
+    a pack of `N` documents in one token stream — `query [T, H, D]`,
+    `key [T, 1, D]`, `x [T, hidden_size]`, `qr [T, q_lora_rank]`, document `d` being rows `cu[d] … cu[d+1]−1`
+    (`cu[0] = 0`, non-decreasing, empty documents allowed, `cu[N] <= T`; rows past `cu[N]` are padding: output 0, no
+    gradient, no loss); every document attends only to itself, as if run alone. Rope `query` and `key` at each row's
+    position in its document (`layout.thd_positions(cu_seqlens, T)`). `max_seqlen`:
+    a Python int >= the longest document (required for
     CUDA `cu_seqlens`, so that nothing reads the device; computed when they are on the CPU).
     Returns `out [sq, b, H·D]` (a pack: `[T, H·D]`) in `query`'s dtype (differentiable in `query`, `key`, `x`, the
     compressor and the sink) and `indexer_loss`: a 0-d fp32 tensor in training with gradients enabled,
     `indexer_loss_coeff > 0` and an indexer with compressed entries to select from (its gradient reaches the indexer
     only; add it to the training loss; a pack's mean divides by its `cu[N]` real rows), else `None`.
-    `cache`: a `CSACache` of this layer (`new_cache`): the `s_new` tokens of `query` … continue the cache's sequences (roped at
+    `cache`: a `CSACache` of this layer (`new_cache`):
+    the `s_new` tokens of `query` … continue the cache's sequences (roped at
     `cache.next_positions(s_new)`), are written into it and attend over it (inference: eval mode, no loss; see *Decoding
     with a cache* below).
     Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
@@ -209,7 +212,7 @@ def forward(
         for (rows_of, rows), k in zip(segments, keys)
     ]
     out = res[0][0] if len(res) == 1 else torch.cat([o for o, _ in res])
-    losses = [l for _, l in res if l is not None]
+    losses = [part for _, part in res if part is not None]
     return (out if pack is None else out[:, 0]), (sum(losses[1:], losses[0]) if losses else None)
 
 # %% ../nbs/06_attention.ipynb #79a34418
@@ -268,7 +271,8 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
 # %% ../nbs/06_attention.ipynb #c31c719d
 @patch
 def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo):
-    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)` of
+    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)`
+    of
     `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none)."""
     r, n = self.ratio, kv.shape[0]
     kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
@@ -309,20 +313,26 @@ def _packed_keys(self: CompressedSparseAttention, key, x, qr, pack) -> KeySet:
 
 @patch
 def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
-    "The native reference of a pack `(out [T, H·D], loss)`: its documents as a padded batch on the SBHD path (see above)."
+    """The native reference of a pack `(out [T, H·D], loss)`:
+    its documents as a padded batch on the SBHD path (see above)."""
     T, m, N = query.shape[0], max(pack.max_seqlen, 1), pack.cu.shape[0] - 1  # m: the longest document, not max_seqlen
     cu, p = pack.cu.long(), torch.arange(m, device=query.device)[:, None]
     valid = p < (cu[1:] - cu[:-1])[None]  # [m, N]: slots holding a document's row
     src = (cu[:-1][None] + p).clamp(max=max(T - 1, 0))
-    at = lambda t: t[:, 0][src] if T else t.new_zeros(m, N, *t.shape[2:])  # T = 0: nothing to gather
-    pad = lambda t: None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), at(t), 0)
+
+    def at(t):
+        return t[:, 0][src] if T else t.new_zeros(m, N, *t.shape[2:])  # T = 0: nothing to gather
+
+    def pad(t):
+        return None if t is None else torch.where(valid.view(m, N, *[1] * (t.dim() - 2)), at(t), 0)
+
     qb, kb, xb, qrb = (pad(t) for t in (query, key, x, qr))
     rows = QueryRows(0, m, m, mask=valid.t(), count=pack.count)
     keys = self._keys(kb, xb, qrb, [(slice(None), rows)])
     train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
-    out, l = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)  # [m, N, H·D]
+    out, iloss = self.backend.attend(qb, keys[0], rows, self.attn_sink, train=train, loss=loss)  # [m, N, H·D]
     flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)  # each row's slot
-    return torch.where(pack.real.view(T, 1), out.reshape(m * N, -1)[flat], 0), l
+    return torch.where(pack.real.view(T, 1), out.reshape(m * N, -1)[flat], 0), iloss
 
 # %% ../nbs/06_attention.ipynb #c2dfc74a
 @patch
@@ -352,7 +362,8 @@ def new_cache(
 
 @patch
 def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_seqlen=None):
-    "The cache of a forward with `cache=`: this layer's, in eval mode, one device, its batch, dtype and device; room left."
+    """The cache of a forward with `cache=`: this layer's, in eval mode,
+    one device, its batch, dtype and device; room left."""
     if not isinstance(cache, CSACache):
         raise TypeError(f"`cache` must be a CSACache (layer.new_cache(...)), got {type(cache).__name__}")
     if not cache.belongs_to(self):
@@ -370,7 +381,8 @@ def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_
         )
     if max_seqlen is not None:
         raise ValueError(
-            "`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call takes neither)"
+            "`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call "
+            "takes neither)"
         )
     if not isinstance(query, torch.Tensor):
         raise TypeError(f"`query` must be a torch.Tensor, got {type(query).__name__}")
@@ -408,7 +420,10 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
     with torch.no_grad():
         if s > 1 and not any(cache.lengths):
             return self._prefill(query, key, x, qr, cache, sink), None
-        at = lambda t, c: None if t is None else t[c]
+
+        def at(t, c):
+            return None if t is None else t[c]
+
         outs = [
             self._decode_step(query[c], key[c], at(x, c), at(qr, c), cache, sink)
             for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))
@@ -438,7 +453,8 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
 
 @patch
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
-    """One batched step of `s <= MAX_STEP` new tokens per sequence (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
+    """One batched step of `s <= MAX_STEP` new tokens per sequence
+    (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
     s, rows = query.shape[0], cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
     cache.write_keys(key[:, :, 0], rows)

@@ -64,7 +64,8 @@ def _poisoned(out, poison):
 
 
 def _entry_rows(n, b, ratio, slot0, start, device=None):
-    "All causal compressed entries of `n` rows at global `start …` as `kv_full` slots `[b, n, (start+n)//ratio]` (cached by `attend`)."
+    """All causal compressed entries of `n` rows at global `start …`
+    as `kv_full` slots `[b, n, (start+n)//ratio]` (cached by `attend`)."""
     return compressed_topk_idxs(n, b, ratio, slot0, device, start=start)
 
 
@@ -74,10 +75,11 @@ def _global_window(window, rows, halo):
 
 # %% ../nbs/05_backends.ipynb #8d29a3bb
 class NativeBackend:
-    """The native PyTorch backend of a ratio-`ratio` layer under `cfg` (see above): the reference semantics, any dtype and device.
+    """The native PyTorch backend of a ratio-`ratio` layer under `cfg`
+    (see above): the reference semantics, any dtype and device.
 
-    `cfg`: the layer's frozen `CSAConfig` (scales, window, top-k and indexer precision are read once, here); `ratio`: the
-    layer's compression ratio (0, 4 or 128)."""
+    `cfg`: the layer's frozen `CSAConfig` (scales, window, top-k and indexer precision are read once, here); `ratio`:
+    the layer's compression ratio (0, 4 or 128)."""
 
     fused = False
 
@@ -87,9 +89,10 @@ class NativeBackend:
         self.precision, self.topk = cfg.indexer_precision, cfg.index_topk
 
     def check_inputs(self, query: torch.Tensor):
-        """Refuse what the native path cannot run, before any work: every float dtype runs natively; `deterministic=True` on
-        CUDA needs torch's deterministic algorithms (`RuntimeError`). `query [n, b, H, D]`: the layer's query (only its device
-        is read)."""
+        """Refuse what the native path cannot run, before any work: every float dtype runs
+        natively; `deterministic=True` on
+        CUDA needs torch's deterministic algorithms (`RuntimeError`). `query [n, b, H, D]`: the layer's query
+        (only its device is read)."""
         if self.cfg.deterministic and query.is_cuda and not torch.are_deterministic_algorithms_enabled():
             raise RuntimeError(
                 "deterministic=True on the native path (CUDA) needs torch.use_deterministic_algorithms(True) "
@@ -110,11 +113,12 @@ class NativeBackend:
         """The attention of the query rows `rows` over `keys` (see above), and their indexer loss when asked.
 
         `query [n, b, H, D]`: the rows' queries, any float dtype; `keys`: their `KeySet` (raw keys, compressed entries,
-        indexer tensors); `rows`: which rows they are (a `layout.QueryRows`: a sequence, a shard, or a pack's documents as a
+        indexer tensors); `rows`: which rows they are
+        (a `layout.QueryRows`: a sequence, a shard, or a pack's documents as a
         padded batch with their loss `mask`);
         `sink [H]` (float): one sink logit per query head; `train`: training with gradients; `loss`: compute the indexer
-        loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share of
-        the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
+        loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share
+        of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
         r, (n, b) = self.ratio, query.shape[:2]
         window = rows.window(self.window, keys.halo, b, query.device)  # the row set's window slots
         attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
@@ -135,8 +139,9 @@ class NativeBackend:
 # %% ../nbs/05_backends.ipynb #e493b40d
 @patch
 def _selection(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
-    """`(scores or None, top-k ids [b, n, k_eff], poison [b, n])` (`k_eff = min(index_topk, n_comp)`): whole scores when one block holds them (they serve
-    the loss too), else per block (never whole); `poison` is NaN on rows whose indexer inputs are not finite."""
+    """`(scores or None, top-k ids [b, n, k_eff], poison [b, n])` (`k_eff = min(index_topk, n_comp)`): whole scores when
+    one block holds them (they serve the loss too), else per block
+    (never whole); `poison` is NaN on rows whose indexer inputs are not finite."""
     r, prec, isc = self.ratio, self.precision, self.index_scale
     k = min(self.topk, k_i.shape[0])  # k_eff: no row can select more (memory ∝ k_eff, not index_topk)
     if block >= q_i.shape[0]:
@@ -156,7 +161,8 @@ def _selection(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
 
 @patch
 def _teacher_lse(self: NativeBackend, query, keys: KeySet, rows: QueryRows, window, lse, sink, block: int):
-    """The teacher's `LSE_full [b, n, H]` (with the sink; no gradient). Sparse: the attention's own LSE over window ∪ selected.
+    """The teacher's `LSE_full [b, n, H]` (with the sink; no gradient). Sparse:
+    the attention's own LSE over window ∪ selected.
     Dense: window ∪ every causal entry, one block of rows at a time (the index rows of a block only)."""
     cfg, (n, b) = self.cfg, query.shape[:2]
     if not cfg.indexer_use_sparse_loss:
@@ -266,8 +272,9 @@ class FusedBackend:
     def kernels(self, device) -> _Kernels:
         """The kernel limits and padded head count of `device`'s GPU generation (bound on first use, then kept).
 
-        `device`: the inputs' `torch.device` (CUDA, or a CPU device under `testing.stand_in_kernels`). Returns a `_Kernels`
-        pair: `lim`, the `kernels.KernelLimits` of that compute capability, and `heads`, the padded query heads FlashMLA runs."""
+        `device`: the inputs' `torch.device` (CUDA, or a CPU device under `testing.stand_in_kernels`). Returns
+        a `_Kernels` pair: `lim`, the `kernels.KernelLimits` of that compute capability,
+        and `heads`, the padded query heads FlashMLA runs."""
         major = sm_major(device)
         k = self._by_major.get(major)
         if k is None:
@@ -284,21 +291,26 @@ class FusedBackend:
             )
 
     def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.bfloat16) -> int:
-        """Query rows per indexer block: `[b, rows, n_comp]` score entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within
+        """Query rows per indexer block: `[b, rows, n_comp]` score
+        entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within
         `cfg.indexer_block_bytes`.
 
         `n_comp`: the compressed entries a row chooses among; `b`: the batch size; `dense`: the block computes the dense
-        indexer loss (32 bytes an entry, else 8); `dtype`: unused (the native backend's signature: the kernels run bf16).
+        indexer loss (32 bytes an entry, else 8); `dtype`: unused
+        (the native backend's signature: the kernels run bf16).
         Returns the number of rows, at least 1."""
         return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _FUSED_BYTES_PER_ENTRY[dense])
 
 # %% ../nbs/05_backends.ipynb #1915b805
 @patch
 def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
-    """The attention of the query rows `rows` over `keys` on path A, B or C (see above), and their indexer loss when asked.
+    """The attention of the query rows `rows` over `keys` on
+    path A, B or C (see above), and their indexer loss when asked.
 
-    `query [n, b, H, D]` bf16: the rows' queries; `keys`: their `KeySet` (raw keys, compressed entries, indexer tensors);
-    `rows`: which rows they are (a `layout.QueryRows`: a sequence or a shard, or a `layout.PackRows`: a pack); `sink [H]`
+    `query [n, b, H, D]` bf16: the rows' queries; `keys`: their `KeySet`
+    (raw keys, compressed entries, indexer tensors);
+    `rows`: which rows they are
+    (a `layout.QueryRows`: a sequence or a shard, or a `layout.PackRows`: a pack); `sink [H]`
     (float): one sink logit per query head; `train`: training with gradients (path B); `loss`: compute the indexer loss
     (the layer wants one). Returns `(out [n, b, H·D], loss)`: the bf16 output (a pack's padding rows zeroed) and the
     rows' share of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
@@ -350,8 +362,8 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
             self.fp8,
             self.deterministic,
         )
-        out, l, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
-        return rows.keep(out), (l if loss else None)
+        out, iloss, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
+        return rows.keep(out), (iloss if loss else None)
     sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)  # path C
     idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
     return attn(idx, tlen, poison), None
@@ -382,22 +394,25 @@ def decode_attend(self: NativeBackend, query, kv, sink, idx, poison=None):
 
     `query [s, b, H, D]`: the step's queries; `kv [R + E, b, D]`: the cache's `kv` (the window ring, then the entries);
     `sink [H]` (float): one sink logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots
-    (`CSACache.step_index`; `-1`: none); `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs are not finite,
-    0 elsewhere (added to the rows' output). Returns `out [s, b, H·D]` in `query`'s dtype."""
+    (`CSACache.step_index`; `-1`: none); `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs are not
+    finite, 0 elsewhere (added to the rows' output). Returns `out [s, b, H·D]` in `query`'s dtype."""
     return _poisoned(unfused_csa_attention(query, kv, sink, idx, softmax_scale=self.cfg.scale), poison)
 
 
 def _bmm_f32(a, b):
-    "`a @ b` of bf16 batches with float32 output (exact bf16 products, float32 sums): cuBLAS's `out_dtype` on CUDA, float32 inputs elsewhere."
+    """`a @ b` of bf16 batches with float32 output (exact bf16 products, float32 sums):
+    cuBLAS's `out_dtype` on CUDA, float32 inputs elsewhere."""
     return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
 
 # %% ../nbs/05_backends.ipynb #244e3a42
 @patch
-def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
+def decode_select(self: FusedBackend, q_i, w_i, cache, visible):  # noqa: F811 (@patch: FusedBackend's method)
     """`NativeBackend.decode_select` on the GPU: the scores of the step's `s` rows per sequence as two batched products
-    (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row) — FP8 on the cache's e4m3 keys —, radix top-k.
+    (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row)
+    — FP8 on the cache's e4m3 keys —, radix top-k.
 
-    `q_i [s, b, Hi, Di]` bf16: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the layer's
+    `q_i [s, b, Hi, Di]` bf16: the step's indexer queries; `w_i [s, b, Hi]`:
+    their per-head weights; `cache`: the layer's
     `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
     (`StepRows.visible`). Returns the selected entry ids `[b, s, k]` int32 (`-1` padded; `k = min(index_topk, E)`)."""
     cfg, E, (s, b, Hi, Di) = self.cfg, cache.entries, q_i.shape
@@ -419,7 +434,7 @@ def decode_select(self: FusedBackend, q_i, w_i, cache, visible):
 
 # %% ../nbs/05_backends.ipynb #cffd21f7
 @patch
-def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):
+def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):  # noqa: F811 (@patch: FusedBackend's method)
     """`NativeBackend.decode_attend` on FlashMLA's sparse kernel (flat slots of the cache's `kv`).
 
     `query [s, b, H, D]` bf16: the step's queries; `kv [R + E, b, D]` bf16: the cache's `kv`; `sink [H]` (float): one
@@ -458,8 +473,9 @@ class Backend(Protocol):
     def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool) -> tuple:
         """The attention of query rows over their keys, and their indexer loss when asked (`NativeBackend.attend`).
 
-        `query [n, b, H, D]`: the rows' queries; `keys`: their `KeySet`; `rows`: which rows they are (a `layout.QueryRows`;
-        a `layout.PackRows` on the fused backend); `sink [H]` (float): one sink logit per query head; `train`: training with gradients;
+        `query [n, b, H, D]`: the rows' queries; `keys`: their `KeySet`; `rows`: which rows they are
+        (a `layout.QueryRows`; a `layout.PackRows` on the fused backend); `sink [H]` (float):
+        one sink logit per query head; `train`: training with gradients;
         `loss`: compute the indexer loss. Returns `(out [n, b, H·D], indexer loss or None)`."""
 
     def decode_select(self, q_i, w_i, cache) -> torch.Tensor:
@@ -482,7 +498,8 @@ def make_backend(cfg: CSAConfig, ratio: int) -> Backend:
 
     `cfg`: the layer's `CSAConfig`, validated for `ratio` on this machine (`validate_config`); `ratio`: the layer's
     compression ratio, an int in `COMPRESS_RATIOS` (0, 4 or 128). Returns a `FusedBackend` when `cfg` selects the fused
-    kernels (`use_fused_kernels`), else a `NativeBackend`; a wrong type is a `TypeError`, a wrong value a `ValueError`."""
+    kernels (`use_fused_kernels`), else a `NativeBackend`;
+    a wrong type is a `TypeError`, a wrong value a `ValueError`."""
     if not isinstance(cfg, CSAConfig):
         raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
     if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio not in COMPRESS_RATIOS:

@@ -178,7 +178,8 @@ def layer_pair(
     seed: int = 0,
     precision: str = "bf16",
 ):
-    """Native and fused layers (`indexer_precision=precision`) with identical weights, random inputs `(query, key, x, qr)` and an output gradient.
+    """Native and fused layers (`indexer_precision=precision`) with identical weights, random
+    inputs `(query, key, x, qr)` and an output gradient.
 
     Both are `CSAConfig.v4_flash` layers (backends `"none"` and `"cudnn"`) with the config fields named below:
     `ratio`: the layer's compression ratio, 0, 4 or 128; `sq`: tokens per sequence; `heads`: `num_heads` H (D = 512);
@@ -277,7 +278,8 @@ def layer_parity(native, fused, inputs) -> dict:
 
 # %% ../nbs/07_bench.ipynb #61b3e857
 def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
-    """Milliseconds of GPU kernels (and copies) that one call `fn()` launches: the sum of their durations (`torch.profiler`).
+    """Milliseconds of GPU kernels (and copies) that one call `fn()` launches:
+    the sum of their durations (`torch.profiler`).
 
     `fn`: the call to profile; `warmup`: calls before the profiled one; `counts`: a dict that receives `launches`, the
     number of kernels, copies and memsets the call put on the GPU.
@@ -301,7 +303,8 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
 
 
 def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 30, compiled: bool = True) -> dict:
-    """Eager, compiled and CUDA-graph step times of `layer` on `inputs`, the GPU kernel time of one eager step and the GPU-busy fractions.
+    """Eager, compiled and CUDA-graph step times of `layer` on `inputs`,
+    the GPU kernel time of one eager step and the GPU-busy fractions.
 
     `layer`: a `CompressedSparseAttention` on the GPU; `inputs`: its `(query, key, x, qr, d_out)` (see `layer_pair`);
     `train`: training steps (forward + backward, as in `bench_layer`), `False`: eval forwards; `warmup`, `iters`:
@@ -455,7 +458,8 @@ def _steps_markdown(res: dict) -> list[str]:
         "",
         "## Host overhead: eager, compiled and CUDA-graph steps (same layers and inputs)",
         "",
-        "| ratio | mode | path | eager ms | compiled ms | graphed ms | eager / graphed | GPU kernel ms | kernels / step "
+        "| ratio | mode | path | eager ms | compiled ms | graphed ms | eager / graphed | GPU kernel ms | "
+        "kernels / step "
         "| GPU busy eager | GPU busy graphed | native eager / this (graphed) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -467,7 +471,8 @@ def _steps_markdown(res: dict) -> list[str]:
             best = s["graphed_ms"] or s["eager_ms"]
             L.append(
                 f"| {r['ratio']} | {r['mode']} | {path} | {s['eager_ms']:.2f} | {f(s.get('compiled_ms'), '.2f')} | "
-                f"{f(s.get('graphed_ms'), '.2f')} | {f(s['eager_ms'] / s['graphed_ms'] if s.get('graphed_ms') else None, '.2f')} | "
+                f"{f(s.get('graphed_ms'), '.2f')} | "
+                f"{f(s['eager_ms'] / s['graphed_ms'] if s.get('graphed_ms') else None, '.2f')} | "
                 f"{s['kernel_ms']:.2f} | {f(s.get('launches'), 'd')} | {s['busy_eager']:.0%} | "
                 f"{f(s.get('busy_graphed'), '.0%')} | {r['native']['ms'] / best:.1f}× |"
             )
@@ -481,7 +486,8 @@ def _steps_markdown(res: dict) -> list[str]:
     L += [
         "",
         "(medians of 30 steps in one process, after warm-up; GPU kernel ms: the profiler's sum of kernel durations "
-        "of one eager step; kernels / step: the kernels, copies and memsets it puts on the GPU; busy = kernel ms / step ms; eager / graphed: the host's share of an eager step)",
+        "of one eager step; kernels / step: the kernels, copies and memsets it puts on the GPU; busy = kernel "
+        "ms / step ms; eager / graphed: the host's share of an eager step)",
     ]
     return L + ([""] + [f"* not measured: {e}" for e in errs] if errs else [])
 
@@ -498,7 +504,8 @@ def _overhead_markdown(res: dict) -> list[str]:
     for r in res["overhead"]:
         L.append(
             f"| {r['sq']} | {r['heads']} | {r['topk']} | {r['direct_fwd_ms']:.3f} | {r['fwd_ms']:.3f} | "
-            f"{r['fwd_overhead']:+.1%} | {r['direct_fwd_bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | {r['fwd_bwd_overhead']:+.1%} |"
+            f"{r['fwd_overhead']:+.1%} | {r['direct_fwd_bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | "
+            f"{r['fwd_bwd_overhead']:+.1%} |"
         )
     return L
 
@@ -587,7 +594,8 @@ def long_context_layer(
     seed: int = 0,
     precision: str = "bf16",
 ):
-    """A fused bf16 training layer (sparse indexer loss at ratio 4) and GPU inputs `(query, key, x, qr, d_out)` for `sq` tokens, b = 1.
+    """A fused bf16 training layer (sparse indexer loss at ratio 4)
+    and GPU inputs `(query, key, x, qr, d_out)` for `sq` tokens, b = 1.
 
     `ratio`: the layer's compression ratio, 0, 4 or 128; `sq`: tokens; `heads`: `num_heads` H (D = 512);
     `hidden`: `hidden_size`; `q_lora`: `q_lora_rank`; `topk`: `index_topk`; `block_bytes`: `indexer_block_bytes`, the
@@ -642,7 +650,8 @@ def _growth(rows, key):
 
 
 def _vs_bf16(rows):
-    "Per FP8 row: its step time and peak over those of the bf16 row of the same ratio, mode and length (`vs_bf16`, `peak_vs_bf16`)."
+    """Per FP8 row: its step time and peak over those of the bf16 row of the same ratio, mode and length
+    (`vs_bf16`, `peak_vs_bf16`)."""
     ref = {(r["ratio"], r.get("mode", "train"), r["sq"]): r for r in rows if r.get("precision") == "bf16" and "ms" in r}
     for r in rows:
         b = ref.get((r["ratio"], r.get("mode", "train"), r["sq"]))
@@ -663,7 +672,8 @@ def long_context_rows(
     precisions=("bf16",),
     modes=("train",),
 ) -> list[dict]:
-    """One fused step per (ratio, precision, mode, sq) on the GPU: median ms, peak GiB (inputs included), growth per doubling.
+    """One fused step per (ratio, precision, mode, sq) on the GPU:
+    median ms, peak GiB (inputs included), growth per doubling.
 
     `seqlens`: tokens per sequence (b = 1); `ratios`: layer kinds (4: indexer + sparse loss, 128: HCA); `heads`: query
     heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`:
@@ -671,7 +681,8 @@ def long_context_rows(
     `indexer_precision`s (`'bf16'`, `'fp8'`; ratio 128 has no indexer: one row, precision `None`); `modes`: `'train'`
     (forward + backward) and/or `'eval'` (inference, path C).
     Returns one dict per row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks`
-    (indexer query blocks), `ms_x2`/`peak_gib_x2` (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
+    (indexer query blocks), `ms_x2`/`peak_gib_x2`
+    (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
     if not torch.cuda.is_available():
         raise RuntimeError("long_context_rows needs a CUDA GPU")
     rows = []
@@ -713,7 +724,7 @@ def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warm
         row["ms"] = median_time_ms(step, warmup=warmup, iters=iters)
     except torch.cuda.OutOfMemoryError as e:
         row["error"] = "out of memory: " + str(e).splitlines()[0][:120]
-    del layer, inputs
+    layer = inputs = None  # frees them (a `del` would unbind the names the timed lambda reads)
     torch.cuda.empty_cache()
     return row
 
@@ -747,7 +758,10 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        head = f"| {r['ratio']} | {r.get('mode', 'train')} | {r.get('precision') or '–'} | {r['sq']} | {r['blocks'] or '–'} |"
+        head = (
+            f"| {r['ratio']} | {r.get('mode', 'train')} | "
+            f"{r.get('precision') or '–'} | {r['sq']} | {r['blocks'] or '–'} |"
+        )
         if "error" in r:
             L.append(f"{head} {r['error']} | | | | |")
             continue
@@ -907,7 +921,8 @@ def fp8_selection_rows(
         _, k, _ = low_rank_indexer_inputs(
             1, n, generator=torch.Generator().manual_seed(seed), device="cuda"
         )  # … and all
-        # the entries: one seed, so one low-rank basis (drawn first), without the [4n, 64, 128] queries of the whole sequence
+        # the entries: one seed, so one low-rank basis (drawn first),
+        # without the [4n, 64, 128] queries of the whole sequence
         out.append(dict(source="low-rank + noise", **_fp8_block(q, k, w, 4 * n - rows, topk, iters)))
         log(out[-1])
     if layer_sq:
@@ -922,13 +937,15 @@ def fp8_selection_rows(
 
 # %% ../nbs/07_bench.ipynb #697f6a9f
 def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
-    """The FP8-selection table of the long-context section from `fp8_selection_rows`, measured on `gpu` (default: `measured_on()`).
+    """The FP8-selection table of the long-context section from `fp8_selection_rows`,
+    measured on `gpu` (default: `measured_on()`).
 
     `rows`: the `fp8_selection_rows` result; `gpu`: the line naming where it was measured (`None`: `measured_on()`).
     Returns a Markdown paragraph and table without a heading (it goes below the long-context tables)."""
     L = [
         "",
-        f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 heads, top-512 on rows that see "
+        f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 "
+        "heads, top-512 on rows that see "
         "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
         "the bf16 selection):",
         "",
@@ -938,7 +955,8 @@ def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
     ]
     for r in rows:
         L.append(
-            f"| {r['source']} | {r['rows']} × {r['entries']} | {r['sim_loss']:.1e} | {'yes' if r['mask_equal'] else 'NO'} | "
+            f"| {r['source']} | {r['rows']} × {r['entries']} | {r['sim_loss']:.1e} | "
+            f"{'yes' if r['mask_equal'] else 'NO'} | "
             f"{r['recall']:.3f} / {r['recall_p01']:.3f} | {r['mass_recall']:.4f} / {r['mass_recall_min']:.4f} | "
             f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} |"
         )
@@ -946,7 +964,8 @@ def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
 
 # %% ../nbs/07_bench.ipynb #cd0d1455
 def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int = 0) -> list:
-    """Document lengths drawn log-uniformly from the powers of two in `[lo, hi]` until they fill `total` tokens (the last cut to fit).
+    """Document lengths drawn log-uniformly from the powers of two
+    in `[lo, hi]` until they fill `total` tokens (the last cut to fit).
 
     `total`: tokens of the pack; `lo`, `hi`: the shortest and the longest length drawn (the lengths are `lo · 2^i` <=
     `hi`); `seed`: the seed of the CPU generator.
@@ -1010,7 +1029,7 @@ def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent)
     pad = [t.new_zeros(m, len(lens), *t.shape[1:]) for t in ins]  # documents padded to the longest
     row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3))
     log(row)
-    del pad
+    pad = None
     docs = {}
     for n in sorted(set(lens)):  # each length once, then summed
         one = [t[:n].unsqueeze(1) for t in ins]
@@ -1050,7 +1069,8 @@ def packed_markdown(row: dict, gpu: str | None = None) -> str:
         "| layout | step ms | peak MiB | pack speed-up |",
         "|---|---|---|---|",
         f"| one pack (THD) | {row['pack_ms']:.1f} | {row['pack_mib']:.0f} | 1.0× |",
-        f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {row['padded_ms']:.1f} | {row['padded_mib']:.0f} | "
+        f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {row['padded_ms']:.1f} | "
+        f"{row['padded_mib']:.0f} | "
         f"{row['padded_ms'] / row['pack_ms']:.2f}× |",
         f"| each document alone, summed | {row['docs_ms']:.1f} | – | {row['docs_ms'] / row['pack_ms']:.2f}× |",
         "",
@@ -1162,7 +1182,8 @@ def decode_rows(
     seed: int = 0,
     log=_silent,
 ) -> list[dict]:
-    """One fused decode step per `(ratio, batch, context)` of `cases` (and per indexer precision at ratio 4): `eager_us`,
+    """One fused decode step per `(ratio, batch, context)` of `cases`
+    (and per indexer precision at ratio 4): `eager_us`,
     `graph_us` (median µs per step), `cache_mib` (the cache of that batch and context), `bytes_per_token`.
 
     `cases`: `(ratio, batch, context)` triples, the layer's ratio (0, 4 or 128), the sequences decoded together and
@@ -1171,7 +1192,8 @@ def decode_rows(
     weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the new token's inputs'; `log`: called with
     each row as it is measured.
     Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `eager_us`, `graph_us`,
-    `cache_mib`, `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache holding `context + 256` tokens)."""
+    `cache_mib`, `bytes_per_token`
+    (cache bytes over `batch · max_seq_len`, the cache holding `context + 256` tokens)."""
     if not torch.cuda.is_available():
         raise RuntimeError("decode_rows needs a CUDA GPU")
     rows = []
@@ -1208,7 +1230,7 @@ def decode_rows(
             )
             rows.append(row)
             log(row)
-            del layer, cache, dg
+            layer = cache = dg = None
             torch.cuda.empty_cache()
     return rows
 
@@ -1230,7 +1252,7 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_sile
             cached = median_time_ms(lambda: layer(*ins[:4], cache=cache.reset()), warmup=1, iters=iters)
         rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain))
         log(rows[-1])
-        del layer, ins, cache
+        layer = ins = cache = None
         torch.cuda.empty_cache()
     return rows
 
@@ -1248,8 +1270,10 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
     L = [
         "## Decoding (fused, one layer)",
         "",
-        f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one decode "
-        "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the context, one "
+        f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch "
+        f"{torch.__version__}: one decode "
+        "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the "
+        "context, one "
         "new token per sequence; median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
         "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.",
         "",
@@ -1257,7 +1281,8 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
         "|---|---|---|---|---|---|---|---|",
     ]
     L += [
-        f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r['eager_us']:.1f} | {r['graph_us']:.1f} | "
+        f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r['eager_us']:.1f} | "
+        f"{r['graph_us']:.1f} | "
         f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |"
         for r in rows
     ]

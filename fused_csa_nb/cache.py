@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import weakref
 from typing import NamedTuple
 
@@ -25,9 +24,9 @@ MAX_STEP = 8  # new tokens one batched decode step takes at most (the window rin
 
 @dataclasses.dataclass(eq=False)
 class CSACache:
-    """The decode state of one CSA layer for `b` sequences (see above). Built by `CompressedSparseAttention.new_cache`; the
-    layer's forward with `cache=` reads and writes it through the methods below. Every tensor holds the sequences along its
-    batch dim."""
+    """The decode state of one CSA layer for `b` sequences (see above). Built by `CompressedSparseAttention.new_cache`;
+    the layer's forward with `cache=` reads and writes it through the methods below. Every tensor holds the sequences
+    along its batch dim."""
 
     ratio: int  # the layer's compression ratio (0, 4, 128)
     window: int  # W: raw keys per query, itself included
@@ -83,8 +82,9 @@ class CSACache:
         return sum(t.numel() * t.element_size() for t in self.tensors())
 
     def belongs_to(self, layer) -> bool:
-        """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module to
-        check, a `CompressedSparseAttention`. Returns `True` for the cache's own layer (while it lives), else `False`."""
+        """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module
+        to check, a `CompressedSparseAttention`. Returns `True` for
+        the cache's own layer (while it lives), else `False`."""
         return self.owner is not None and self.owner() is layer
 
 # %% ../nbs/05_cache.ipynb #7321b4b7
@@ -100,10 +100,10 @@ class StepRows(NamedTuple):
     """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
     every write and by the index. The four last fields are `None` for a layer without compression (ratio 0).
 
-    `positions [s, b]` int64: the rows' global positions, `pos + t`; `entry [s, b]` int64: each row's block (the compressed
-    entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose entry stands once
-    the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the number of entries
-    the row sees (entries `e < visible`)."""
+    `positions [s, b]` int64: the rows' global positions, `pos + t`; `entry [s, b]` int64: each row's block
+    (the compressed entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose
+    entry stands once the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the
+    number of entries the row sees (entries `e < visible`)."""
 
     positions: torch.Tensor
     entry: torch.Tensor | None = None
@@ -114,8 +114,8 @@ class StepRows(NamedTuple):
 
 @patch
 def step_positions(self: CSACache, n: int) -> torch.Tensor:
-    """The positions of a step's `n` new tokens per sequence. `n`: the number of new tokens. Returns `[n, b]` int64 on the
-    cache's device: `pos + t`, row `t` of sequence `i` at `pos[i] + t`."""
+    """The positions of a step's `n` new tokens per sequence. `n`: the number of new tokens. Returns `[n, b]` int64 on
+    the cache's device: `pos + t`, row `t` of sequence `i` at `pos[i] + t`."""
     return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
 
 # %% ../nbs/05_cache.ipynb #38f5765d
@@ -148,9 +148,13 @@ def _rows_of(t, i, dim):
 @patch
 def sequence(self: CSACache, i: int) -> CSACache:
     """Sequence `i` as a cache of one sequence sharing this one's storage (its prefill writes the parent). `i`: the
-    sequence's index in the batch, `0 … b − 1`. Returns a `CSACache` with `b = 1` whose tensors are views of this one's."""
+    sequence's index in the batch, `0 … b − 1`. Returns a `CSACache`
+    with `b = 1` whose tensors are views of this one's."""
     i = check_int("i", i, 0, self.batch_size - 1)
-    ring = lambda r: None if r is None else tuple(_rows_of(t, i, 1) for t in r)
+
+    def ring(r):
+        return None if r is None else tuple(_rows_of(t, i, 1) for t in r)
+
     return dataclasses.replace(
         self,
         kv=_rows_of(self.kv, i, 1),
@@ -182,7 +186,8 @@ def _ring(module, b, device, dtype):
 
 
 def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=None, module_dtype=None) -> CSACache:
-    """The empty `CSACache` of a layer for `batch_size` sequences of up to `max_seq_len` tokens (the layer's `new_cache`).
+    """The empty `CSACache` of a layer for `batch_size` sequences
+    of up to `max_seq_len` tokens (the layer's `new_cache`).
 
     `layer`: the `CompressedSparseAttention` the cache serves (its configuration, ratio and modules give the shapes; it
     becomes the cache's owner); `batch_size`: `b`, the number of sequences, an int >= 1; `max_seq_len`: the tokens a
@@ -221,8 +226,8 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
 # %% ../nbs/05_cache.ipynb #a7c0e51d
 @patch
 def __reduce_ex__(self: CSACache, protocol):
-    """Refuse serialisation (`torch.save`, `pickle`, `copy.copy`) with a `TypeError` that says why. `protocol`: the pickle
-    protocol asked for (not read)."""
+    """Refuse serialisation (`torch.save`, `pickle`, `copy.copy`) with a `TypeError` that says why. `protocol`: the
+    pickle protocol asked for (not read)."""
     raise TypeError(
         "a CSACache is not serialisable (torch.save, pickle): it is inference state tied to its layer (a weak "
         "reference). Save the model instead and prefill a new cache (layer.new_cache) after loading"
@@ -233,8 +238,13 @@ def __reduce_ex__(self: CSACache, protocol):
 def __deepcopy__(self: CSACache, memo):
     """An independent copy (tensors cloned, host lengths copied) that belongs to the same layer (`copy.deepcopy`).
     `memo`: `deepcopy`'s memo dictionary (not read: the layer is shared, not copied)."""
-    t = lambda x: None if x is None else x.clone()
-    tt = lambda x: None if x is None else tuple(t(y) for y in x)
+
+    def t(x):
+        return None if x is None else x.clone()
+
+    def tt(x):
+        return None if x is None else tuple(t(y) for y in x)
+
     return dataclasses.replace(
         self,
         kv=t(self.kv),
@@ -249,7 +259,8 @@ def __deepcopy__(self: CSACache, memo):
 
 # %% ../nbs/05_cache.ipynb #e84f72de
 def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:
-    "Whether `t` holds a NaN or ±Inf over `dims` (bool, the other dims kept): `0·x` is NaN exactly there, and a sum keeps it (3 kernels)."
+    """Whether `t` holds a NaN or ±Inf over `dims` (bool, the other dims kept): `0·x`
+    is NaN exactly there, and a sum keeps it (3 kernels)."""
     return torch.isnan((t * 0).sum(dims))
 
 
@@ -276,7 +287,8 @@ def write_keys(self: CSACache, key: torch.Tensor, rows: StepRows):
 def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, rows: StepRows):
     """A step's new projections into a compressor ring: the last `min(s, S)` of them, token `p` at slot `p % S`.
 
-    `ring`: the `(a, g)` ring to write, `comp_ring` or `index_ring` (`[S, b, width]` each); `a [s, b, width]`, `g [s, b, width]`:
+    `ring`: the `(a, g)` ring to write, `comp_ring` or `index_ring`
+    (`[S, b, width]` each); `a [s, b, width]`, `g [s, b, width]`:
     the new tokens' `wkv` and `wgate` projections (as `Compressor.step` returns them); `rows`: the step's `StepRows`."""
     s, S = a.shape[0], ring[0].shape[0]
     k = min(s, S)
@@ -292,8 +304,8 @@ def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
     """The compressor's entries of a step's rows' blocks into the entry slots `R + block`: each row writes the entry of
     its block's `last` row, so duplicate writes of a slot carry equal values.
 
-    `entries [s, b, D]`: row `t`'s entry of its block (`Compressor.step`, partial until the block completes); `rows`: the
-    step's `StepRows`."""
+    `entries [s, b, D]`: row `t`'s entry of its block (`Compressor.step`, partial until the block completes); `rows`:
+    the step's `StepRows`."""
     e = entries.gather(0, rows.last.unsqueeze(-1).expand_as(entries))
     self.kv[self.slots + rows.entry, self._iota(self.batch_size)] = e.to(self.kv.dtype)
 
@@ -301,8 +313,8 @@ def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
 @patch
 @torch.no_grad()
 def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torch.Tensor:
-    """The indexer's keys of a step's rows' blocks into `index_keys` (with their FP8 form), as `write_entries` writes the
-    entries.
+    """The indexer's keys of a step's rows' blocks into `index_keys` (with their FP8 form), as `write_entries` writes
+    the entries.
 
     `keys [s, b, Di]`: row `t`'s indexer key of its block (`CSAIndexer.step`); `rows`: the step's `StepRows`. Returns
     `[s, b]` bool: a complete indexer key of the sequence up to row `t` is not finite (the sequence's rows from there on
@@ -320,7 +332,8 @@ def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torc
 
 # %% ../nbs/05_cache.ipynb #b3f1d2a0
 def _ring_copy(buf, vals, p0: int):
-    "`vals [k, ...]` (`k <= len(buf)`) of positions `p0 … p0 + k − 1` into the ring `buf [S, ...]` at slots `p % S`: two slice copies at most."
+    """`vals [k, ...]` (`k <= len(buf)`) of positions `p0 … p0 + k − 1` into
+    the ring `buf [S, ...]` at slots `p % S`: two slice copies at most."""
     S, k = buf.shape[0], vals.shape[0]
     a = p0 % S
     n = min(k, S - a)
@@ -334,11 +347,12 @@ def _ring_copy(buf, vals, p0: int):
 def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=()):
     """Store what a forward over a whole prefix of `s` tokens computed into this empty cache, then advance it by `s`.
 
-    `kv [s, b, D]`: the prefix's raw keys (the last `min(s, R)` are kept); `entries [s//r, b, D]` or `None`: its compressed
-    entries (`None`: none, for ratio 0 or `s < r`); `index_keys [s//r, b, Di]` or `None`: its indexer keys (ratio 4 with the indexer; their
+    `kv [s, b, D]`: the prefix's raw keys (the last `min(s, R)` are kept); `entries [s//r, b, D]` or `None`: its
+    compressed entries (`None`: none, for ratio 0 or `s < r`); `index_keys [s//r, b, Di]` or `None`: its indexer keys
+    (ratio 4 with the indexer; their
     FP8 form is made here); `rings`: `(ring, a, g)` triples — `ring` the cache's `comp_ring` or `index_ring`, `a`, `g
-    [k, b, width]` the projections of the prefix's last `k` tokens. Returns the cache; a cache that holds tokens already is
-    a `ValueError`."""
+    [k, b, width]` the projections of the prefix's last `k` tokens. Returns the cache; a cache that holds tokens already
+    is a `ValueError`."""
     if any(self.lengths):
         raise ValueError(
             f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)"
@@ -367,9 +381,10 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
 def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
     """The local `kv` slots a step's rows attend to (their keys written already): the window, then the entries.
 
-    `rows`: the step's `StepRows`; `selected [b, s, k]` (integer) or `None`: the entries each row attends to (the indexer's
-    top-k, `-1` padded), `None` for every visible one (ratio 128, dense mode). Returns `[b, s, K]` int64: the `W` window
-    ring slots (`-1` before token 0), then `R + j` for each entry `j` (`-1` kept): `K = W + k`, `W + E` with `selected=None`, `W` without entries."""
+    `rows`: the step's `StepRows`; `selected [b, s, k]` (integer) or `None`: the entries each row attends to
+    (the indexer's top-k, `-1` padded), `None` for every visible one (ratio 128, dense mode). Returns `[b, s, K]` int64:
+    the `W` window ring slots (`-1` before token 0), then `R + j` for each entry `j` (`-1` kept): `K = W + k`, `W + E`
+    with `selected=None`, `W` without entries."""
     pt, W = rows.positions.t().unsqueeze(-1), self.window  # [b, s, 1]
     q = pt - W + 1 + self._iota(W)
     parts = [torch.where(q >= 0, q % self.slots, -1)]
@@ -390,7 +405,7 @@ def grow(self: CSACache, max_seq_len: int) -> CSACache:
     `max_seq_len`: the tokens a sequence may hold in the copy, an int >= the cache's own `max_seq_len`. Returns the new
     `CSACache` (this one is left as it is)."""
     n = check_int("max_seq_len", max_seq_len, self.max_seq_len)
-    b, R, E, r = self.batch_size, self.slots, self.entries, self.ratio
+    b, R, r = self.batch_size, self.slots, self.ratio
     E2 = -(-n // r) if r else 0
 
     def wider(t, dim, fill=0.0):
@@ -403,7 +418,10 @@ def grow(self: CSACache, max_seq_len: int) -> CSACache:
         return new
 
     keys8 = None if self.index_keys8 is None else (wider(self.index_keys8[0], 1), wider(self.index_keys8[1], 1, 1.0))
-    clone = lambda ring: None if ring is None else tuple(x.clone() for x in ring)
+
+    def clone(ring):
+        return None if ring is None else tuple(x.clone() for x in ring)
+
     return dataclasses.replace(
         self,
         max_seq_len=n,
@@ -448,7 +466,8 @@ _BATCH_DIMS = dict(kv=1, pos=0, comp_ring=1, index_ring=1, index_keys=0, index_k
 
 
 def _batch_tensors(cache: CSACache) -> list:
-    "`[(tensor, its batch dim)]` for every tensor of `cache` (the fields of `_BATCH_DIMS`; a tuple field gives each of its tensors)."
+    """`[(tensor, its batch dim)]` for every tensor of `cache`
+    (the fields of `_BATCH_DIMS`; a tuple field gives each of its tensors)."""
     out = []
     for name, dim in _BATCH_DIMS.items():
         v = getattr(cache, name)

@@ -31,7 +31,8 @@ def _is_bool(value) -> bool:
 
 
 def check_int(name: str, value, minimum: int | None = 0, maximum: int | None = None) -> int:
-    """`value` as a Python `int` if `operator.index` accepts it (not a bool, nor a tensor of one or more dims) and it lies in `[minimum, maximum]`.
+    """`value` as a Python `int` if `operator.index` accepts it
+    (not a bool, nor a tensor of one or more dims) and it lies in `[minimum, maximum]`.
 
     `name`: the argument's name as the caller spells it, quoted in the error message; `value`: the object to check (a
     Python or numpy integer, a 0-dim integer tensor, anything with `__index__`); `minimum`, `maximum`: inclusive bounds
@@ -82,7 +83,8 @@ def check_float(
     finite: bool = True,
     allow_none: bool = False,
 ):
-    """`value` as a `float` if it is a real number (not `bool`), finite, `> 0` when `positive`, within `[minimum, maximum]`.
+    """`value` as a `float` if it is a real number (not `bool`),
+    finite, `> 0` when `positive`, within `[minimum, maximum]`.
 
     `name`: the argument's name, quoted in the error messages; `value`: the object to check (an `int`, a `float`, a
     numpy real scalar; not a bool); `minimum`, `maximum`: inclusive bounds (`None`: no bound on that side); `positive`:
@@ -113,7 +115,8 @@ def check_float(
 
 
 def check_scale(name: str, value, default=None, *, required: bool = False):
-    """A finite positive number as `float` (a softmax scale, a rotary base, an epsilon); `None` gives `default` unless `required`.
+    """A finite positive number as `float`
+    (a softmax scale, a rotary base, an epsilon); `None` gives `default` unless `required`.
 
     `name`: the argument's name, quoted in the error messages; `value`: the number to check, or `None`; `default`: what
     a `None` value gives (returned as it is, unchecked; default `None`); `required`: `None` is a `TypeError` instead.
@@ -167,15 +170,16 @@ def check_tensor(
     like_name: str = "the reference tensor",
     what: str = "",
 ):
-    """Check that `t` is a tensor meeting every given condition; else a `TypeError` (type, dtype) or `ValueError` (dims, shape, layout, device) naming `name`.
+    """Check that `t` is a tensor meeting every given condition; else a `TypeError` (type, dtype) or `ValueError`
+    (dims, shape, layout, device) naming `name`.
 
     `name`: the argument's name, quoted in every message; `t`: the object to check (must be a `torch.Tensor`); `ndim`:
     the exact number of dims; `min_ndim`: the least number of dims; `shape`: the expected shape, one entry per dim, each
     an `int` or `None` (any size); `dtype`: a `torch.dtype` or a tuple of the allowed ones; `floating`: `True` asks for
     a floating-point dtype, `False` for an integer one (not bool, not complex), `None` for either; `contiguous`:
-    require `t.is_contiguous()`; `like`: a tensor whose dtype and device `t` must have; `device_like`: a tensor whose device
-    (only) `t` must be on; `like_name`: what the messages call `like` or `device_like`; `what`: the expected layout in
-    words (such as `"[B, S, H, D]"`), added to the messages about the type, the dims and the shape.
+    require `t.is_contiguous()`; `like`: a tensor whose dtype and device `t` must have; `device_like`: a tensor whose
+    device (only) `t` must be on; `like_name`: what the messages call `like` or `device_like`; `what`: the expected
+    layout in words (such as `"[B, S, H, D]"`), added to the messages about the type, the dims and the shape.
     A condition left at its default (`None`, `False`) is not checked.
     Returns `t` itself, unchanged."""
     if not isinstance(t, torch.Tensor):
@@ -212,11 +216,13 @@ def check_tensor(
 
 # %% ../nbs/00_checks.ipynb #cf5fc59b
 def check_like_module(name: str, t: torch.Tensor, module: torch.nn.Module, owner: str = "layer") -> torch.Tensor:
-    """Check that tensor `t` has the dtype and device of `module`'s parameters; else a `TypeError` (dtype) or `ValueError` (device) naming `owner.to(...)`.
+    """Check that tensor `t` has the dtype and device of `module`'s parameters; else a `TypeError` (dtype)
+    or `ValueError` (device) naming `owner.to(...)`.
 
     `name`: the argument's name, quoted in the messages; `t`: the input tensor (any shape); `module`:
-    the `torch.nn.Module` whose first parameter sets the expected dtype and device (a module without parameters accepts any
-    tensor); `owner`: what the messages call the module, in the advice `owner.to(...)` (default `"layer"`).
+    the `torch.nn.Module` whose first parameter sets the expected dtype and device
+    (a module without parameters accepts any tensor); `owner`: what the messages call the module, in the
+    advice `owner.to(...)` (default `"layer"`).
     Returns `t` itself, unchanged."""
     check_tensor(name, t)
     if not isinstance(module, torch.nn.Module):
@@ -241,7 +247,8 @@ _USABLE_DEVICES: set = set()  # devices found usable (they stay so): asked once 
 
 
 def _usable(name: str, dev: torch.device) -> torch.device:
-    """`dev` if this process can allocate on it (CPU and meta always; CUDA: a GPU of that ordinal), else a `ValueError` naming
+    """`dev` if this process can allocate on it
+    (CPU and meta always; CUDA: a GPU of that ordinal), else a `ValueError` naming
     `name`. Not asked while `torch.compile` traces (the eager call of the same code has asked)."""
     if dev.type in ("cpu", "meta") or torch.compiler.is_compiling() or dev in _USABLE_DEVICES:
         return dev
@@ -306,11 +313,12 @@ _INDEX_CHECKS = [os.environ.get("FUSED_CSA_CHECK_INDICES", "0").strip().lower() 
 
 @contextlib.contextmanager
 def index_checks(enabled: bool = True):
-    """Within the block, check index *values* of CUDA tensors too (a device → host sync per check); `enabled=False` turns them off.
+    """Within the block, check index *values* of CUDA tensors too
+    (a device → host sync per check); `enabled=False` turns them off.
 
     `enabled`: whether index values of CUDA tensors are checked inside the block (`False`: not, e.g. inside an
-    outer `index_checks()` block or with the environment variable `FUSED_CSA_CHECK_INDICES=1` set); CPU tensors are always
-    checked."""
+    outer `index_checks()` block or with the environment variable `FUSED_CSA_CHECK_INDICES=1` set); CPU tensors are
+    always checked."""
     check_bool("enabled", enabled)
     _INDEX_CHECKS.append(enabled)
     try:
@@ -321,7 +329,8 @@ def index_checks(enabled: bool = True):
 
 def check_index_values(name: str, idx: torch.Tensor, upper: int, what: str = "slots") -> torch.Tensor:
     """Check that every entry of the integer tensor `idx` is `-1` or in `[0, upper)`; values are read on the CPU always,
-    on CUDA only under `index_checks()` (no sync otherwise), never while `torch.compile` traces (that would break the graph).
+    on CUDA only under `index_checks()` (no sync otherwise),
+    never while `torch.compile` traces (that would break the graph).
 
     `name`: the argument's name, quoted in the messages; `idx`: an integer tensor of any shape, `-1` marking padding;
     `upper`: the exclusive upper bound of a valid entry (a table's slot count, say); `what`: what the entries index,
@@ -350,7 +359,8 @@ except Exception as e:  # ImportError, or a broken installation
 
 
 def _triton_runs_on(x: torch.Tensor) -> bool:
-    "The package's own Triton kernels take `x`: Triton imported, `x` a non-empty CUDA half/float tensor, and not while `torch.compile` traces (there the PyTorch form runs)."
+    """The package's own Triton kernels take `x`: Triton imported, `x` a non-empty CUDA half/float tensor, and not
+    while `torch.compile` traces (there the PyTorch form runs)."""
     return (
         triton is not None
         and x.is_cuda
@@ -361,7 +371,8 @@ def _triton_runs_on(x: torch.Tensor) -> bool:
 
 # %% ../nbs/00_checks.ipynb #514aa970
 def first_order_only(what: str):
-    """Decorator of an `autograd.Function`'s `backward`: under `create_graph=True` a `RuntimeError` naming `what`, else the backward.
+    """Decorator of an `autograd.Function`'s `backward`:
+    under `create_graph=True` a `RuntimeError` naming `what`, else the backward.
 
     `what`: the operation named in the error message (such as `"the Triton rotation"`).
     Returns the decorator: it wraps `backward(ctx, *grads)` into a function of the same signature."""

@@ -133,7 +133,8 @@ def add_csa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 
 def config_from_args(args: argparse.Namespace, base: CSAConfig | None = None) -> CSAConfig:
-    """A `CSAConfig` from parsed arguments: given options override `base` (default `CSAConfig()`); the backend is resolved.
+    """A `CSAConfig` from parsed arguments: given options
+    override `base` (default `CSAConfig()`); the backend is resolved.
 
     `args`: the `argparse.Namespace` of a parser that `add_csa_arguments` extended (an option left `None` is not given);
     `base`: the `CSAConfig` the options override (`None`: `CSAConfig()`).
@@ -161,7 +162,8 @@ _FLAG_OF = {
 
 
 def cli_message(msg: str) -> str:
-    """`msg` with each `field=value`, `` `field`=value `` and `` `field` `` of a CSA option written as its command-line flag (see above).
+    """`msg` with each `field=value`, `` `field`=value `` and `` `field` ``
+    of a CSA option written as its command-line flag (see above).
 
     `msg`: an error message (a string, or an exception, taken as `str(msg)`).
     Returns the message with the flags in it; other names stay as they were."""
@@ -204,7 +206,8 @@ def _no_gpu_reason(device=None):
 
 
 def default_backend_report(cfg: CSAConfig | None = None) -> str:
-    """One line: the backend `cfg` (default: the V4-Flash preset, backend omitted) resolves to, and whether it runs here.
+    """One line: the backend `cfg` (default: the V4-Flash preset, backend omitted)
+    resolves to, and whether it runs here.
 
     `cfg`: the `CSAConfig` to report on (`None`: `CSAConfig.v4_flash()`).
     Returns the line as a `str`, with the reason when the fused backend is refused here."""
@@ -275,7 +278,8 @@ _LAYER_KIND = {0: "window only", 4: "CSA: compressor + indexer", 128: "HCA: comp
 
 
 def resolve_device(value: str | None) -> torch.device:
-    """The device of `--device` (default: cuda if available, else cpu); `ValueError` with a one-line reason if it cannot compute here.
+    """The device of `--device` (default: cuda if available, else cpu); `ValueError`
+    with a one-line reason if it cannot compute here.
 
     `value`: the `--device` text (`'cpu'`, `'cuda'`, `'cuda:N'`), or `None` when the flag is not given.
     Returns the `torch.device` (CPU or an existing CUDA device)."""
@@ -314,7 +318,8 @@ def _demo_ratio(args) -> int:
 
 
 def _demo_backend(args, cfg, device):
-    "The configuration to run (backend chosen) and a one-line explanation; `ValueError` if an explicit backend cannot run."
+    """The configuration to run (backend chosen) and a one-line
+    explanation; `ValueError` if an explicit backend cannot run."""
     explicit = args.dsa_kernel_backend is not None
     reason = None
     if cfg.kernel_backend == "cudnn" and cfg.attention_variant == "dsv4_hybrid" and _no_gpu_reason(device):
@@ -354,7 +359,8 @@ _PROGRESS_DELAY = 1.0  # seconds a stage runs before it is announced
 
 
 class Progress:
-    """Stage messages on `stream` (default stderr) for stages running longer than `_PROGRESS_DELAY` s; nothing when `quiet`.
+    """Stage messages on `stream` (default stderr) for stages
+    running longer than `_PROGRESS_DELAY` s; nothing when `quiet`.
 
     `prog`: the prefix of every message (the command, such as `"fused-csa demo"`); `quiet`: print nothing at all;
     `stream`: the text stream the messages go to (`None`: `sys.stderr`)."""
@@ -395,7 +401,8 @@ class Progress:
 
 # %% ../nbs/09_cli.ipynb #4d7e1b95
 def _demo_min_bytes(cfg, ratio: int, sq: int, b: int, dtype) -> list[tuple[str, int]]:
-    "Lower bounds `(what, bytes)` of what the demo holds at once: inputs, output, query/key gradients, the compressor's projections."
+    """Lower bounds `(what, bytes)` of what the demo holds at once:
+    inputs, output, query/key gradients, the compressor's projections."""
     e, H, D = torch.empty((), dtype=dtype).element_size(), cfg.num_heads, cfg.head_dim
     parts = [
         (f"query [{sq}, {b}, {H}, {D}] and its gradient", 2 * sq * b * H * D * e),
@@ -438,7 +445,8 @@ def _check_demo_size(
     flags: str = "--seq-len, --batch, --num-heads, --head-dim or --hidden-size",
     given: str | None = None,
 ):
-    """A `ValueError` naming the flags when the lower bound `_demo_min_bytes` exceeds `have` (default: `device`'s memory);
+    """A `ValueError` naming the flags when the lower
+    bound `_demo_min_bytes` exceeds `have` (default: `device`'s memory);
     `given`: how the message names the size (default `--seq-len sq × --batch b`), `flags`: what to lower."""
     parts = _demo_min_bytes(cfg, ratio, sq, b, dtype)
     need, have = sum(n for _, n in parts), _device_memory(device) if have is None else have
@@ -452,7 +460,8 @@ def _check_demo_size(
 
 # %% ../nbs/09_cli.ipynb #3a33a5e3
 def _demo_layer(args, progress):
-    "`(args with its ratio, layer, cfg, backend line, device, dtype)` of `fused-csa demo`; `TypeError`/`ValueError` for bad options."
+    """`(args with its ratio, layer, cfg, backend line, device, dtype)`
+    of `fused-csa demo`; `TypeError`/`ValueError` for bad options."""
     device = resolve_device(args.device)
     args = copy.copy(args)
     args.ratio = _demo_ratio(args)
@@ -469,7 +478,10 @@ def _demo_inputs(args, cfg, device, dtype):
     "Random `(query, key, x, qr)` of the demo's shapes from `args.seed + 1`; query and key require grad."
     sq, b = args.seq_len, args.batch
     g = torch.Generator(device="cpu").manual_seed(args.seed + 1)
-    rnd = lambda *s: torch.randn(*s, generator=g).to(device=device, dtype=dtype)
+
+    def rnd(*s):
+        return torch.randn(*s, generator=g).to(device=device, dtype=dtype)
+
     query = rnd(sq, b, cfg.num_heads, cfg.head_dim).requires_grad_()
     key = rnd(sq, b, 1, cfg.head_dim).requires_grad_()
     return query, key, rnd(sq, b, cfg.hidden_size), rnd(sq, b, cfg.q_lora_rank)
@@ -607,18 +619,21 @@ BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixe
 
 
 def _blocks(text: str) -> tuple[str, list[str]]:
-    "`text` as its preamble (before the first `## ` line) and its `## ` blocks (each up to the next), trailing blanks stripped."
+    """`text` as its preamble (before the first `## ` line) and
+    its `## ` blocks (each up to the next), trailing blanks stripped."""
     lines = text.splitlines(keepends=True)
-    starts = [i for i, l in enumerate(lines) if l.startswith("## ")]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("## ")]
     pre = "".join(lines[: starts[0]] if starts else lines).strip()
     return pre, ["".join(lines[a:b]).rstrip() + "\n" for a, b in zip(starts, starts[1:] + [len(lines)])]
 
 
 def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
-    """`text` (a `BENCHMARKS.md`) with the `## ` blocks whose heading starts with `header` — a prefix, or a tuple of them: the
-    headings one section owns (`BENCH_SECTIONS`) — replaced by `section`'s blocks, where the first of them was, or appended;
-    every other block stays as it was. A preamble of `section` (text before its first `## `: the file's title) replaces
-    `text`'s. A block of `section` under a heading `header` does not own is a `ValueError`: it would replace another section's.
+    """`text` (a `BENCHMARKS.md`) with the `## ` blocks whose heading starts with `header` — a prefix, or a tuple of
+    them: the headings one section owns (`BENCH_SECTIONS`) — replaced by `section`'s blocks, where the first of them
+    was, or appended; every other block stays as it was. A preamble of `section`
+    (text before its first `## `: the file's title) replaces
+    `text`'s. A block of `section` under a heading `header` does
+    not own is a `ValueError`: it would replace another section's.
 
     `text`: the Markdown file's current contents; `section`: the Markdown of the section just measured; `header`: the
     heading prefix the section owns, or a tuple or list of them, each starting with `## ` (default the long-context
@@ -696,9 +711,10 @@ def _check_path(flag: str, path, suffix: str, what: str):
 
 # %% ../nbs/09_cli.ipynb #1e5b9c74
 def bench_section(args) -> str:
-    """The `BENCH_SECTIONS` key `fused-csa bench` measures for parsed `args`, after checking them: one section flag at most,
-    no option of another section, `--out` (an existing Markdown file we can read, or a new one) and `--plot` writable —
-    all before any measurement. Fills the section's defaults into `args`; a `ValueError` naming the flags otherwise.
+    """The `BENCH_SECTIONS` key `fused-csa bench` measures for parsed `args`, after checking them: one section flag at
+    most, no option of another section, `--out` (an existing Markdown file we can read, or a new one) and `--plot`
+    writable — all before any measurement. Fills the section's
+    defaults into `args`; a `ValueError` naming the flags otherwise.
 
     `args`: the parsed `bench` command line (`argparse.Namespace` of `build_parser()`), completed in place.
     Returns the section's key: `"main"`, `"long-context"`, `"packed"` or `"decode"`."""
@@ -753,7 +769,8 @@ def bench_section(args) -> str:
 
 # %% ../nbs/09_cli.ipynb #c71a5e08
 def _write_section(path: str, md: str, key: str):
-    "Merge section `key`'s markdown `md` into the file `path` (created if missing), atomically: a temporary file, then a rename."
+    """Merge section `key`'s markdown `md` into the file `path` (created if missing),
+    atomically: a temporary file, then a rename."""
     try:
         with open(path, encoding="utf-8") as f:
             old = f.read()
@@ -801,8 +818,9 @@ def _measure(key: str, args, progress) -> str:
 
 # %% ../nbs/09_cli.ipynb #d28f4a61
 def _check_bench_size(key: str, args, have: int | None = None):
-    """The main tables' `--seq-len` and the pack's `--pack-tokens` against the GPU's memory (`have` bytes; default the GPU's):
-    a one-line `ValueError` when a measured layer (H = 64, D = 512, hidden 1024, bf16) cannot fit. The long-context rows
+    """The main tables' `--seq-len` and the pack's `--pack-tokens` against the GPU's memory
+    (`have` bytes; default the GPU's): a one-line `ValueError` when a measured layer
+    (H = 64, D = 512, hidden 1024, bf16) cannot fit. The long-context rows
     need no such check: a step out of memory is a row of the table (`long_context_rows`)."""
     sizes = {
         "main": ("--seq-len", getattr(args, "seq_len", None)),

@@ -34,8 +34,8 @@ COMPRESS_RATIOS = (0, 4, 128)
 
 @dataclass(frozen=True)
 class CSAConfig:
-    """Configuration of DeepSeek-V4 compressed sparse attention layers, frozen; every field, and the rules between fields,
-    are checked when it is built (`dataclasses.replace(cfg, field=value)` builds a checked variant).
+    """Configuration of DeepSeek-V4 compressed sparse attention layers, frozen; every field, and the rules between
+    fields, are checked when it is built (`dataclasses.replace(cfg, field=value)` builds a checked variant).
 
     Attention shape: `num_heads` query heads H (64 in V4-Flash, 128 in V4-Pro); `head_dim` D, the width of the one
     latent per token that is query, key and value (512); `v_head_dim`, the value width, equal to `head_dim`;
@@ -49,7 +49,8 @@ class CSAConfig:
     `index_head_dim`, its heads (64 × 128); `indexer_block_bytes`, the memory budget of one indexer query block in
     bytes (scores, top-k and loss are computed block by block; default 1 GiB); `indexer_precision`, the precision of the
     selection scores: `"bf16"` (the indexer's own dtype, default) or `"fp8"` (DeepSeek-V3.2's recipe: Hadamard-rotated
-    e4m3 queries and keys with power-of-two scales; it changes which entries are selected, never the loss or a gradient).
+    e4m3 queries and keys with power-of-two scales;
+    it changes which entries are selected, never the loss or a gradient).
     Indexer loss: `indexer_loss_coeff` (0: no loss); `indexer_use_sparse_loss`: the KL over the selected top-k
     (`False`: over all causal entries, the dense loss); `per_token_loss`: the loss is the sum over query rows × coeff
     instead of the mean.
@@ -103,7 +104,8 @@ class CSAConfig:
 # %% ../nbs/05_config.ipynb #aed7878e
 @patch(as_prop=True)
 def kernel_backend(self: CSAConfig) -> str:
-    "The resolved DSA kernel backend (`none`, `tilelang` or `cudnn`): `dsa_kernel_backend`, or its default when omitted."
+    """The resolved DSA kernel backend (`none`, `tilelang` or `cudnn`): `dsa_kernel_backend`,
+    or its default when omitted."""
     return resolve_dsa_kernel_backend(self.attention_variant, self.dsa_kernel_backend)
 
 
@@ -265,7 +267,8 @@ _V4_ROTARY = dict(
 @patch(cls_method=True)
 def v4_flash(cls: CSAConfig, **overrides) -> CSAConfig:
     """DeepSeek-V4-Flash attention: H=64, D=512, W=128, indexer 64×128 top-512, the published rotary values.
-    `hidden_size`, `q_lora_rank` and the layer pattern are illustrative; `overrides`: any `CSAConfig` field by keyword."""
+    `hidden_size`, `q_lora_rank` and the layer pattern are
+    illustrative; `overrides`: any `CSAConfig` field by keyword."""
     return _preset(
         dict(
             num_heads=64,
@@ -282,7 +285,8 @@ def v4_flash(cls: CSAConfig, **overrides) -> CSAConfig:
 @patch(cls_method=True)
 def v4_pro(cls: CSAConfig, **overrides) -> CSAConfig:
     """DeepSeek-V4-Pro attention: H=128, D=512, W=128, indexer 64×128 top-1024, the published rotary values.
-    `hidden_size`, `q_lora_rank` and the layer pattern are illustrative; `overrides`: any `CSAConfig` field by keyword."""
+    `hidden_size`, `q_lora_rank` and the layer pattern are
+    illustrative; `overrides`: any `CSAConfig` field by keyword."""
     return _preset(
         dict(
             num_heads=128,
@@ -313,7 +317,8 @@ def resolve_dsa_kernel_backend(attention_variant: str, backend: str | None) -> s
 
 # %% ../nbs/05_config.ipynb #ea010f45
 def _capability(device_capability) -> tuple:
-    "`device_capability` checked: a `(major, minor)` pair of ints, or `()`; `None` detects (the stand-ins' value inside them)."
+    """`device_capability` checked: a `(major, minor)` pair of ints, or `()`; `None` detects
+    (the stand-ins' value inside them)."""
     if device_capability is None:
         return detected_capability()
     if isinstance(device_capability, (str, bytes)) or not isinstance(device_capability, (tuple, list)):
@@ -335,8 +340,8 @@ def validate_config(cfg: CSAConfig, *, ratio=None, device_capability=None, kerne
     """Return `cfg` if its resolved backend can run here (or on the given machine), else raise.
 
     `cfg`: the configuration. `ratio`: validate for one layer of this ratio (0, 4 or 128) instead of every ratio of
-    `cfg.compress_ratios` (a layer's construction). `device_capability`: `(major, minor)` ints of the CUDA device, `()` for none, `None`
-    to detect. `kernels_available`: whether the kernel packages import (bool), `None` to detect.
+    `cfg.compress_ratios` (a layer's construction). `device_capability`: `(major, minor)` ints of the CUDA device, `()`
+    for none, `None` to detect. `kernels_available`: whether the kernel packages import (bool), `None` to detect.
     Raises `TypeError`/`ValueError` for unsupported fields and combinations, `FusedUnavailableError` when this
     environment cannot run the fused kernels."""
     if not isinstance(cfg, CSAConfig):

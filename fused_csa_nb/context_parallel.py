@@ -10,7 +10,7 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
-from .checks import _describe, check_bool, check_choice, check_device, check_float, check_int, check_tensor
+from .checks import _describe, check_bool, check_choice, check_device, check_int, check_tensor
 from .layout import QueryRows, _window_slots, compressed_topk_idxs
 
 # %% auto #0
@@ -35,7 +35,8 @@ class CPShard(NamedTuple):
 def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
     """The shard of `rank` of `world` for `sq_local` tokens per rank; `sq_local` must be a positive multiple of 128.
 
-    `rank` this rank in the CP group (0 … world−1); `world` P, the ranks in the CP group (>= 1). Returns the rank's `CPShard`."""
+    `rank` this rank in the CP group (0 … world−1); `world` P,
+    the ranks in the CP group (>= 1). Returns the rank's `CPShard`."""
     world = check_int("world", world, 1)
     rank = check_int("rank", rank, 0, world - 1)
     sq_local = check_int("sq_local", sq_local)
@@ -48,10 +49,12 @@ def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
 
 # %% ../nbs/05_context_parallel.ipynb #5f224161
 def cp_window_idxs(sq_local: int, batch_size: int, window: int, start: int, device=None) -> torch.Tensor:
-    """Window slots `[b, L, W]` int64 of the queries at global `start …` in `[halo (W−1) | local (L)]` slots; `-1` below 0.
+    """Window slots `[b, L, W]` int64 of the queries at
+    global `start …` in `[halo (W−1) | local (L)]` slots; `-1` below 0.
 
     `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `window` W, the keys each row sees; `start` global
-    position of the first local row (rank · L); `device` the device of the result (None: the CPU). Returns the int64 slots `[batch_size, sq_local, window]`."""
+    position of the first local row (rank · L); `device` the device of the result (None: the CPU). Returns the int64
+    slots `[batch_size, sq_local, window]`."""
     check_int("sq_local", sq_local)
     check_int("batch_size", batch_size, 1)
     check_int("window", window, 1)
@@ -60,10 +63,12 @@ def cp_window_idxs(sq_local: int, batch_size: int, window: int, start: int, devi
 
 
 def cp_compressed_idxs(sq_local: int, batch_size: int, ratio: int, start: int, slot0: int, device=None) -> torch.Tensor:
-    """All causal compressed entries `[b, L, (start+L)//ratio]` int64 for queries at global `start …`: `slot0 + j` or `-1`.
+    """All causal compressed entries `[b, L, (start+L)//ratio]`
+    int64 for queries at global `start …`: `slot0 + j` or `-1`.
 
     `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `ratio` the compression ratio (>= 1); `start` global
-    position of the first local row; `slot0` the slot of compressed entry 0 in `kv_full`; `device` the result's device (None: the CPU). Returns the int64 slots `[batch_size, sq_local, (start + sq_local) // ratio]`."""
+    position of the first local row; `slot0` the slot of compressed entry 0 in `kv_full`; `device` the result's device
+    (None: the CPU). Returns the int64 slots `[batch_size, sq_local, (start + sq_local) // ratio]`."""
     check_int("sq_local", sq_local)
     check_int("batch_size", batch_size, 1)
     check_int("ratio", ratio, 1)
@@ -166,7 +171,8 @@ def gather_seq(x: torch.Tensor, group=None) -> torch.Tensor:
     """All-gather `x [n, ...]` of every rank of `group` along dim 0 → `[P·n, ...]` in rank order.
 
     Backward: reduce-scatter (sum) of the gradient; each rank gets the rows of its own `x`.
-    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns the gathered `[P·n, ...]` tensor of `x`'s dtype (`x` itself for one rank)."""
+    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns the
+    gathered `[P·n, ...]` tensor of `x`'s dtype (`x` itself for one rank)."""
     check_tensor("x", x, min_ndim=1, what="[n, ...] (a leading sequence dim)")
     _check_group(group)
     if dist.get_world_size(group) == 1:
@@ -178,7 +184,8 @@ def halo_from_prev(x_tail: torch.Tensor, group=None) -> torch.Tensor:
     """Rank `r` gets rank `r−1`'s `x_tail [h, ...]` (rank 0: zeros); backward returns the gradient to rank `r−1`.
 
     `x_tail`: this rank's last `h` rows `[h, ...]`, any dtype (e.g. the window's W−1 keys), sent to rank `r+1`;
-    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns rank `r−1`'s rows `[h, ...]`, zeros on rank 0."""
+    `group`: a `torch.distributed` process group (`None`: the default group); all ranks pass the same shape. Returns
+    rank `r−1`'s rows `[h, ...]`, zeros on rank 0."""
     check_tensor("x_tail", x_tail, min_ndim=1, what="[h, ...] (a leading sequence dim)")
     _check_group(group)
     if dist.get_world_size(group) == 1:
@@ -187,7 +194,8 @@ def halo_from_prev(x_tail: torch.Tensor, group=None) -> torch.Tensor:
 
 # %% ../nbs/05_context_parallel.ipynb #2871efc9
 def _check_fingerprint(fingerprint, pairs: bool = True):
-    "`fingerprint` if it is a tuple (or list) of `(name: str, value)` pairs (`pairs=False`: the container only, cheap); else a `TypeError`."
+    """`fingerprint` if it is a tuple (or list) of `(name: str, value)` pairs
+    (`pairs=False`: the container only, cheap); else a `TypeError`."""
     if not (
         isinstance(fingerprint, (tuple, list))
         and (not pairs or all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in fingerprint))
@@ -202,7 +210,8 @@ def check_cp_group(group, sq_local: int, batch_size: int, fingerprint: tuple, ca
     `fingerprint`: `((name, value), ...)` of everything that must match (config, ratio, dtype, mode; hashable values);
     `cache`: a set owned by the caller (the layer) holding the keys already checked;
     `group`: the CP `torch.distributed` process group (`None`: the default group);
-    `sq_local`: this rank's tokens L (equal on every rank); `batch_size`: b (equal on every rank). Returns this rank's `CPShard`."""
+    `sq_local`: this rank's tokens L (equal on every rank); `batch_size`:
+    b (equal on every rank). Returns this rank's `CPShard`."""
     _check_group(group, ready=False)
     check_int("sq_local", sq_local)
     check_int("batch_size", batch_size, 1)
@@ -256,9 +265,9 @@ def cp_comm_bytes(
 
     `seq_len` S, the whole sequence (divisible by `world`); `world` P, the ranks; `ratio` the layer's compression ratio
     (0, 4 or 128); `head_dim` D, the latent width (512); `batch_size` b; `window` W, the sliding window (128);
-    `hidden_size` the hidden width of `x` (4096), whose halo the ratio-4 compressor needs; `index_head_dim` the indexer's
-    key width (128); `indexer` whether the ratio-4 layer's indexer keys are gathered too; `elem_bytes` bytes per element
-    (2 for bf16). Returns a dict of bytes by tensor, with `total` and, for comparison, `latent_gather`."""
+    `hidden_size` the hidden width of `x` (4096), whose halo the ratio-4 compressor needs; `index_head_dim` the
+    indexer's key width (128); `indexer` whether the ratio-4 layer's indexer keys are gathered too; `elem_bytes` bytes
+    per element (2 for bf16). Returns a dict of bytes by tensor, with `total` and, for comparison, `latent_gather`."""
     S, P, r = check_int("seq_len", seq_len, 1), check_int("world", world, 1), check_choice("ratio", ratio, (0, 4, 128))
     D, b, e = (
         check_int("head_dim", head_dim, 1),
@@ -290,7 +299,8 @@ def _scored(n, ratio):
 def cp_indexer_work(seq_len: int, world: int, ratio: int = 4, layout: str = "contiguous") -> list:
     """Indexer scores computed by each rank (`Σ (t+1)//ratio` over its queries) for `contiguous` or `zigzag` shards.
 
-    `seq_len` S, the whole sequence; `world` P, the ranks; `ratio` the compression ratio (4); `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work).
+    `seq_len` S, the whole sequence; `world` P, the ranks; `ratio` the compression ratio (4); `layout` `contiguous`
+    (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work).
     Returns a list of P ints, one per rank."""
     S, P = check_int("seq_len", seq_len, 1), check_int("world", world, 1)
     ratio = check_int("ratio", ratio, 1)
@@ -315,9 +325,11 @@ def _cp_chunks(seq_len, world, layout):
 
 
 def cp_positions(seq_len: int, rank: int, world: int, layout: str = "contiguous", device=None) -> torch.Tensor:
-    """Global token positions `[S/P]` int64 of the rows rank `rank` of `world` holds in `layout` (`contiguous` or `zigzag`).
+    """Global token positions `[S/P]` int64 of the rows rank `rank`
+    of `world` holds in `layout` (`contiguous` or `zigzag`).
 
-    `seq_len` S, the whole sequence; `rank` this rank (0 … P−1); `world` P, the ranks; `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `device` the
+    `seq_len` S, the whole sequence; `rank` this rank (0 … P−1); `world` P, the ranks; `layout` `contiguous`
+    (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `device` the
     result's device (None: the CPU). Returns the int64 positions `[seq_len // world]`."""
     S, P = check_int("seq_len", seq_len, 1), check_int("world", world, 1)
     r = check_int("rank", rank, 0, P - 1)
@@ -331,8 +343,11 @@ def cp_positions(seq_len: int, rank: int, world: int, layout: str = "contiguous"
 def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     """Rank `rank`'s rows of a full tensor `t` (sequence along `dim`, length S): `[S/P, ...]` in the layout's order.
 
-    `t` the full tensor, any dtype, the sequence of length S along `dim`; `rank` this rank (0 … P−1); `world` P, the ranks;
-    `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD). Returns a tensor of `t`'s dtype with `S/P` rows along `dim`."""
+    `t` the full tensor, any dtype, the sequence of
+    length S along `dim`; `rank` this rank (0 … P−1); `world` P, the ranks;
+    `layout` `contiguous` (rank r holds chunk r of P) or `zigzag`
+    (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD). Returns a tensor
+    of `t`'s dtype with `S/P` rows along `dim`."""
     check_tensor("t", t, min_ndim=1)
     dim = check_int("dim", dim, -t.dim(), t.dim() - 1)
     S, P = t.shape[dim], check_int("world", world, 1)
@@ -345,9 +360,12 @@ def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous",
 
 
 def cp_merge(parts, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
-    """The full tensor from the ranks' rows `parts` (a list in rank order, as `cp_split` makes them, equal shapes): the inverse of `cp_split`.
+    """The full tensor from the ranks' rows `parts`
+    (a list in rank order, as `cp_split` makes them, equal shapes): the inverse of `cp_split`.
 
-    `parts` P tensors `[S/P, ...]` (sequence along `dim`) in rank order; `layout` `contiguous` (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence dim (0 for SBHD). Returns the full tensor, `S` rows along `dim`."""
+    `parts` P tensors `[S/P, ...]` (sequence along `dim`) in rank order; `layout` `contiguous`
+    (rank r holds chunk r of P) or `zigzag` (chunks r and 2P−1−r of 2P, balancing the causal work); `dim` the sequence
+    dim (0 for SBHD). Returns the full tensor, `S` rows along `dim`."""
     if not isinstance(parts, (list, tuple)):
         hint = ": wrap one rank's rows as [t]" if isinstance(parts, torch.Tensor) else ""
         raise TypeError(
@@ -399,7 +417,8 @@ def _shard_rows(group, layout: str, sq: int, b: int, window: int, fingerprint: t
 
 
 def _layer_fingerprint(layer, query) -> tuple:
-    "What must agree across the CP group for `layer`: every config field, the ratio, the layout, the backend, dtype, mode."
+    """What must agree across the CP group for `layer`: every config field,
+    the ratio, the layout, the backend, dtype, mode."""
     cfg = tuple((f, getattr(layer.cfg, f)) for f in layer.cfg.__dataclass_fields__)
     return cfg + (
         ("ratio", layer.ratio),
@@ -417,7 +436,8 @@ def _with_halo(t, halo, first: bool):
 
 
 def _zigzag_gather(parts, group):
-    "All-gather every rank's two chunks `parts` (chunks `r`, `2P−1−r`; equal shapes) → the `2P` chunks in sequence order."
+    """All-gather every rank's two chunks `parts`
+    (chunks `r`, `2P−1−r`; equal shapes) → the `2P` chunks in sequence order."""
     P = dist.get_world_size(group)
     got = gather_seq(torch.cat(parts), group).chunk(2 * P)  # rank order: chunks 0, 2P−1, 1, 2P−2, …
     return [got[2 * k] for k in range(P)] + [got[2 * (P - 1 - k) + 1] for k in range(P)]
@@ -435,7 +455,8 @@ def _halos(t, h: int, segments, group) -> list:
 
 
 def _gather_entries(comps, k_is, group):
-    "`(compressed entries, indexer keys)` of the whole sequence from the segments' own: identity on one device, one all-gather under CP."
+    """`(compressed entries, indexer keys)` of the whole sequence from the
+    segments' own: identity on one device, one all-gather under CP."""
     if group is None or comps[0] is None:
         return comps[0], k_is[0]
     parts = comps if k_is[0] is None else [torch.cat([c, k.to(c.dtype)], -1) for c, k in zip(comps, k_is)]

@@ -10,7 +10,6 @@ import torch
 from .checks import _TRITON_IMPORT_ERROR, check_int, check_scale, check_tensor, first_order_only, tl, triton
 from fused_csa_nb.kernels import (
     _SparseAttention,
-    _bwd_indices,
     _check_devices,
     _op,
     _pad_idx,
@@ -51,7 +50,8 @@ if triton is not None:
         BLOCK_D: tl.constexpr,
         UPCAST: tl.constexpr,
     ):
-        "Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`, the slots' dKV parts into `part [R·K, D]`."
+        """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`, the slots'
+        dKV parts into `part [R·K, D]`."""
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
         ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -227,7 +227,8 @@ def _det_blocks(h):
 
 # %% ../nbs/04_deterministic.ipynb #8d9c7e5b
 def _segments(targets, n: int):
-    """The `(row, slot)` pairs grouped by kv row, in a fixed order, all on the device: `targets [P]` (kv row, `n` = none)
+    """The `(row, slot)` pairs grouped by kv row, in a fixed order,
+    all on the device: `targets [P]` (kv row, `n` = none)
     → `(keys, order, start, nseg)`: `keys`/`order` the stable sort (ties keep pair order), segment `s < nseg` covers
     sorted positions `[start[s], start[s+1])` of kv row `keys[start[s]]`; `start [min(n, P) + 1]`, `nseg [1]`."""
     keys, order = torch.sort(targets, stable=True)
@@ -372,12 +373,14 @@ def _(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
 
 
 def _sparse_bwd_det(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None):
-    "The deterministic sparse-attention backward on checked flat tensors → `(dq, dkv, d_sink fp32)` (`kernels._sparse_bwd`'s twin)."
+    """The deterministic sparse-attention backward on checked flat tensors → `(dq, dkv, d_sink fp32)`
+    (`kernels._sparse_bwd`'s twin)."""
     return _run("sparse_attn_bwd_deterministic", q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 # %% ../nbs/04_deterministic.ipynb #fb33aeb4
 class _DeterministicSparseAttention(_SparseAttention):
-    "FlashMLA forward (`kernels._SparseAttention`'s) and the deterministic backward on padded flat tensors: `(out, lse)`."
+    """FlashMLA forward (`kernels._SparseAttention`'s) and the
+    deterministic backward on padded flat tensors: `(out, lse)`."""
 
     @staticmethod
     @first_order_only("the deterministic sparse attention (FlashMLA forward, deterministic backward)")
@@ -409,11 +412,13 @@ def deterministic_sparse_attn_bwd(
     """The deterministic sparse-attention backward, checked (bitwise repeatable; cuDNN's contract, see above).
 
     `q [s_q, H, D]` bf16: the queries (`D` a multiple of 64); `kv [s_kv, D]` bf16: the shared key rows, whose first `DV`
-    columns are the values; `out [s_q, H, DV]` bf16: the forward's output (`DV <= D`, a multiple of 64); `dout [s_q, H, DV]`
+    columns are the values; `out [s_q, H, DV]` bf16: the forward's output
+    (`DV <= D`, a multiple of 64); `dout [s_q, H, DV]`
     bf16: its gradient; `lse [s_q, H]` fp32: the forward's natural-log LSE, sink excluded (`+inf`: no key);
     `attn_sink [H]` fp32: the per-head sink logits (`-inf`: none); `indices [s_q, K]` int32: flat `kv` rows, `-1` or
-    `>= s_kv` = none; `sm_scale`: the logit scale (required); `topk_length [s_q]` int32 or None: the valid prefix of each
-    row (`None`: all `K`); `part_bytes`: the budget of one chunk's contribution buffer (`rows·K·D` fp32; default 1 GiB).
+    `>= s_kv` = none; `sm_scale`: the logit scale (required); `topk_length [s_q]` int32 or None: the valid prefix of
+    each row (`None`: all `K`); `part_bytes`: the budget of one chunk's contribution buffer
+    (`rows·K·D` fp32; default 1 GiB).
     All tensors contiguous, on one CUDA device (CPU ones under `TRITON_INTERPRET=1`).
     Returns `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
@@ -464,7 +469,8 @@ if triton is not None:
         BLOCK_K: tl.constexpr,
         UPCAST: tl.constexpr,
     ):
-        "Indexer row `row0 + r` of `[B·S]`, slots `[kb·BLOCK_K, …)`: `σ Σ_h g·w_h·[q_h·k > 0]·q_h` into `part [R·K, D]`."
+        """Indexer row `row0 + r` of `[B·S]`,
+        slots `[kb·BLOCK_K, …)`: `σ Σ_h g·w_h·[q_h·k > 0]·q_h` into `part [R·K, D]`."""
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
         ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -544,7 +550,8 @@ def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
 
 
 def _index_dk_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    "`_deterministic_index_dk` as the op (`torch.compile`, and the stand-in on CPU tensors): `d_index_k [B, S_k, D]` fp32."
+    """`_deterministic_index_dk` as the op
+    (`torch.compile`, and the stand-in on CPU tensors): `d_index_k [B, S_k, D]` fp32."""
     return _run("index_dk_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
 
 # %% ../nbs/04_deterministic.ipynb #efff052c
@@ -579,9 +586,11 @@ def bench_deterministic(
     """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
     (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
-    deterministic one with a bf16 contribution buffer (`det_bwd_bf16_part_ms`, `sim_dkv_bf16_part`: a candidate default).
+    deterministic one with a bf16 contribution buffer
+    (`det_bwd_bf16_part_ms`, `sim_dkv_bf16_part`: a candidate default).
     `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
-    entries; a multiple of 128); `n_comp`: compressed entries (the kv rows after the `sq` raw ones, and the top-k's score
+    entries; a multiple of 128); `n_comp`: compressed entries
+    (the kv rows after the `sq` raw ones, and the top-k's score
     columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed.
     Returns a `dict` of these numbers: the shape (`sq`, `heads`, `topk`), the times in ms (keys ending in `_ms`), the
     deterministic backward's slowdown `det_bwd_x`, the similarities and `repeat`."""

@@ -79,10 +79,12 @@ def _check_sbhd(query, kv_full, attn_sink):
 
 # %% ../nbs/04_fused.ipynb #b1a35aeb
 def no_indexer_topk_idxs(sq: int, batch_size: int, ratio: int, window: int = 128, device=None) -> torch.Tensor:
-    """Path A indices of a whole sequence of `sq` tokens, batch `batch_size` (`ratio` 0: no compressed entries; `window` W):
+    """Path A indices of a whole sequence of `sq` tokens, batch `batch_size`
+    (`ratio` 0: no compressed entries; `window` W):
     `[sq·b, W (+ sq//ratio)]` int32 flat global slots — the window, then all causal compressed entries, `-1` padded.
 
-    `sq` the sequence's tokens (query rows); `batch_size` b (>= 1); `ratio` the compression ratio (0 for none, else 4 or 128);
+    `sq` the sequence's tokens (query rows); `batch_size`
+    b (>= 1); `ratio` the compression ratio (0 for none, else 4 or 128);
     `window` W, the sliding window (default 128); `device` the device of the result (None: the CPU).
     Returns the int32 flat rows `[sq·b, W (+ sq//ratio)]`."""
     check_int("sq", sq)
@@ -192,7 +194,8 @@ def _visible_lengths_of(t0, t1, b, ratio, n_comp, device=None):
 
 
 def _visible_lengths(t0, t1, b, ratio, n_comp, device):
-    "Visible compressed entries per BSHD row of the query block `[t0, t1)`, `[b·(t1−t0)]` int32: `min((t+1)//ratio, n_comp)` (cached)."
+    """Visible compressed entries per BSHD row of the query block `[t0, t1)`, `[b·(t1−t0)]`
+    int32: `min((t+1)//ratio, n_comp)` (cached)."""
     return cached_index(_visible_lengths_of, t0, t1, b, ratio, n_comp, device=device)
 
 
@@ -202,7 +205,8 @@ def _block_bshd(t, t0, t1):
 
 # %% ../nbs/04_fused.ipynb #fdf40327
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
-    "A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)` (the queries quantised here)."
+    """A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)`
+    (the queries quantised here)."""
     if k_fp8 is None:
         return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
     q8, qs = fp8_rows(q_i)
@@ -210,9 +214,11 @@ def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
 
 
 def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None):
-    """Query rows `[t0, t1)` of the row set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32, selected entry ids
-    [b,c,index_topk] int32 (-1 padded), their columns in `scores` [b,c,index_topk], poison [b,c] fp32)`. The kernel by row
-    kind: a sequence or a shard (global positions `rows.start + t`) — the SBHD indexer; a pack — the THD one (below).
+    """Query rows `[t0, t1)` of the row
+    set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32, selected entry ids
+    [b,c,index_topk] int32 (-1 padded), their columns in `scores` [b,c,index_topk], poison [b,c]
+    fp32)`. The kernel by row kind: a sequence or a shard (global positions `rows.start +
+    t`) — the SBHD indexer; a pack — the THD one (below).
     `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `fp8_rows(k_i)` for FP8 selection scores."""
     if rows.thd:
         return _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
@@ -227,7 +233,8 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
 
 
 def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, rows, fp8=False):
-    "Path C's selection of the row set `rows` → `(selected entry ids [b, n, index_topk] int32, poison [b, n] fp32)`; `fp8`: FP8 scores."
+    """Path C's selection of the row
+    set `rows` → `(selected entry ids [b, n, index_topk] int32, poison [b, n] fp32)`; `fp8`: FP8 scores."""
     n, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()  # [b, n_comp, Di]: small
     k_fp8 = fp8_rows(k_i) if fp8 else None
@@ -240,7 +247,8 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, r
 
 # %% ../nbs/04_fused.ipynb #b74cc32c
 def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None):
-    """`_select_block` of a pack (`b = 1`; THD indexer: each document against its own entries; `scores` in document-local
+    """`_select_block` of a pack
+    (`b = 1`; THD indexer: each document against its own entries; `scores` in document-local
     columns, the selected ids those of the pack's entries)."""
     q, w, k_flat = q_indexer[t0:t1, 0], weights[t0:t1, 0], k_i[0]
     cu = pack.cu
@@ -330,8 +338,10 @@ def indexer_topk(
     the indexer's queries, head weights and keys; `index_topk`: ids per row (`<= max_topk`); `ratio`: the compression
     ratio (causal rule `j < (t + 1) // ratio`); `indexer_softmax_scale`: default `Di**-0.5`.
     `block_rows`: query rows scored at a time (the `[b, block_rows, n_comp]` scores are the transient); `None` = all.
-    `return_poison`: also return `[b, sq]` float32, NaN on rows whose indexer inputs are not finite (the non-finite rule).
-    `indexer_precision`: `'bf16'`, or `'fp8'` (SM90: the scores of the rotated e4m3 inputs, `reference.fp8_indexer_scores`)."""
+    `return_poison`: also return `[b, sq]` float32, NaN on rows
+    whose indexer inputs are not finite (the non-finite rule).
+    `indexer_precision`: `'bf16'`, or `'fp8'`
+    (SM90: the scores of the rotated e4m3 inputs, `reference.fp8_indexer_scores`)."""
     sq, b, n_comp, isc, lim = _check_indexer_call(
         q_indexer, k_indexer, weights, index_topk, ratio, indexer_softmax_scale
     )
@@ -352,16 +362,19 @@ def indexer_topk(
 
 # %% ../nbs/04_fused.ipynb #0dfcc7b5
 def _attn_rows(window_idxs, selected, slot0: int, num_slots: int, compressed_first: bool = False):
-    "Compact flat rows `(idx [sq·b, W+k] int32, topk_length [sq·b])` of checked `window_idxs [b,sq,W]`, `selected [b,sq,k]`."
+    """Compact flat rows `(idx [sq·b, W+k] int32, topk_length [sq·b])` of
+    checked `window_idxs [b,sq,W]`, `selected [b,sq,k]`."""
     slots = _entry_slots(selected.to(torch.int32), slot0)  # int32, -1 kept
     groups = (slots, window_idxs.to(torch.int32)) if compressed_first else (window_idxs.to(torch.int32), slots)
     return _compactify(_flat_global(torch.cat(groups, -1), num_slots))
 
 
 def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
-    """Compact flat attention rows of a whole sequence of `sq` tokens: `window_idxs [b, sq, W]` local raw slots (`-1` = none),
+    """Compact flat attention rows of a whole sequence of `sq`
+    tokens: `window_idxs [b, sq, W]` local raw slots (`-1` = none),
     `selected [b, sq, k]` compressed-entry ids (`-1` = none, entry `j` at slot `sq + j`); `compressed_first`: order
-    `[compressed, window]` (path B) instead of `[window, compressed]` (path C); `sq`: the sequence's tokens (query rows).
+    `[compressed, window]` (path B) instead of `[window, compressed]`
+    (path C); `sq`: the sequence's tokens (query rows).
     → `(idx [sq·b, W+k] int32: valid entries first, topk_length [sq·b] int32)`."""
     check_tensor("window_idxs", window_idxs, ndim=3, floating=False)
     check_tensor("selected", selected, ndim=3, floating=False)
@@ -387,9 +400,11 @@ def _kl_rows(target, log_p, support):
 
 
 def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b, q_i=None, w_i=None, k_i=None):
-    """Sparse loss pieces of a query block (`q` its flat rows; `sel [b, c, k]` entry ids, `cols` their columns in `scores`):
+    """Sparse loss pieces of a query block
+    (`q` its flat rows; `sel [b, c, k]` entry ids, `cols` their columns in `scores`):
     `(target, predict, log_predict, support)`, all `[b, c, k]`. With FP8 selection (`cfg.fp8`) the prediction is the
-    bf16 one over the selected entries, recomputed from `q_i [b,c,Hi,Di]`, `w_i [b,c,Hi]`, `k_i [b,n,Di]` (the loss is bf16)."""
+    bf16 one over the selected entries,
+    recomputed from `q_i [b,c,Hi,Di]`, `w_i [b,c,Hi]`, `k_i [b,n,Di]` (the loss is bf16)."""
     c, k = sel.shape[1:]
     support = sel >= 0
     comp_flat = _flat_global(_entry_slots(sel, cfg.slot0), kv.shape[0] // b)  # [c·b, k] flat slots, -1 kept
@@ -415,7 +430,8 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b
 
 
 class _RowBuffer:
-    "Per-row results of all query blocks along dim 0: the block's own tensor when it is the only block, else one preallocated buffer."
+    """Per-row results of all query blocks along dim 0: the block's own
+    tensor when it is the only block, else one preallocated buffer."""
 
     def __init__(self, n_rows, one_block):
         self.n, self.one, self.t = n_rows, one_block, None
@@ -430,8 +446,10 @@ class _RowBuffer:
 
 
 def _scale_rows(t, g):
-    """`t · g` in `t`'s dtype, one kernel and no temporary. The 0-dim `g` (the upstream gradient of the loss) is rounded to
-    `t`'s dtype first: exact for 1 and powers of two, else within one bf16 rounding (2⁻⁹), the precision of `t` itself."""
+    """`t · g` in `t`'s dtype, one kernel and no temporary. The 0-dim `g`
+    (the upstream gradient of the loss) is rounded to
+    `t`'s dtype first: exact for 1 and powers of two,
+    else within one bf16 rounding (2⁻⁹), the precision of `t` itself."""
     return t * g.to(t.dtype)
 
 # %% ../nbs/04_fused.ipynb #aca5c3bc
@@ -455,8 +473,9 @@ class _PathB(NamedTuple):
 
 
 def _block_coeff(cfg, c, b):
-    """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes it `coeff/(b·seq_len)`
-    (mean) or `coeff` (sum; and for a pack's mean, whose `1 / real rows` is the device-side `grad_loss`)."""
+    """The kernels differentiate `loss_coeff / (B·c)` over a block of `c` rows: the coefficient that makes
+    it `coeff/(b·seq_len)` (mean) or `coeff`
+    (sum; and for a pack's mean, whose `1 / real rows` is the device-side `grad_loss`)."""
     return cfg.coeff * b * c if cfg.per_token or cfg.rows.count is not None else cfg.coeff * c / cfg.rows.seq_len
 
 
@@ -579,7 +598,8 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
 
 # %% ../nbs/04_fused.ipynb #e7b942a5
 class _LossSum:
-    "Path B's indexer loss over query blocks: the KL total, the non-finite flag, the per-row indexer gradients and `d_k`."
+    """Path B's indexer loss over query blocks: the KL total,
+    the non-finite flag, the per-row indexer gradients and `d_k`."""
 
     def __init__(self, cfg, ins, one_block):
         sq, b = ins.query.shape[:2]
@@ -737,15 +757,17 @@ def fused_csa_indexer_sparse_attn(
 
     `query [sq, b, H, D]`, `kv_full [sq + n_comp, b, D]` bf16: as in `csa_sparse_attn`; `attn_sink [H]` fp32: the
     per-head sink logits, as in `csa_sparse_attn`; `return_lse`: also return the sink-excluded LSE (default False);
-    `window_idxs [b, sq, W]` integer: local window slots (`layout.window_topk_idxs`); `q_indexer [sq, b, Hi, Di]` bf16: the indexer's
-    queries; `k_indexer [n_comp, b, Di]` bf16: the indexer's keys (`n_comp = sq // ratio >= 1`); `weights [sq, b, Hi]`
+    `window_idxs [b, sq, W]` integer: local window slots (`layout.window_topk_idxs`); `q_indexer [sq, b, Hi, Di]` bf16:
+    the indexer's queries; `k_indexer [n_comp, b, Di]` bf16: the indexer's keys
+    (`n_comp = sq // ratio >= 1`); `weights [sq, b, Hi]`
     bf16: the indexer's per-head weights; `index_topk`: selected entries per row; `ratio`: the compression ratio;
     `softmax_scale`: default `D**-0.5`; `indexer_softmax_scale`: default `Di**-0.5`; `loss_coeff`: the indexer loss's
     weight (>= 0; 0: no loss, no teacher work); `sparse_loss`: the KL over the
     selected entries (else dense, all causal entries: SM100 only); `calculate_per_token_loss`: the sum over rows instead
     of the mean; `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients; `None`:
     one block); `indexer_precision`: the selection scores' (`'bf16'`, or `'fp8'`: SM90; the loss stays bf16, over the
-    selected entries). Returns `(out [sq, b, H·512] bf16, loss 0-d fp32)` (and the LSE `[b, sq, H]` with `return_lse`)."""
+    selected entries). Returns `(out [sq, b, H·512] bf16, loss 0-d fp32)`
+    (and the LSE `[b, sq, H]` with `return_lse`)."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
     hi, di, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     if kv_full.shape[0] != sq + n_comp:

@@ -33,7 +33,8 @@ def _capture_error(e: BaseException) -> RuntimeError | None:
         "capture_step: CUDA refused the capture because a captured operation had to wait on the default stream — "
         "typically the backward's gradient accumulation, bound to the default stream by an earlier eager step whose "
         "tensors (a loss, an output) are still referenced. Delete them (e.g. `del loss, out`) and call "
-        "`module.zero_grad(set_to_none=True)` before capture_step; let `fn` itself start with zero_grad(set_to_none=True). "
+        "`module.zero_grad(set_to_none=True)` before capture_step; let `fn` itself start with "
+        "zero_grad(set_to_none=True). "
         f"(CUDA: {str(e).splitlines()[0]})"
     )
 
@@ -72,7 +73,8 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
 
 # %% ../nbs/08_graphs.ipynb #3692d361
 class DecodeGraph:
-    """One captured decode step (`capture_decode`): `replay()` runs it on the static inputs' current values → the static output.
+    """One captured decode step (`capture_decode`): `replay()` runs
+    it on the static inputs' current values → the static output.
 
     `graph`: the captured `torch.cuda.CUDAGraph`; `out [s_new, b, H·D]`: the step's static output tensor, rewritten by
     every replay; `cache`: the `CSACache` the step reads and writes (its host lengths advance by `n` a replay); `n`: the
@@ -95,15 +97,18 @@ class DecodeGraph:
 
 
 def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2) -> DecodeGraph:
-    """Capture one decode step of `layer` on `cache` in a CUDA graph (see above); the caller keeps the static inputs alive.
+    """Capture one decode step of `layer` on `cache` in a CUDA
+    graph (see above); the caller keeps the static inputs alive.
 
-    `layer`: the `CompressedSparseAttention` (eval mode, on the GPU); `cache`: its `CSACache`, prefilled (the warm-up and
-    capture steps are undone: its tensors and lengths are restored); `query [s_new, b, H, D]`: the step's static
-    queries, roped at `cache.next_positions(s_new)` — `s_new` tokens per sequence: a single step, or a batched multi-token
-    step (a cache holding no token takes `s_new = 1` only, a longer first call being a prefill); `key [s_new, b, 1, D]`:
+    `layer`: the `CompressedSparseAttention` (eval mode, on the GPU); `cache`: its `CSACache`, prefilled
+    (the warm-up and capture steps are undone: its tensors and lengths are restored); `query [s_new, b, H, D]`: the
+    step's static queries, roped at `cache.next_positions(s_new)` — `s_new` tokens per sequence: a single step, or
+    a batched multi-token step
+    (a cache holding no token takes `s_new = 1` only, a longer first call being a prefill); `key [s_new, b, 1, D]`:
     the static latent keys, roped the same way; `x [s_new, b, hidden_size]`: the static layer input of the compressor
-    and the indexer (`None` for ratio 0); `qr [s_new, b, q_lora_rank]`: the static low-rank query of the indexer (ratio 4
-    with the indexer, else `None`); `warmup`: eager steps before the capture (undone), an int >= 1. Returns a `DecodeGraph`:
+    and the indexer (`None` for ratio 0); `qr [s_new, b, q_lora_rank]`: the static low-rank query of the indexer
+    (ratio 4 with the indexer, else `None`); `warmup`: eager steps before
+    the capture (undone), an int >= 1. Returns a `DecodeGraph`:
     `copy_` the next step's inputs into the static ones, then `replay()`."""
     n = query.shape[0]
     if n > 1 and not any(cache.lengths):
@@ -142,14 +147,16 @@ class _OpCounter(TorchDispatchMode):
 
 
 def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
-    """What one decode step `layer(query, key, x, qr, cache=cache)` dispatches (see above) → `{"ops": int}`, plus on CUDA
+    """What one decode step `layer(query, key, x, qr, cache=cache)`
+    dispatches (see above) → `{"ops": int}`, plus on CUDA
     `"kernels"` (device kernels, copies included) and `"launches"` (host kernel-launch calls). The step runs twice (a
     warm-up, then the counted one); the cache's tensors and lengths are restored after each.
 
     `layer`: the `CompressedSparseAttention` to count (eval mode); `cache`: its `CSACache`, holding the prefix;
-    `query [s_new, b, H, D]`: the step's queries, roped at `cache.next_positions(s_new)`; `key [s_new, b, 1, D]`: its latent
-    keys, roped the same way; `x [s_new, b, hidden_size]`: the layer input of the compressor and the indexer (`None` for
-    ratio 0); `qr [s_new, b, q_lora_rank]`: the indexer's low-rank query (ratio 4 with the indexer, else `None`)."""
+    `query [s_new, b, H, D]`: the step's queries, roped at `cache.next_positions(s_new)`; `key [s_new, b, 1, D]`: its
+    latent keys, roped the same way; `x [s_new, b, hidden_size]`: the layer input of the compressor and the indexer
+    (`None` for ratio 0); `qr [s_new, b, q_lora_rank]`: the indexer's low-rank query
+    (ratio 4 with the indexer, else `None`)."""
     saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
 
     def restore():
@@ -157,7 +164,9 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
             t.copy_(s)
         cache.host_lengths[:] = lengths
 
-    step = lambda: layer(query, key, x, qr, cache=cache)
+    def step():
+        return layer(query, key, x, qr, cache=cache)
+
     res = {}
     try:
         with torch.no_grad():

@@ -5,7 +5,6 @@
 # %% ../nbs/10_hf.ipynb #ac6d1c01
 from __future__ import annotations
 
-import dataclasses
 import functools
 import types
 
@@ -26,7 +25,8 @@ _TRANSFORMERS = "transformers>=5.23,<6 (pip install 'fused_csa_nb[hf]')"
 
 @functools.cache
 def _deepseek_v4():
-    "transformers' DeepSeek-V4 modelling module (imported once: every replaced forward asks), or an `ImportError` naming the extra."
+    """transformers' DeepSeek-V4 modelling module (imported once: every replaced forward asks),
+    or an `ImportError` naming the extra."""
     try:
         from transformers.models.deepseek_v4 import modeling_deepseek_v4
 
@@ -52,8 +52,8 @@ def _check_hf_config(hf_config):
 def layer_ratio(hf_config, layer_idx: int) -> int:
     """The compression ratio (0, 4 or 128) of one attention layer of a DeepSeek-V4 model. `hf_config`: the model's
     transformers `DeepseekV4Config` (an instance); `layer_idx`: the layer's index, an int in `[0, num_hidden_layers)`.
-    Returns the ratio, an int: 0 for a sliding-window layer (no compression), else the config's `compress_rates` entry of
-    the layer's type."""
+    Returns the ratio, an int: 0 for a sliding-window layer (no compression), else the config's `compress_rates` entry
+    of the layer's type."""
     kinds = _check_hf_config(hf_config).layer_types
     kind = kinds[check_int("layer_idx", layer_idx, 0, len(kinds) - 1)]
     return 0 if kind == "sliding_attention" else int(hf_config.compress_rates[kind])
@@ -134,8 +134,8 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     """The `CompressedSparseAttention` of one HF attention layer, sharing its parameters: the sink, the compressor's and
     (ratio 4) the indexer's projections, position biases and norms. `attn`: a transformers `DeepseekV4Attention` module;
     `cfg`: the `CSAConfig` to build it under (`csa_config_from_hf` of the model's config).
-    Returns the new layer, of ratio `layer_ratio(attn.config, attn.layer_idx)`, on the device of `attn`'s sink; its shared
-    parameters are `attn`'s own tensors (no copy)."""
+    Returns the new layer, of ratio `layer_ratio(attn.config, attn.layer_idx)`, on the device of `attn`'s sink; its
+    shared parameters are `attn`'s own tensors (no copy)."""
     if not isinstance(attn, _deepseek_v4().DeepseekV4Attention):
         raise TypeError(
             f"`attn` must be a transformers DeepseekV4Attention module (model.model.layers[i].self_attn), "
@@ -157,7 +157,8 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
 
 # %% ../nbs/10_hf.ipynb #33c0a233
 class _Padding:
-    "The 2-D `attention_mask` `[B, n]` and `position_ids` of one model call; `rows(S)` reads them on the host once (see above)."
+    """The 2-D `attention_mask` `[B, n]` and `position_ids` of one
+    model call; `rows(S)` reads them on the host once (see above)."""
 
     def __init__(self, mask, position_ids):
         self.mask, self.position_ids, self._rows = mask, position_ids, {}
@@ -170,8 +171,9 @@ class _Padding:
 
 
 def _real_rows(mask, position_ids, S: int):
-    """The real tokens of the last `S` columns of `mask`: `None` if all are, else a namespace of `starts`, `lengths` (host
-    lists, per sequence), `flat` (their indices in an SBHD `[S·B]` flattening, sequence by sequence), `cu` (int32) and `max_len`."""
+    """The real tokens of the last `S` columns of `mask`: `None` if all are, else a namespace of `starts`, `lengths`
+    (host lists, per sequence), `flat`
+    (their indices in an SBHD `[S·B]` flattening, sequence by sequence), `cu` (int32) and `max_len`."""
     m = mask[:, -S:].detach().cpu() != 0  # the host read
     if bool(m.all()):
         return None
@@ -204,8 +206,9 @@ def _real_rows(mask, position_ids, S: int):
 
 # %% ../nbs/10_hf.ipynb #05841c66
 class _ModelHook:
-    """Forward pre-hook of a `DeepseekV4Model` (with kwargs): refuses what the sparse core cannot give (attention weights,
-    4-D masks) and hands its attention layers the call's 2-D `attention_mask` (a `_Padding`, through the layers' kwargs)."""
+    """Forward pre-hook of a `DeepseekV4Model` (with kwargs): refuses what the sparse core cannot give
+    (attention weights, 4-D masks) and hands its attention layers the call's 2-D `attention_mask`
+    (a `_Padding`, through the layers' kwargs)."""
 
     def __call__(self, module, args, kwargs):
         if kwargs.get("output_attentions") or getattr(module.config, "output_attentions", False):
@@ -237,13 +240,14 @@ class _Reorder:
 
 
 def _capacity(n: int) -> int:
-    "Tokens a cache is built (or grown) to hold for `n`: room for as many again, a power of two (few distinct shapes: kernel plans are per shape)."
+    """Tokens a cache is built (or grown) to hold for `n`: room for as many again, a power of two
+    (few distinct shapes: kernel plans are per shape)."""
     return max(256, 1 << (2 * n - 1).bit_length())
 
 
 def _csa_cache(attn, past, layer, b, n_new, device, dtype):
-    """`(cache, fresh)`: this package's decode cache of `attn` kept on HF's cache `past` — a new one when `past` holds no
-    token of the layer, grown when it must hold more; refused when `past` holds tokens it has not seen."""
+    """`(cache, fresh)`: this package's decode cache of `attn` kept on HF's cache `past` — a new one when `past` holds
+    no token of the layer, grown when it must hold more; refused when `past` holds tokens it has not seen."""
     book, seen, idx = past.__dict__.setdefault("_fused_csa", {}), past.get_seq_length(attn.layer_idx), attn.layer_idx
     c, count = book.get(idx, (None, None))
     if seen == 0:
@@ -272,7 +276,8 @@ def _gather(t, flat):
 
 
 def _whole(layer, q, kv, x, qr, padding):
-    "The layer over whole sequences (training; no cache) → `(out [S, B, H·D], loss)`; padded batches as a pack of their tokens."
+    """The layer over whole sequences (training; no cache) → `(out [S, B, H·D], loss)`;
+    padded batches as a pack of their tokens."""
     S, B = q.shape[:2]
     rows = None if padding is None else padding.rows(S)
     if rows is None:
@@ -283,7 +288,8 @@ def _whole(layer, q, kv, x, qr, padding):
 
 @torch.no_grad()
 def _cached(attn, layer, past, q, kv, x, qr, padding):
-    "The layer through its decode cache on HF's `past` → `out [S, B, H·D]`; a padded prefill fills each sequence's view alone."
+    """The layer through its decode cache on HF's `past` → `out [S, B, H·D]`;
+    a padded prefill fills each sequence's view alone."""
     S, B = q.shape[:2]
     cache, fresh = _csa_cache(attn, past, layer, B, S, q.device, q.dtype)
     rows = padding.rows(S) if padding is not None and (fresh or S > 1) else None
@@ -295,7 +301,10 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
         return layer(q, kv, x, qr, cache=cache)[0]
     out = q.new_zeros(S, B, layer.cfg.num_heads * layer.cfg.v_head_dim)
     for i, (a, n) in enumerate(zip(rows.starts, rows.lengths)):
-        seq = lambda t: None if t is None else t[a : a + n, i : i + 1]
+
+        def seq(t):
+            return None if t is None else t[a : a + n, i : i + 1]
+
         out[a : a + n, i : i + 1] = layer(seq(q), seq(kv), seq(x), seq(qr), cache=cache.sequence(i))[0]
     return out
 
@@ -311,7 +320,8 @@ def _csa_attention_forward(
     fused_csa_padding=None,
     **kwargs,
 ):
-    """`DeepseekV4Attention.forward` with the CSA core on this package (see above) → `(output, None)`. HF's cache comes as
+    """`DeepseekV4Attention.forward` with the CSA core on this
+    package (see above) → `(output, None)`. HF's cache comes as
     `past_key_values` (transformers 5.23) or `cache` (5.24 on); `fused_csa_padding` from the model's hook."""
     m, layer = _deepseek_v4(), self.__dict__["_fused_csa"]
     past = past_key_values if past_key_values is not None else cache
@@ -326,7 +336,10 @@ def _csa_attention_forward(
     )
     if layer.attn_sink.device != hidden_states.device:
         layer.to(hidden_states.device)
-    sbhd = lambda t: None if t is None else t.transpose(0, 1)
+
+    def sbhd(t):
+        return None if t is None else t.transpose(0, 1)
+
     q, kv, x = (
         sbhd(q).contiguous(),
         sbhd(kv).contiguous(),
@@ -412,7 +425,8 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
 
 
 def restore_hf_attention(model: nn.Module) -> nn.Module:
-    """Undo `use_fused_csa`: every attention layer runs HF's own forward again. `model`: a module `use_fused_csa` switched.
+    """Undo `use_fused_csa`: every attention layer runs HF's own
+    forward again. `model`: a module `use_fused_csa` switched.
     Returns `model`, switched back in place."""
     for attn in _attention_layers(model):
         for k in ("forward", "_fused_csa", "_fused_csa_loss"):
@@ -424,8 +438,9 @@ def restore_hf_attention(model: nn.Module) -> nn.Module:
 
 
 def indexer_loss(model: nn.Module):
-    """The sum of the indexer losses of the last forward (0-d fp32), or `None` if no layer computed one. `model`: a bridged model.
+    """The sum of the indexer losses of the last forward (0-d fp32),
+    or `None` if no layer computed one. `model`: a bridged model.
     Returns the loss (a 0-d float32 tensor, differentiable in the indexers' parameters) or `None`."""
     losses = [a.__dict__.get("_fused_csa_loss") for a in _attention_layers(model)]
-    losses = [l for l in losses if l is not None]
+    losses = [part for part in losses if part is not None]
     return sum(losses[1:], losses[0]) if losses else None

@@ -24,7 +24,8 @@ __all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'FusedUnavailableErr
 
 # %% ../nbs/03_kernels.ipynb #ae650b13
 class FusedUnavailableError(RuntimeError):
-    "The fused CSA kernels cannot run in this environment: a kernel package is missing, or there is no suitable CUDA device."
+    """The fused CSA kernels cannot run in this environment:
+    a kernel package is missing, or there is no suitable CUDA device."""
 
 
 _FLASH_MLA_PKG = "flash_mla (pip install tokenspeed-flashmla==1.0.0.post20260615)"
@@ -64,7 +65,8 @@ _LIBS: dict = {}
 
 
 def _lib(name: str):
-    "The kernel package `name` (`'flash_mla'` or `'dsa'`) for the hot path: probed once, then kept (no import per call)."
+    """The kernel package `name` (`'flash_mla'` or `'dsa'`) for the hot path:
+    probed once, then kept (no import per call)."""
     m = _LIBS.get(name)
     if m is None:
         m = _LIBS[name] = (_flash_mla if name == "flash_mla" else _dsa)()
@@ -144,7 +146,8 @@ def _cuda_major(index) -> int:
 
 
 def sm_major(device) -> int:
-    """Compute-capability major of `device` (another device's: the active platform's, e.g. the value `testing.stand_in_kernels` declares).
+    """Compute-capability major of `device`
+    (another device's: the active platform's, e.g. the value `testing.stand_in_kernels` declares).
 
     `device`: a `torch.device`, a device string or a CUDA ordinal; a CUDA device's major is read once and cached.
     Returns the major as an `int` (9 on H100/H200); a device without one is a `ValueError`."""
@@ -155,12 +158,14 @@ def sm_major(device) -> int:
 
 # %% ../nbs/03_kernels.ipynb #0253d6c8
 def detected_capability() -> tuple:
-    "`(major, minor)` of the current CUDA device, `()` without one; inside `testing.stand_in_kernels()` the stand-ins' `(sm_major, 0)`."
+    """`(major, minor)` of the current CUDA device, `()` without one; inside `testing.stand_in_kernels()` the
+    stand-ins' `(sm_major, 0)`."""
     return _PLATFORMS[-1].capability()
 
 
 def detected_kernels() -> bool:
-    "Whether the fused kernels can be called: both packages import (`kernels_available()`), or the CPU stand-ins are active."
+    """Whether the fused kernels can be called: both packages import
+    (`kernels_available()`), or the CPU stand-ins are active."""
     return _PLATFORMS[-1].kernels()
 
 # %% ../nbs/03_kernels.ipynb #36ed20a1
@@ -175,7 +180,8 @@ class KernelLimits:
     forward; `fp8_index_heads`: those of the FP8 indexer forward (empty: no FP8 indexer); `index_bwd_heads`: those of
     the sparse indexer backward; `index_head_dim`: the indexer's head dim; `indexer_bwd_topk_multiple`: the granularity
     of the sparse indexer backward's K (padded to a multiple); `min_bwd_heads`: the least query heads of the sparse
-    attention backward; `score_head_multiple`: `sparse_attn_score_recompute` pads the query heads to a multiple of it."""
+    attention backward; `score_head_multiple`: `sparse_attn_score_recompute`
+    pads the query heads to a multiple of it."""
 
     query_heads: tuple = (64, 128)
     head_dims: tuple = (512, 576)
@@ -195,7 +201,8 @@ KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, fp8_index
 
 
 def kernel_limits(sm_major: int) -> KernelLimits:
-    """The `KernelLimits` of compute-capability major `sm_major` (the newest entry at or below it); `ValueError` below SM90.
+    """The `KernelLimits` of compute-capability major `sm_major`
+    (the newest entry at or below it); `ValueError` below SM90.
 
     `sm_major`: the GPU's compute-capability major, an int (9: SM90, 10: SM100; see `sm_major()`).
     Returns the `KernelLimits` entry of `KERNEL_LIMITS` that applies."""
@@ -209,7 +216,8 @@ def kernel_limits(sm_major: int) -> KernelLimits:
 
 
 def _anywhere(field):
-    "Every value of `field` (a tuple or a number) on some GPU generation, sorted: the checks made before the device is known."
+    """Every value of `field` (a tuple or a number) on some GPU generation,
+    sorted: the checks made before the device is known."""
     vals = [getattr(lim, field) for lim in KERNEL_LIMITS.values()]
     return tuple(sorted({v for x in vals for v in (x if isinstance(x, tuple) else (x,))}))
 
@@ -223,7 +231,8 @@ def round_up(n: int, multiple: int) -> int:
 
 
 def padded_num_heads(num_heads: int, sm_major: int = 9) -> int:
-    """Head count the sparse kernels run for `num_heads` query heads (`query_heads` of the table); `ValueError` if unsupported.
+    """Head count the sparse kernels run for `num_heads` query heads
+    (`query_heads` of the table); `ValueError` if unsupported.
 
     `num_heads`: the layer's query heads H (>= 1); `sm_major`: the GPU's compute-capability major (default 9, SM90).
     Returns `num_heads` itself when the kernels run it, else the smallest supported count when `num_heads` divides it
@@ -265,7 +274,8 @@ _CU = {}  # the lazily imported `cuda.bindings.driver`
 
 
 def _plan(kind, key, build):
-    "The cached plan `(kind, key)`; `build()` constructs it, then it is support-checked and compiled once (LRU-bounded)."
+    """The cached plan `(kind, key)`; `build()` constructs it,
+    then it is support-checked and compiled once (LRU-bounded)."""
     plan = _PLANS.get((kind, key))
     if plan is not None:
         _PLANS.move_to_end((kind, key))
@@ -392,7 +402,8 @@ if triton is not None:
 
 
 def _nan_rows_(out, sink, row_poison=None):
-    "In place: NaN into `out [s_q, H, DV]` (contiguous CUDA) for heads whose `sink [H]` is NaN/`+inf`, and for every head of rows whose `row_poison [s_q]` is not 0."
+    """In place: NaN into `out [s_q, H, DV]` (contiguous CUDA) for heads whose `sink [H]` is NaN/`+inf`, and for every
+    head of rows whose `row_poison [s_q]` is not 0."""
     if triton is None:
         raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     s_q, h, dv = out.shape
@@ -414,7 +425,8 @@ _IMPLS: dict = {}  # op name → its CUDA implementation (what the op wraps)
 
 
 def _op(name, schema):
-    "Decorator: define `fused_csa::name` with `schema`, the decorated function being its CUDA implementation (kept in `_IMPLS`)."
+    """Decorator: define `fused_csa::name` with `schema`,
+    the decorated function being its CUDA implementation (kept in `_IMPLS`)."""
 
     def define(fn):
         _IMPLS[name] = fn
@@ -424,7 +436,8 @@ def _op(name, schema):
 
 
 def _run(name: str, *args):
-    "Kernel op `name` on checked arguments: the CUDA implementation directly in eager mode, the custom op while compiling or for CPU tensors."
+    """Kernel op `name` on checked arguments: the CUDA implementation directly in eager mode, the custom op while
+    compiling or for CPU tensors."""
     if args[0].is_cuda and not torch.compiler.is_compiling():
         return _IMPLS[name](*args)
     return getattr(torch.ops.fused_csa, name)(*args)
@@ -470,7 +483,8 @@ def _(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
 
 # %% ../nbs/03_kernels.ipynb #db7f97c7
 def _bwd_indices(indices, topk_length):
-    "What the backward reads as indices: with `topk_length`, every slot (the ignored suffix too) a non-negative address."
+    """What the backward reads as indices: with `topk_length`,
+    every slot (the ignored suffix too) a non-negative address."""
     return indices if topk_length is None else indices.clamp(min=0)
 
 
@@ -485,7 +499,8 @@ def _sparse_attn_backward(ctx, dout):
 
 
 class _SparseAttention(torch.autograd.Function):
-    "FlashMLA forward and cuDNN backward on padded flat tensors (the op contract): `(out, lse)`, `lse` not differentiable."
+    """FlashMLA forward and cuDNN backward on padded flat tensors
+    (the op contract): `(out, lse)`, `lse` not differentiable."""
 
     @staticmethod
     def forward(ctx, q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
@@ -518,12 +533,14 @@ def _qco(q_causal_offsets):
 
 
 def _aligned(t):
-    "`t`, or a copy of it when its data does not start on a 16-byte boundary (the kernels' TMA loads need it; an offset view may not)."
+    """`t`, or a copy of it when its data does not start on a 16-byte boundary
+    (the kernels' TMA loads need it; an offset view may not)."""
     return t if t is None or t.data_ptr() % 16 == 0 else t.clone()
 
 
 def _fp8(q_scale, k_scale):
-    "The FP8 keywords of `indexer_forward_wrapper` (per-row fp32 descales, 16-byte aligned; `k_scale` gains its KV-head dim), or none."
+    """The FP8 keywords of `indexer_forward_wrapper`
+    (per-row fp32 descales, 16-byte aligned; `k_scale` gains its KV-head dim), or none."""
     if q_scale is None:
         return {}
     return dict(precision="fp8", q_scale=_aligned(q_scale), k_scale=_aligned(k_scale).unsqueeze(-1))
@@ -596,7 +613,8 @@ def _dense_attn_score_op(q, kv, lse, sm_scale, ratio, q_causal_offsets):
 
 
 def _dense_scores_fake(q, n):
-    "The two outputs of a dense score op for `q [B, S, …]` over `n` entries: scores `[B, S, n]` and a per-row `[B, S]`, fp32."
+    """The two outputs of a dense score op for `q [B, S, …]` over `n` entries:
+    scores `[B, S, n]` and a per-row `[B, S]`, fp32."""
     b, s = q.shape[:2]
     return q.new_empty((b, s, n), dtype=torch.float32), q.new_empty((b, s), dtype=torch.float32)
 
@@ -711,8 +729,8 @@ def flash_mla_sparse_fwd(
     the keys, whose first 512 channels are also the values; `indices [s_q,K]` int32: each query row's global `kv` rows
     (`-1` or `>= s_kv`: no key); `sm_scale`: the softmax scale (> 0); `attn_sink [H]` fp32: each head's sink logit,
     added to the softmax denominator (None: no sink); `topk_length [s_q]` int32: the valid prefix of each row of
-    compact `indices` (None: every slot is read); `row_poison [s_q]` fp32: 0 or NaN per row, NaN rows get a NaN output (None:
-    none).
+    compact `indices` (None: every slot is read); `row_poison [s_q]` fp32: 0 or NaN per row, NaN rows get a NaN output
+    (None: none).
     Returns `(out [s_q,H,512] bf16, lse [s_q,H] fp32)`; differentiable in `q`, `kv` and `attn_sink` (cuDNN backward),
     `lse` detached."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
@@ -763,7 +781,8 @@ def _full_offsets(q_offset, b, device=None):
 
 
 def _offsets(q_offset, b, device):
-    "The kernels' `q_causal_offsets` of a checked `q_offset` (an int, or a `(B,)` int32 tensor): `None` for 0 (no host sync)."
+    """The kernels' `q_causal_offsets` of a checked `q_offset`
+    (an int, or a `(B,)` int32 tensor): `None` for 0 (no host sync)."""
     if isinstance(q_offset, torch.Tensor):
         return q_offset
     return None if not q_offset else cached_index(_full_offsets, q_offset, b, device=device)
@@ -822,7 +841,8 @@ def _indexer_fwd(q, k, w, ratio, sm_scale, q_offset=0, q_scale=None, k_scale=Non
 
 
 def _check_fp8_scales(q, k, q_scale, k_scale, q_rows, k_rows):
-    "With scales: `q`, `k` e4m3 and fp32 per-row descales of shapes `q_rows`, `k_rows`; without: bf16 `q`, `k`. → FP8 or not."
+    """With scales: `q`, `k` e4m3 and fp32 per-row descales of
+    shapes `q_rows`, `k_rows`; without: bf16 `q`, `k`. → FP8 or not."""
     if (q_scale is None) != (k_scale is None):
         raise ValueError("`q_scale` and `k_scale` go together (FP8 scores), got only one of them")
     fp8 = q_scale is not None
@@ -920,7 +940,8 @@ def _(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_sc
 
 
 def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale=None, k_scale=None):
-    "THD indexer scores `[T, max_k]` (document-local columns) on checked tensors (see above); FP8 with `q_scale [T,H]`, `k_scale [T_k]`."
+    """THD indexer scores `[T, max_k]` (document-local columns) on checked tensors (see above); FP8
+    with `q_scale [T,H]`, `k_scale [T_k]`."""
     return _run(
         "indexer_fwd_thd", q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale, k_scale
     )
@@ -999,8 +1020,9 @@ def indexer_fwd_thd(
 
 # %% ../nbs/03_kernels.ipynb #4a28336c
 def _radix_topk(values, lengths, top_k, deterministic: bool = True):
-    """Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32; the
-    tie rule (smaller column wins; `-0.0` made `+0.0` in `values`, in place); `deterministic`: ascending ids, repeatable."""
+    """Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32;
+    the tie rule (smaller column wins; `-0.0` made `+0.0` in `values`, in place); `deterministic`:
+    ascending ids, repeatable."""
     values.add_(0.0)  # the radix orders +0 above -0: one zero, as the native sort has it
     return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1]), deterministic), top_k)
 
@@ -1030,7 +1052,8 @@ def _compactify(indices):
 
 
 def compactify(indices: torch.Tensor):
-    "Compaction, checked: `indices [rows, K]` int32 → `(packed [rows, K] int32: valid entries first, order kept, -1 suffix; topk_length [rows] int32)`."
+    """Compaction, checked: `indices [rows, K]`
+    int32 → `(packed [rows, K] int32: valid entries first, order kept, -1 suffix; topk_length [rows] int32)`."""
     check_tensor("indices", indices, dtype=torch.int32, shape=(None, None), what="[rows, K]", contiguous=True)
     _need(_dsa)
     _check_devices(indices=indices)
@@ -1128,7 +1151,8 @@ def _dense_indexer_score(q, k, w, ratio, sm_scale, q_offset=0):
 
 # %% ../nbs/03_kernels.ipynb #757df893
 def dense_attn_score_recompute(q, kv, lse, sm_scale: float, ratio: int, q_offset=None):
-    """Dense teacher of the indexer loss over all ratio-causal entries, checked: BSHD tensors, contiguous on one CUDA device.
+    """Dense teacher of the indexer loss over all ratio-causal entries,
+    checked: BSHD tensors, contiguous on one CUDA device.
 
     `q [B,S,H,D]` bf16: the attention queries; `kv [B,S_k,D]` bf16: the compressed keys; `lse [B,S,H]` fp32: the full
     log-sum-exp (window + sink + all causal compressed); `sm_scale`: the softmax scale τ (> 0); `ratio`: the compression

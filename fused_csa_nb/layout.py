@@ -19,7 +19,9 @@ __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compresse
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
     """Sliding-window selection `[b, sq, window]` int64: column `c` of row `t` is `t-window+1+c`, or `-1` below 0.
 
-    `sq` query rows (positions 0 … sq−1); `batch_size` b, the batch (>= 1); `window` W, the keys each row sees (default 128); `device` the device of the result (None: the CPU). Returns the int64 index `[batch_size, sq, window]`."""
+    `sq` query rows (positions 0 … sq−1); `batch_size` b, the batch (>= 1); `window` W, the keys each row sees
+    (default 128); `device` the device of the result (None: the CPU). Returns the int64
+    index `[batch_size, sq, window]`."""
     check_int("sq", sq)
     check_int("batch_size", batch_size, 1)
     check_int("window", window, 1)
@@ -27,7 +29,8 @@ def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -
 
 
 def _window_slots(n, b, window, start, halo, device=None):
-    "The window rule (`window_slots` below) of checked arguments: slot `g − start + halo` of global position `g`, `-1` below 0."
+    """The window rule (`window_slots` below) of checked arguments:
+    slot `g − start + halo` of global position `g`, `-1` below 0."""
     t = torch.arange(start, start + n, device=device).unsqueeze(1)
     g = t - window + 1 + torch.arange(window, device=device).unsqueeze(0)  # global positions
     idx = torch.where(g >= 0, g - start + halo, torch.full_like(g, -1))
@@ -35,10 +38,12 @@ def _window_slots(n, b, window, start, halo, device=None):
 
 # %% ../nbs/00_layout.ipynb #af2dcfe1
 def visible_counts(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=None) -> torch.Tensor:
-    """Compressed entries visible to the queries at global positions `t0 … t1−1`, int64 `[t1 − t0]`: `(t+1) // ratio`, at most `n_comp`.
+    """Compressed entries visible to the queries at global positions `t0 … t1−1`,
+    int64 `[t1 − t0]`: `(t+1) // ratio`, at most `n_comp`.
 
     `t0` first global query position (>= 0); `t1` one past the last (>= t0); `ratio` the compression ratio m (>= 1);
-    `n_comp` the entries that exist, a cap of the counts (None for no cap); `device` the device of the result (None: the CPU). Returns the int64 counts `[t1 − t0]`."""
+    `n_comp` the entries that exist, a cap of the counts (None for no cap); `device` the device of the result
+    (None: the CPU). Returns the int64 counts `[t1 − t0]`."""
     t0 = check_int("t0", t0)
     t1 = check_int("t1", t1, t0)  # positions: 0 <= t0 <= t1
     ratio = check_int("ratio", ratio, 1)
@@ -54,7 +59,8 @@ def _visible(t0: int, t1: int, ratio: int, n_comp: int | None = None, device=Non
 
 
 def _visible_of(pos, ratio: int):
-    "The causal visibility rule, written once: a query at position `pos` (an int or a tensor) sees compressed entries `j < (pos + 1) // ratio`."
+    """The causal visibility rule, written once: a query at position `pos` (an int or a tensor) sees compressed
+    entries `j < (pos + 1) // ratio`."""
     return (pos + 1) // ratio
 
 # %% ../nbs/00_layout.ipynb #854380d0
@@ -65,7 +71,9 @@ def compressed_topk_idxs(
     `start …` (default 0: the whole sequence): `j + offset` where `j < (t+1)//ratio`, else `-1`.
 
     `sq` query rows; `batch_size` b, the batch (>= 1); `ratio` the compression ratio m (>= 1); `offset` added to every
-    valid entry index, e.g. the slot of entry 0 in `kv_full` (default 0); `device` the device of the result (None: the CPU); `start` global position of row 0. Returns the int64 index `[batch_size, sq, (start + sq) // ratio]`."""
+    valid entry index, e.g. the slot of entry 0 in `kv_full` (default 0); `device` the device of the result
+    (None: the CPU); `start` global position of row 0. Returns the int64
+    index `[batch_size, sq, (start + sq) // ratio]`."""
     check_int("sq", sq)
     check_int("batch_size", batch_size, 1)
     check_int("ratio", ratio, 1)
@@ -88,7 +96,8 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
     """Per-batch local indices `[b, sq, k]` → flat global `[sq·b, k]` int32 (`local·b + batch`, `-1` kept).
 
     `idx` integer `[b, sq, k]`, slots of one batch element's `kv_full` or `-1`; `num_slots` the slots per batch element,
-    an upper bound of `idx` (e.g. `kv_full.shape[0]`); None reads it from a CPU `idx`, and is refused on CUDA (a sync). Returns the int32 flat index `[sq·b, k]`."""
+    an upper bound of `idx` (e.g. `kv_full.shape[0]`); None reads it from a CPU `idx`, and is refused on CUDA
+    (a sync). Returns the int32 flat index `[sq·b, k]`."""
     check_tensor("idx", idx, ndim=3, floating=False)
     b, sq, k = idx.shape
     if num_slots is None:
@@ -105,7 +114,8 @@ def local_to_global_flat(idx: torch.Tensor, num_slots: int | None = None) -> tor
 
 
 def _flat_global(idx: torch.Tensor, num_slots: int) -> torch.Tensor:
-    "`local_to_global_flat` on checked indices (`[b, sq, k]` integer, entries `-1` or `< num_slots`): the package's own calls."
+    """`local_to_global_flat` on checked indices
+    (`[b, sq, k]` integer, entries `-1` or `< num_slots`): the package's own calls."""
     b, sq, k = idx.shape
     if b == 1:
         return idx.reshape(sq, k).to(torch.int32)  # local == flat, -1 kept (may share `idx`'s storage)
@@ -116,9 +126,11 @@ def _flat_global(idx: torch.Tensor, num_slots: int) -> torch.Tensor:
 
 # %% ../nbs/00_layout.ipynb #90d6fd77
 def compact_topk_idxs(idx: torch.Tensor):
-    """Pack valid (`>= 0`) entries of every row of an integer `idx [..., k]` to the front, order kept; return `(packed, length int32)`.
+    """Pack valid (`>= 0`) entries of every row of an integer `idx [..., k]` to the front, order kept;
+    return `(packed, length int32)`.
 
-    `idx` integer `[..., k]` index rows, `-1` (any negative) for none. Returns `packed` (same shape and dtype) and `length [...]` int32."""
+    `idx` integer `[..., k]` index rows, `-1` (any negative) for
+    none. Returns `packed` (same shape and dtype) and `length [...]` int32."""
     check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
     return _compact(idx)
 
@@ -132,7 +144,8 @@ def _compact(idx):
 
 
 def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool = False, num_slots: int | None = None):
-    """Concatenate local `[b, sq, k_i]` groups, globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`.
+    """Concatenate local `[b, sq, k_i]` groups,
+    globalise to `[sq·b, Σk_i]` int32; `compact=True` also returns `topk_length`.
 
     `groups` integer `[b, sq, k_i]` local index groups on one device (e.g. the window, then the compressed selection);
     `batch_size` b, checked against the groups; `compact` pack valid entries to the front and also return their count;
@@ -156,10 +169,12 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
 
 # %% ../nbs/00_layout.ipynb #596c91d0
 def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padded: int):
-    """Pad `query [..., H, D]` with zero heads and `attn_sink [H]` (on `query`'s device) with `-inf` up to `num_heads_padded`.
+    """Pad `query [..., H, D]` with zero heads and `attn_sink [H]`
+    (on `query`'s device) with `-inf` up to `num_heads_padded`.
 
-    `query` floating `[..., H, D]`; `attn_sink` floating `[H]`, one sink logit per head; `num_heads_padded` the head count
-    wanted (>= H, e.g. the kernel's 64 or 128). Returns `(query [..., num_heads_padded, D], attn_sink [num_heads_padded])`."""
+    `query` floating `[..., H, D]`; `attn_sink` floating `[H]`, one sink logit per head; `num_heads_padded` the head
+    count wanted (>= H, e.g. the kernel's 64 or 128). Returns
+    `(query [..., num_heads_padded, D], attn_sink [num_heads_padded])`."""
     check_tensor("query", query, min_ndim=2, floating=True, what="[..., H, D]")
     check_tensor("attn_sink", attn_sink, floating=True, device_like=query, like_name="query")
     num_heads_padded = check_int("num_heads_padded", num_heads_padded, 1)
@@ -182,9 +197,11 @@ def _pad_heads(query, attn_sink, num_heads_padded: int):
 
 def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
     """Pad the last dim of an integer index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it
-    already is (no copy). Entries of a wider dtype must fit int32 (checked as index values are: CPU always, CUDA under `index_checks()`).
+    already is (no copy). Entries of a wider dtype must fit int32
+    (checked as index values are: CPU always, CUDA under `index_checks()`).
 
-    `idx` integer `[..., k]` index rows, `-1` for none; `width` the last dim wanted (>= k). Returns the int32 index `[..., width]`, contiguous."""
+    `idx` integer `[..., k]` index rows, `-1` for none; `width` the last dim wanted (>= k). Returns the int32
+    index `[..., width]`, contiguous."""
     check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
     width = check_int("width", width)
     k = idx.shape[-1]
@@ -206,7 +223,8 @@ def _pad_idx(idx, width: int):
 
 
 def _entry_slots(entries: torch.Tensor, slot0: int) -> torch.Tensor:
-    "Compressed-entry ids (`-1` = none) → their slots in `kv_full`, where entry `j` sits at `slot0 + j`; `-1` (any negative id) stays `-1`."
+    """Compressed-entry ids (`-1` = none) → their slots in `kv_full`, where entry `j` sits at `slot0 + j`; `-1`
+    (any negative id) stays `-1`."""
     return torch.where(entries >= 0, entries + slot0, -1)
 
 # %% ../nbs/00_layout.ipynb #cd91cee3
@@ -215,7 +233,8 @@ def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, byte
     `bytes_per_entry` bytes per entry fit in `budget_bytes` (`n_comp = 0` counts as one entry).
 
     `budget_bytes` the memory allowed for one block's temporaries (>= 1); `n_comp` compressed entries per row (>= 0);
-    `batch_size` b (default 1); `bytes_per_entry` bytes of temporaries per score (default 8). Returns the block's query rows, an int >= 1."""
+    `batch_size` b (default 1); `bytes_per_entry` bytes of temporaries per
+    score (default 8). Returns the block's query rows, an int >= 1."""
     check_int("budget_bytes", budget_bytes, 1)
     check_int("n_comp", n_comp, 0)
     check_int("batch_size", batch_size, 1)
@@ -224,14 +243,16 @@ def indexer_block_rows(budget_bytes: int, n_comp: int, batch_size: int = 1, byte
 
 
 def _block_rows_of(budget_bytes: int, n_comp: int, batch_size: int, bytes_per_entry: int) -> int:
-    "`indexer_block_rows` of checked ints: the most rows whose `[batch_size, rows, n_comp]` temporaries fit the budget (>= 1)."
+    """`indexer_block_rows` of checked ints: the most rows
+    whose `[batch_size, rows, n_comp]` temporaries fit the budget (>= 1)."""
     return max(1, budget_bytes // (batch_size * max(n_comp, 1) * bytes_per_entry))
 
 
 def query_blocks(sq: int, rows: int) -> list[tuple[int, int]]:
     """Half-open query ranges `[(t0, t1), ...]` of at most `rows` rows covering `0 … sq` (empty for `sq = 0`).
 
-    `sq` query rows to cover (>= 0); `rows` the most rows per block (>= 1), e.g. from `indexer_block_rows`. Returns a list of `(t0, t1)` int pairs."""
+    `sq` query rows to cover (>= 0); `rows` the most rows per block (>= 1), e.g. from `indexer_block_rows`. Returns
+    a list of `(t0, t1)` int pairs."""
     check_int("sq", sq, 0)
     check_int("rows", rows, 1)
     return _row_blocks(sq, rows)
@@ -252,7 +273,8 @@ _INDEX_CACHE: collections.OrderedDict = collections.OrderedDict()
 def cached_index(build, *args, device=None) -> torch.Tensor:
     """`build(*args, device=device)` for integer `args`, kept per (build, args, device) for later calls.
 
-    Internal, for the hot paths: the tensor returned is shared with every later call, not a copy — read it, never edit it.
+    Internal, for the hot paths: the tensor returned is shared
+    with every later call, not a copy — read it, never edit it.
     `build` an index builder taking `device=` (e.g. `window_topk_idxs`); `args` its positional integer arguments;
     `device` the device of the index (None: the CPU). Returns the (shared) index tensor `build` makes."""
     if not callable(build):
@@ -305,13 +327,15 @@ class QueryRows(NamedTuple):
         """Flat rows `[n·b, window (+ E)]` int32: the window, then every visible compressed entry (`ratio` 0: none).
 
         `ratio` the layer's compression ratio (0 for none); `window` W, the window width; `halo` raw keys before the
-        rows' own in `kv_full`; `b` the batch; `num_slots` slots per batch element in `kv_full`; `device` the index's device. Returns the int32 flat rows `[n·b, window (+ E)]`."""
+        rows' own in `kv_full`; `b` the batch; `num_slots` slots per batch element in `kv_full`; `device` the index's
+        device. Returns the int32 flat rows `[n·b, window (+ E)]`."""
         return cached_index(_no_indexer_rows, self.n, b, ratio, window, self.start, halo, num_slots, device=device)
 
     def entries(self, n_comp: int, ratio: int) -> int:
         """The compressed entries one row can choose among: the sequence's `n_comp`.
 
-        `n_comp` the sequence's compressed entries; `ratio` the compression ratio (unused for a sequence). Returns `n_comp`, an int."""
+        `n_comp` the sequence's compressed entries; `ratio` the compression ratio
+        (unused for a sequence). Returns `n_comp`, an int."""
         return n_comp
 
     def whole(self, halo: int) -> bool:
@@ -328,7 +352,8 @@ class QueryRows(NamedTuple):
 
 # %% ../nbs/00_layout.ipynb #0924dbd9
 def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: int, num_slots: int, device=None):
-    "Rows `[n·b, W (+ (start+n)//ratio)]` int32 of `n` query rows at global `start …`: the window, then all causal entries."
+    """Rows `[n·b, W (+ (start+n)//ratio)]` int32 of `n` query rows
+    at global `start …`: the window, then all causal entries."""
     groups = [window_slots(n, b, window, start, halo, device=device)]
     if ratio and (start + n) // ratio:
         groups.append(compressed_topk_idxs(n, b, ratio, offset=halo + n, device=device, start=start))
@@ -336,9 +361,10 @@ def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: 
 
 # %% ../nbs/00_layout.ipynb #29c7631d
 def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int = 0, device=None) -> torch.Tensor:
-    """Window slots `[b, n, window]` int64 of the query rows at global positions `start …`, in a `kv_full` whose raw keys
-    are `halo` earlier tokens, then the rows' own: column `c` of row `t` holds global position `g = t − window + 1 + c`
-    at slot `g − start + halo`, `-1` where `g < 0`. `halo` must reach the window's start: `halo >= min(window − 1, start)`.
+    """Window slots `[b, n, window]` int64 of the query rows at global positions `start …`, in a `kv_full` whose raw
+    keys are `halo` earlier tokens, then the rows' own: column `c` of row `t` holds global
+    position `g = t − window + 1 + c` at slot `g − start + halo`, `-1` where `g < 0`. `halo` must reach the window's
+    start: `halo >= min(window − 1, start)`.
 
     `n` query rows; `batch_size` b (>= 1); `window` W, the keys each row sees (>= 1); `start` global position of row 0
     (default 0); `halo` raw keys of earlier tokens before the rows' own in `kv_full` (default 0); `device` the device of
@@ -381,21 +407,26 @@ class PackRows(NamedTuple):
     def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
         """Window rows `[1, T, window]` of the pack, inside each row's document (`-1`: none).
 
-        `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused (the pack's). Returns the int64 rows `[1, T, window]`."""
+        `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused
+        (the pack's). Returns the int64 rows `[1, T, window]`."""
         return _pack_window(self, window)
 
     def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
-        """Flat rows `[T, window (+ max_seqlen // ratio)]` int32: the window, then every visible entry of the row's document.
+        """Flat rows `[T, window (+ max_seqlen // ratio)]` int32:
+        the window, then every visible entry of the row's document.
 
-        `ratio` the layer's compression ratio (0 for none); `window` W, the window width; `halo` the slot of entry 0 less
-        `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's). Returns the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
+        `ratio` the layer's compression ratio (0 for none); `window` W,
+        the window width; `halo` the slot of entry 0 less
+        `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's). Returns
+        the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
         groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
         return _flat_global(torch.cat(groups, -1), num_slots)
 
     def entries(self, n_comp: int, ratio: int) -> int:
         """The compressed entries one row can choose among: a document's, at most `max_seqlen // ratio`.
 
-        `n_comp` the pack's entries (unused); `ratio` the compression ratio (>= 1). Returns `max_seqlen // ratio`, an int."""
+        `n_comp` the pack's entries (unused); `ratio` the compression
+        ratio (>= 1). Returns `max_seqlen // ratio`, an int."""
         return self.max_seqlen // ratio
 
     def whole(self, halo: int) -> bool:
@@ -403,12 +434,14 @@ class PackRows(NamedTuple):
         return False
 
     def keep(self, out: torch.Tensor) -> torch.Tensor:
-        """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's rows. Returns a tensor of `out`'s shape and dtype."""
+        """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's
+        rows. Returns a tensor of `out`'s shape and dtype."""
         return torch.where(self.real.view(-1, 1, 1), out, 0)
 
 
 def _doc_of(cu, rows):
-    "Document of each of `rows` (int64) under `cu [N+1]`: the last `d` with `cu[d] <= row` (N past `cu[N]`; empty documents skipped)."
+    """Document of each of `rows` (int64) under `cu [N+1]`: the last `d` with `cu[d] <= row`
+    (N past `cu[N]`; empty documents skipped)."""
     return torch.searchsorted(cu[1:].long().contiguous(), rows, right=True)
 
 # %% ../nbs/00_layout.ipynb #7ec44ec6
@@ -456,7 +489,8 @@ def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
 
 
 def _pack_window(pack: PackRows, window: int) -> torch.Tensor:
-    "Window rows `[1, T, window]` of a pack (global rows, b = 1): `t − window + 1 + c` inside the row's document, else `-1`."
+    """Window rows `[1, T, window]` of a pack
+    (global rows, b = 1): `t − window + 1 + c` inside the row's document, else `-1`."""
     T = pack.doc.shape[0]
     g = (
         torch.arange(T, device=pack.doc.device)[:, None]
@@ -468,17 +502,20 @@ def _pack_window(pack: PackRows, window: int) -> torch.Tensor:
 
 
 def _pack_entries(pack: PackRows, slot0: int) -> torch.Tensor:
-    "All visible compressed entries of each row of a pack as `kv_full` slots `[1, T, max_seqlen // ratio]`: `slot0 + e`, `-1` beyond."
+    """All visible compressed entries of each row of a pack as `kv_full`
+    slots `[1, T, max_seqlen // ratio]`: `slot0 + e`, `-1` beyond."""
     j = torch.arange(pack.max_seqlen // pack.ratio, device=pack.doc.device)[None]
     return torch.where(j < pack.row_visible[:, None], slot0 + pack.row_base[:, None] + j, -1)[None]
 
 # %% ../nbs/00_layout.ipynb #09baeb03
 def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
-    """Check a pack's `cu_seqlens` for `T` rows (int32 `[N+1]`, `N >= 1`, on `device` when given) and return `max_seqlen`.
+    """Check a pack's `cu_seqlens` for `T` rows
+    (int32 `[N+1]`, `N >= 1`, on `device` when given) and return `max_seqlen`.
 
     Values (`cu[0] = 0`, non-decreasing, `cu[N] <= T`, every document `<= max_seqlen`) are read on the CPU always and on
-    CUDA only under `checks.index_checks()` (a device sync); never while `torch.compile` traces. `max_seqlen`: a Python int `>= 1` bounding every document's
-    length; `None` computes it from a CPU `cu_seqlens`, and is refused for a CUDA one (reading it would synchronise).
+    CUDA only under `checks.index_checks()` (a device sync); never while `torch.compile` traces. `max_seqlen`: a Python
+    int `>= 1` bounding every document's length; `None` computes it from a CPU `cu_seqlens`, and is refused for a CUDA
+    one (reading it would synchronise).
     `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`);
     `device` the inputs' device `cu_seqlens` must be on (None: not checked). Returns `max_seqlen`, a Python int >= 1."""
     T = check_int("T", T)
@@ -516,9 +553,11 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
 
 
 def thd_positions(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
-    """Each row's position in its document, int64 `[T]`: `t − cu[d]` (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync.
+    """Each row's position in its document, int64 `[T]`: `t − cu[d]`
+    (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync.
 
-    `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`). Returns the int64 positions `[T]`."""
+    `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T`
+    the pack's rows (>= `cu[N]`). Returns the int64 positions `[T]`."""
     check_cu_seqlens(cu_seqlens, T, max_seqlen=1 << 62)
     rows = torch.arange(T, device=cu_seqlens.device)
     return rows - cu_seqlens.long()[_doc_of(cu_seqlens, rows)]
@@ -528,6 +567,7 @@ def pack_rows(cu_seqlens: torch.Tensor, T: int, max_seqlen: int | None = None, r
     """The `PackRows` of a pack of `T` rows under `cu_seqlens`, for a ratio-`ratio` layer (0, or a block size >= 1).
 
     `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`); `max_seqlen` a
-    Python int bounding every document (None: read from a CPU `cu_seqlens`); `ratio` the compression ratio (0 for none). Returns the pack's `PackRows`."""
+    Python int bounding every document (None: read from a CPU `cu_seqlens`); `ratio` the compression ratio
+    (0 for none). Returns the pack's `PackRows`."""
     max_seqlen = check_cu_seqlens(cu_seqlens, T, max_seqlen)
     return _pack_rows(cu_seqlens, T, max_seqlen, check_int("ratio", ratio))

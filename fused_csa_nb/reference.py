@@ -96,11 +96,11 @@ def attention_chunk_rows(
 ):
     """Query rows per chunk for `unfused_csa_attention`, and the temporary bytes one query row needs.
 
-    `batch_size`: b, the sequences of the call; `num_heads`: H, the query heads; `head_dim`: D, the width of a query head
-    and of a `kv_full` row; `topk`: K, the selected keys per query row; `dtype`: the inputs' float `torch.dtype` (the
-    temporaries are held in it and in its accumulation dtype, float32 or float64); `max_chunk_bytes`: the temporary-memory
-    budget of one chunk, in bytes (default 1 GiB); `grad`: whether a backward will recompute the chunks (doubles the bytes
-    per row).
+    `batch_size`: b, the sequences of the call; `num_heads`: H, the query heads; `head_dim`: D, the width of a query
+    head and of a `kv_full` row; `topk`: K, the selected keys per query row; `dtype`: the inputs' float `torch.dtype`
+    (the temporaries are held in it and in its accumulation dtype, float32 or float64); `max_chunk_bytes`: the
+    temporary-memory budget of one chunk, in bytes (default 1 GiB); `grad`: whether a backward will recompute the chunks
+    (doubles the bytes per row).
     Returns `(rows, per_row)`, two ints: the query rows of one chunk (at least 1) and the bytes one query row needs."""
     e = torch.empty((), dtype=dtype).element_size()
     a = torch.empty((), dtype=_acc_dtype(dtype)).element_size()
@@ -128,8 +128,8 @@ def unfused_csa_attention(
     (keys and values alike, one head), in `query`'s dtype and on its device; `attn_sink [H]` (float): one sink logit per
     query head, in the softmax's denominator only (`-inf`: no sink); `topk_idxs [b, sq, K]` (integer): each query row's
     selected rows of `kv_full`, in `0 … skv − 1`, `-1` = no key; `softmax_scale`: the logit scale (default `D ** -0.5`);
-    `return_lse`: also return the log-sum-exp (default False); `max_chunk_bytes`: the temporary-memory budget of one chunk
-    of query rows, in bytes (default 1 GiB; see `attention_chunk_rows`).
+    `return_lse`: also return the log-sum-exp (default False); `max_chunk_bytes`: the temporary-memory budget of one
+    chunk of query rows, in bytes (default 1 GiB; see `attention_chunk_rows`).
     Differentiable in `query`, `kv_full` and `attn_sink`.
     Returns `out [sq, b, H·D]` in `query.dtype`, and with `return_lse=True` also
     `lse [b, sq, H]` (float32; float64 for float64 inputs), natural log over the selected keys,
@@ -216,7 +216,8 @@ class _SparseAttention(torch.autograd.Function):
 
 # %% ../nbs/01_reference.ipynb #cc835721
 def _module_inv_freq(rotary, rotary_dim, rope_theta):
-    "A module's float64 CPU table: `rotary.inv_freq`, or plain RoPE of `rope_theta` (default 10000) on `rotary_dim` (default 64)."
+    """A module's float64 CPU table: `rotary.inv_freq`, or plain RoPE
+    of `rope_theta` (default 10000) on `rotary_dim` (default 64)."""
     if rotary is None:
         return rope_inv_freq(64 if rotary_dim is None else rotary_dim, 10000.0 if rope_theta is None else rope_theta)
     if not isinstance(rotary, RotaryTable):
@@ -235,8 +236,8 @@ def _module_inv_freq(rotary, rotary_dim, rope_theta):
 
 
 def _prev_block(t, fill, first=None):
-    """`t [n, r, b, d]` shifted one block later along dim 0: block `i` holds block `i − 1`, block 0 is `fill` (one pad op,
-    one in the backward); so are the blocks `i` where `first [n]` (bool) is set."""
+    """`t [n, r, b, d]` shifted one block later along dim 0: block `i` holds block `i − 1`, block 0 is `fill`
+    (one pad op, one in the backward); so are the blocks `i` where `first [n]` (bool) is set."""
     shifted = torch.nn.functional.pad(t, (0, 0, 0, 0, 0, 0, 1, -1), value=fill)
     return shifted if first is None else shifted.masked_fill(first.view(-1, 1, 1, 1), fill)
 
@@ -250,7 +251,8 @@ def _check_start_pos(start_pos, ratio):
 
 # %% ../nbs/01_reference.ipynb #d69f9d27
 def _gated_pool_torch(a, g, ape, overlap: bool, first=None):
-    """The pooling in PyTorch ops: `a`, `g [n, r, b, W]` (values, gate logits without `ape`), `ape [r, W]` → `[n, b, d]` in acc.
+    """The pooling in PyTorch ops: `a`, `g [n, r, b, W]`
+    (values, gate logits without `ape`), `ape [r, W]` → `[n, b, d]` in acc.
     `first [n]` bool (overlap only): entries whose previous block belongs to another document (packed sequences); their
     previous-block slots are filled as entry 0's (value 0, logit `-inf`). `None`: only entry 0."""
     n, r, b, _ = a.shape
@@ -266,7 +268,8 @@ def _gated_pool_torch(a, g, ape, overlap: bool, first=None):
 
 
 def _gated_pool(a, g, ape, overlap: bool, first=None):
-    "Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way where `checks._triton_runs_on(a)`."
+    """Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way
+    where `checks._triton_runs_on(a)`."""
     if _triton_runs_on(a):
         return _GatedPool.apply(a, g, ape, overlap, first)
     return _gated_pool_torch(a, g, ape, overlap, first)
@@ -276,7 +279,8 @@ if triton is not None:
 
     @triton.jit
     def _pool_tile(a_ptr, g_ptr, ape_ptr, blk, bb, B, W, R, col0, D, k, ch):
-        "Slots `k` of block `blk` (none if `blk < 0`), batch `bb`, channels `col0 + ch` of `a`, `g [n, R, B, W]` (+ `ape [R, W]`) in fp32; `-inf` logits where masked."
+        """Slots `k` of block `blk` (none if `blk < 0`), batch `bb`, channels `col0 + ch` of `a`, `g [n, R, B, W]`
+        (+ `ape [R, W]`) in fp32; `-inf` logits where masked."""
         m = ((k < R) & (k * 0 + blk >= 0))[:, None] & (ch < D)[None, :]
         off = ((blk * R + k[:, None]).to(tl.int64) * B + bb) * W + col0 + ch[None, :]
         a = tl.load(a_ptr + off, mask=m, other=0.0).to(tl.float32)
@@ -289,8 +293,9 @@ if triton is not None:
         a_ptr, g_ptr, ape_ptr, first_ptr, i, bb, B, W, R, D, C0, k, ch, OVERLAP: tl.constexpr, HAS_FIRST: tl.constexpr
     ):
         """Entry `i`'s slots: the previous block's first half (only under OVERLAP; else all masked) and its own block at
-        channels `C0 + ch` → `(a1, e1, off1, m1, a2, e2, off2, m2, s, num)`: values, softmax numerators, offsets and masks
-        of both, the numerators' sum `s` and `num = Σ e·a`. With HAS_FIRST, an entry flagged in `first` has no previous block."""
+        channels `C0 + ch` → `(a1, e1, off1, m1, a2, e2, off2, m2, s, num)`: values, softmax numerators, offsets and
+        masks of both, the numerators' sum `s` and `num = Σ e·a`. With HAS_FIRST,
+        an entry flagged in `first` has no previous block."""
         if OVERLAP:
             prev = i - 1
             if HAS_FIRST:
@@ -393,7 +398,8 @@ def _pool_tile_size(rp: int) -> int:
 
 
 def _pool_launch(kernel, a, g, ape, overlap, first, *outs):
-    "Launch a pooling kernel over `(entry, batch row, channel block)` of `a`, `g [n, r, b, W]` (`first [n]` int8 or None)."
+    """Launch a pooling kernel over `(entry, batch row, channel block)` of `a`, `g [n, r, b, W]`
+    (`first [n]` int8 or None)."""
     n, r, b, w = a.shape
     d = w // 2 if overlap else w
     rp = triton.next_power_of_2(r)
@@ -449,7 +455,8 @@ class Compressor(nn.Module):
     `hidden_size`: width of the input `x`; `head_dim`: width `D` of an entry; `ratio`: tokens per entry (>= 2).
     `rotary`: the layer's `RotaryTable` (`rotary.layer_rotary(cfg, ratio)`: YaRN of `compress_rope_theta`);
     without it, plain RoPE of `rope_theta` (default 10000) on `rotary_dim` (default 64) channels.
-    `rotary_dim`: the roped channels, the last ones of an entry (even, <= `head_dim`; default 64, or the table's own, which a
+    `rotary_dim`: the roped channels, the last ones of an entry
+    (even, <= `head_dim`; default 64, or the table's own, which a
     given value must equal); `rope_theta`: the base of the plain RoPE (default 10000; not with `rotary`);
     `eps`: the RMSNorm epsilon (`cfg.rms_norm_eps`)."""
 
@@ -538,11 +545,12 @@ Compressor._apply = _keep_float64_table
 
 # %% ../nbs/01_reference.ipynb #43ad7a04
 class CSAIndexer(nn.Module):
-    """Lightning indexer: `forward(x, qr, start_pos=0)` → `(q_idx [sq,b,Hi,Di], k_idx [n_comp,b,Di] | None, weights [sq,b,Hi])`.
+    """Lightning
+    indexer: `forward(x, qr, start_pos=0)` → `(q_idx [sq,b,Hi,Di], k_idx [n_comp,b,Di] | None, weights [sq,b,Hi])`.
 
-    `hidden_size`: width of the input `x`; `q_lora_rank`: width of the query latent `qr`; `n_heads`: Hi, the indexer heads
-    (default 64); `head_dim`: Di, the width of an indexer query head and of an indexer key (default 128); `ratio`: tokens per
-    compressed entry (default 4, the layers that select).
+    `hidden_size`: width of the input `x`; `q_lora_rank`: width of the query latent `qr`; `n_heads`: Hi, the indexer
+    heads (default 64); `head_dim`: Di, the width of an indexer query head and of an indexer key (default 128); `ratio`:
+    tokens per compressed entry (default 4, the layers that select).
     `rotary`, `rotary_dim`, `rope_theta`, `eps`: as for `Compressor` (the indexer's own compressor holds the table,
     the queries use the same one)."""
 
@@ -574,10 +582,10 @@ class CSAIndexer(nn.Module):
         """The indexer's queries, keys and head weights of `sq` tokens.
 
         `x [sq, b, hidden]` (float, the module's dtype and device): the tokens at global positions `start_pos …`;
-        `qr [sq, b, q_lora_rank]`: their query latents, in `x`'s dtype and device; `start_pos`: the global position of row 0, a multiple of `ratio`
-        (default 0: the sequence's start).
-        Returns `(q_idx [sq,b,Hi,Di], k_idx [sq//ratio,b,Di] | None, weights [sq,b,Hi])` in `x`'s dtype, all computed from
-        detached inputs (the indexer learns from its loss only); `k_idx` is `None` if `sq < ratio`."""
+        `qr [sq, b, q_lora_rank]`: their query latents, in `x`'s dtype and device; `start_pos`: the global position of
+        row 0, a multiple of `ratio` (default 0: the sequence's start).
+        Returns `(q_idx [sq,b,Hi,Di], k_idx [sq//ratio,b,Di] | None, weights [sq,b,Hi])` in `x`'s dtype, all computed
+        from detached inputs (the indexer learns from its loss only); `k_idx` is `None` if `sq < ratio`."""
         check_tensor("x", x, ndim=3, dtype=_FLOAT_DTYPES)
         check_tensor("qr", qr, ndim=3, dtype=_FLOAT_DTYPES)
         if x.shape[-1] != self.hidden_size:
@@ -602,7 +610,8 @@ class CSAIndexer(nn.Module):
         return q, self.compressor._compress(x, start_pos), weights
 
     def _index_packed(self, x, qr, pack):
-        "`(q_idx [T,1,Hi,Di], k_idx [capacity,1,Di], weights [T,1,Hi])` of a pack: queries roped at their document positions."
+        """`(q_idx [T,1,Hi,Di], k_idx [capacity,1,Di], weights [T,1,Hi])` of a pack:
+        queries roped at their document positions."""
         x, qr = x.detach(), qr.detach()
         T = x.shape[0]
         q = _rotate(
@@ -626,10 +635,11 @@ def indexer_scores(
 ) -> torch.Tensor:
     """Lightning-indexer scores `[b, sq, n_comp]`: `Σ_h w·σ·ReLU(q·k)`, `-inf` where `j >= (t+1)//ratio`.
 
-    `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None` (no entries yet): the
-    indexer keys; `weights [sq, b, Hi]` (float): the head weights `w`; `ratio`: the layer's compression ratio (entry `j`
-    pools tokens `j·ratio …`); `softmax_scale`: `σ` (default `Di ** -0.5`); `max_chunk_bytes`: the temporary-memory
-    budget of one chunk of query rows, in bytes (default 1 GiB; with gradients, chunks are recomputed in the backward);
+    `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None` (no entries yet):
+    the indexer keys; `weights [sq, b, Hi]` (float): the head weights `w`; `ratio`: the layer's compression ratio
+    (entry `j` pools tokens `j·ratio …`); `softmax_scale`: `σ` (default `Di ** -0.5`); `max_chunk_bytes`: the
+    temporary-memory budget of one chunk of query rows, in bytes
+    (default 1 GiB; with gradients, chunks are recomputed in the backward);
     `q_offset`: global position of query row 0 (`t = q_offset + row`), for a block of a longer sequence.
     Returns the scores `[b, sq, n_comp]`, float32 (float64 for float64 inputs), differentiable in `q_idx`, `k_idx` and
     `weights`."""
@@ -678,8 +688,8 @@ def indexer_scores(
 def indexer_topk(scores: torch.Tensor, topk: int):
     """Top-`topk` visible entries per row of indexer scores; among equal scores the smaller entry index wins.
 
-    `scores [b, sq, n_comp]` (float): the selection scores, `-inf` at entries a row does not see (NaN and `±inf` scores are
-    never selected); `topk`: entries kept per row (a row that sees fewer keeps fewer).
+    `scores [b, sq, n_comp]` (float): the selection scores, `-inf` at entries a row does not see
+    (NaN and `±inf` scores are never selected); `topk`: entries kept per row (a row that sees fewer keeps fewer).
     Returns `(idx [b, sq, topk] int64, topk_length [b, sq] int32)`: each row's entries by descending score, `-1` padded
     past its `topk_length` selected ones."""
     check_tensor("scores", scores, ndim=3, dtype=_FLOAT_DTYPES)
@@ -709,7 +719,8 @@ def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/01_reference.ipynb #3bdc039e
 def _poison_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
-    "0 where every entry of `t` along `dim` is finite, else NaN: one `aminmax` (a NaN propagates, ±inf shows), no full-size temporary."
+    """0 where every entry of `t` along `dim` is finite, else NaN:
+    one `aminmax` (a NaN propagates, ±inf shows), no full-size temporary."""
     mn, mx = torch.aminmax(t, dim=dim)
     return mn * 0 + mx * 0  # inf·0 = NaN; no overflow (unlike mx - mn)
 
@@ -720,10 +731,11 @@ def indexer_input_poison(
 ) -> torch.Tensor:
     """NaN poison of the query rows whose indexer inputs are not finite (no sync, no gradient).
 
-    `q_idx [sq, b, Hi, Di]` (float): the rows' own indexer queries; `weights [sq, b, Hi]` (float): their head weights; `k_idx [n_comp, b, Di]`
-    (or `None`): the indexer keys — row `t` (global position `q_offset + t`) sees entry `j` iff
-    `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite; `ratio`: the layer's compression
-    ratio; `q_offset`: global position of query row 0 (default 0: the sequence's start).
+    `q_idx [sq, b, Hi, Di]` (float): the rows' own indexer queries; `weights [sq, b, Hi]` (float): their head
+    weights; `k_idx [n_comp, b, Di]` (or `None`): the indexer keys
+    — row `t` (global position `q_offset + t`) sees entry `j` iff
+    `j < (q_offset + t + 1) // ratio`, and is poisoned if any entry it sees is not finite; `ratio`: the layer's
+    compression ratio; `q_offset`: global position of query row 0 (default 0: the sequence's start).
     Returns `[b, sq]` float32: NaN on the poisoned rows, else 0."""
     check_tensor("q_idx", q_idx, ndim=4, floating=True)
     check_tensor("weights", weights, ndim=3, floating=True)
@@ -752,7 +764,8 @@ def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
 @torch.no_grad()
 def _packed_input_poison(q_idx, k_idx, weights, row_base, row_visible):
     """`indexer_input_poison` of rows of a pack (`[1, c]`): `q_idx [c, 1, Hi, Di]`, `weights [c, 1, Hi]`, the pack's
-    entries `k_idx [C, 1, Di]`; row `t` sees entries `row_base[t] … row_base[t] + row_visible[t] − 1` (its document's)."""
+    entries `k_idx [C, 1, Di]`; row `t` sees
+    entries `row_base[t] … row_base[t] + row_visible[t] − 1` (its document's)."""
     poison = _poison_rows(q_idx.flatten(2), -1) + _poison_rows(weights, -1)  # [c, 1]
     if k_idx is not None and k_idx.shape[0]:
         bad = torch.isnan(_poison_rows(k_idx, -1)[:, 0]).to(torch.int32)  # [C]
@@ -792,7 +805,8 @@ def hadamard(n: int, dtype=torch.float32, device=None) -> torch.Tensor:
 
 
 def _row_len(name: str, x) -> int:
-    "The row length `n` of `x [..., n]`: a float16/bfloat16/float32/float64 tensor of at least 1 dim, `n` a power of two."
+    """The row length `n` of `x [..., n]`:
+    a float16/bfloat16/float32/float64 tensor of at least 1 dim, `n` a power of two."""
     check_tensor(name, x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
     n = x.shape[-1]
     if n < 1 or n & (n - 1):
@@ -818,7 +832,8 @@ def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/01_reference.ipynb #79919661
 def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
-    "The smallest power of two `>= t` (positive finite float32 `t`), exactly: `frexp` gives `t = m·2^e`, `m ∈ [0.5, 1)`."
+    """The smallest power of two `>= t` (positive finite float32 `t`), exactly: `frexp`
+    gives `t = m·2^e`, `m ∈ [0.5, 1)`."""
     m, e = torch.frexp(t)
     return torch.ldexp(torch.ones_like(t), e - (m == 0.5).to(e.dtype))
 
@@ -827,8 +842,9 @@ def fp8_quantize(x: torch.Tensor):
     """Per-row FP8 (e4m3) quantisation, one power-of-two scale per row, computed in float32.
 
     `x [..., n]` (float16, bfloat16, float32 or float64, `n >= 1`): the rows.
-    The scale of a row of `n` values is `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`, and `x8 = e4m3(clamp(x / scale, ±448))`,
-    so `x ≈ x8 · scale`. A row holding a NaN or ±Inf in float32 (a float64 value beyond float32's range too) is not
+    The scale of a row of `n` values is `scale = 2^⌈log2(max(amax, 1e-4) / 448)⌉`,
+    and `x8 = e4m3(clamp(x / scale, ±448))`, so `x ≈ x8 · scale`. A row holding a NaN or ±Inf in float32
+    (a float64 value beyond float32's range too) is not
     quantised: its scale and every one of its `x8` are NaN, so `x8 · scale` is NaN there.
     Returns `(x8 [..., n] float8_e4m3fn, scale [...] float32)`."""
     check_tensor("x", x, min_ndim=1, dtype=_FLOAT_DTYPES, what="[..., n]")
@@ -842,7 +858,8 @@ def fp8_quantize(x: torch.Tensor):
 
 
 def fp8_rows(x: torch.Tensor):
-    """The FP8 recipe on rows: rotate (`hadamard_rotate`), then quantise per row (`fp8_quantize`), in float32, no gradient.
+    """The FP8 recipe on rows: rotate (`hadamard_rotate`),
+    then quantise per row (`fp8_quantize`), in float32, no gradient.
 
     `x [..., n]`: the rows, float16, bfloat16, float32 or float64, `n` a power of two.
     A row that is not finite in float32 — a NaN or ±Inf, a float64 value beyond float32's range, or a rotation past it
@@ -856,9 +873,10 @@ def fp8_rows(x: torch.Tensor):
 def fp8_indexer_inputs(q_idx: torch.Tensor, k_idx: torch.Tensor):
     """The FP8 recipe's inputs: `fp8_rows` of the indexer queries and of the indexer keys (NaN rows included).
 
-    `q_idx [..., Hi, Di]` (float): the indexer queries, `Di` a power of two; `k_idx [..., Di]` (float): the indexer keys.
-    Returns `(q8 [..., Hi, Di] float8_e4m3fn, q_scale [..., Hi] float32, k8 [..., Di] float8_e4m3fn, k_scale [...] float32)`,
-    no gradient."""
+    `q_idx [..., Hi, Di]` (float): the indexer queries, `Di`
+    a power of two; `k_idx [..., Di]` (float): the indexer keys.
+    Returns `(q8 [..., Hi, Di] float8_e4m3fn, q_scale [..., Hi] float32, k8 [..., Di] float8_e4m3fn, k_scale [...]
+    float32)`, no gradient."""
     _row_len("q_idx", q_idx)
     _row_len("k_idx", k_idx)
     return (*fp8_rows(q_idx), *fp8_rows(k_idx))
@@ -885,8 +903,8 @@ def fp8_indexer_scores(
 
     `q_idx [sq, b, Hi, Di]` (float): the indexer queries, `Di` a power of two; `k_idx [n_comp, b, Di]` (float) or `None`
     (no entries yet): the indexer keys; `weights [sq, b, Hi]` (float): the head weights, not quantised; `ratio`: the
-    layer's compression ratio; `softmax_scale`: the weights' scale (default `Di ** -0.5`); `q_offset`: global position of
-    query row 0 (default 0), as for `indexer_scores`.
+    layer's compression ratio; `softmax_scale`: the weights' scale (default `Di ** -0.5`); `q_offset`: global position
+    of query row 0 (default 0), as for `indexer_scores`.
     Returns the scores `[b, sq, n_comp]`, float32 (float64 for float64 inputs)."""
     check_tensor("q_idx", q_idx, ndim=4, dtype=_FLOAT_DTYPES)
     if k_idx is None:
@@ -912,10 +930,13 @@ def selection_scores(
     """The scores the top-k selects by, in the layer's indexer precision, no gradient.
 
     `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None`: the indexer
-    keys; `weights [sq, b, Hi]` (float): the head weights; `ratio`: the layer's compression ratio; `softmax_scale`: the weights' scale (default
-    `Di ** -0.5`); `q_offset`: global position of query row 0 (default 0); `precision`: `'bf16'` (default: `indexer_scores`
-    in the inputs' own dtype) or `'fp8'` (`fp8_indexer_scores`), `CSAConfig.indexer_precision`.
-    Returns the scores `[b, sq, n_comp]`, float32 (float64 for float64 inputs), `-inf` at the entries a row does not see."""
+    keys; `weights [sq, b, Hi]` (float): the head weights; `ratio`:
+    the layer's compression ratio; `softmax_scale`: the weights' scale (default
+    `Di ** -0.5`); `q_offset`: global position of query row 0 (default 0); `precision`: `'bf16'`
+    (default: `indexer_scores` in the inputs' own dtype) or `'fp8'`
+    (`fp8_indexer_scores`), `CSAConfig.indexer_precision`.
+    Returns the scores `[b, sq, n_comp]`,
+    float32 (float64 for float64 inputs), `-inf` at the entries a row does not see."""
     if precision not in INDEXER_PRECISIONS:
         raise ValueError(f"`precision` must be one of {INDEXER_PRECISIONS}, got {precision!r}")
     fn = fp8_indexer_scores if precision == "fp8" else indexer_scores
@@ -939,9 +960,10 @@ def blocked_indexer_topk(
     """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
 
     `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None`: the indexer keys;
-    `weights [sq, b, Hi]` (float): the head weights; `ratio`: the compression ratio; `topk`: ids per row; `block_rows`: query
-    rows per block (>= 1), which bounds the scores' memory; `softmax_scale`: as in `indexer_scores`; `q_offset`: global position
-    of query row 0 (a shard of a longer sequence: the causal rule `j < (q_offset + t + 1) // ratio`); `precision`: the
+    `weights [sq, b, Hi]` (float): the head weights; `ratio`: the compression ratio; `topk`: ids per row; `block_rows`:
+    query rows per block (>= 1), which bounds the scores' memory; `softmax_scale`: as in `indexer_scores`; `q_offset`:
+    global position of query
+    row 0 (a shard of a longer sequence: the causal rule `j < (q_offset + t + 1) // ratio`); `precision`: the
     selection scores' (`'bf16'`: `indexer_scores` in the inputs' dtype; `'fp8'`: `fp8_indexer_scores`, see below);
     `return_poison`: also return the rows' `indexer_input_poison` (default False).
     Returns `(idx [b, sq, topk] int64, -1 padded; topk_length [b, sq] int32)`, and with `return_poison=True` also
@@ -972,8 +994,8 @@ if triton is not None:
 
     @triton.jit
     def _stream_tile(ring_ptr, new_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, col0, D, valid, ch):
-        """Projections of tokens `q [RP]` (where `valid`) of sequence `bb` at channels `col0 + ch` in fp32: a token of the
-        step (`q >= p0`) from the new rows, an earlier one from its ring slot `q % S` → `(x, mask)`."""
+        """Projections of tokens `q [RP]` (where `valid`) of sequence `bb` at channels `col0 + ch` in fp32: a token of
+        the step (`q >= p0`) from the new rows, an earlier one from its ring slot `q % S` → `(x, mask)`."""
         m = valid[:, None] & (ch < D)[None, :]
         new = q >= p0
         rn = tl.where(new, q - p0, 0).to(tl.int64)
@@ -1042,9 +1064,9 @@ if triton is not None:
 
 
 def _stream_pool(ring_a, ring_g, a, g, ape, pos, overlap: bool):
-    """`Compressor.step`'s pooling in one Triton pass: the entry of each new token's block from the rings `[S, b, W]` and
-    the new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64) → `[s, b, d]` fp32 (a block's tokens after
-    the row's own are left out: a partial entry pools what is in)."""
+    """`Compressor.step`'s pooling in one Triton pass: the entry of each new token's block from the rings `[S, b, W]`
+    and the new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64) → `[s, b, d]` fp32
+    (a block's tokens after the row's own are left out: a partial entry pools what is in)."""
     s, b, w = a.shape
     r, d = ape.shape[0], (w // 2 if overlap else w)
     a, g, ape, pos = a.contiguous(), g.contiguous(), ape.contiguous(), pos.contiguous()
@@ -1077,8 +1099,9 @@ def _stream_pool(ring_a, ring_g, a, g, ape, pos, overlap: bool):
 
 # %% ../nbs/01_reference.ipynb #b38657bc
 def _stream_pool_torch(ring_a, ring_g, a_new, g_new, ape, positions, overlap: bool):
-    """`_stream_pool` in PyTorch ops: each new token's block (and with the overlap the block before it) gathered from the
-    ring `[S, b, W]` and the new projections `[s, b, W]` (tokens at `positions [s, b]`), pooled as `_compress` pools →
+    """`_stream_pool` in PyTorch ops: each new token's block (and with the overlap the block before it) gathered from
+    the ring `[S, b, W]` and the new projections `[s, b, W]`
+    (tokens at `positions [s, b]`), pooled as `_compress` pools →
     `[s, b, d]` in acc (a partial block's later slots hold unused values: its entry is read only once complete)."""
     s, b = positions.shape
     r, S = ape.shape[0], ring_a.shape[0]
@@ -1106,7 +1129,8 @@ def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: tor
     `x [s, b, hidden_size]`: the new tokens' layer input; `positions [s, b]` int64: their global positions, consecutive
     per sequence (`pos + t`); `ring_a [S, b, width]`: the earlier tokens' `wkv` projections (token `p` at slot `p % S`;
     `S = 2·ratio` with the overlap, else `ratio`; `width = 2·head_dim` with the overlap, else `head_dim`);
-    `ring_g [S, b, width]`: their `wgate` projections, in the same slots. Returns `(entries [s, b, head_dim], a, g)`: row `t` is the entry of token `t`'s block
+    `ring_g [S, b, width]`: their `wgate` projections, in the same slots. Returns `(entries [s, b, head_dim], a, g)`:
+    row `t` is the entry of token `t`'s block
     (roped at the block start; equal to `_compress`'s once the block is complete, partial before), in `x`'s dtype; `a`,
     `g [s, b, width]` the new tokens' projections, for the rings (`CSACache.write_ring`)."""
     s, b = x.shape[:2]
@@ -1133,7 +1157,7 @@ def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: tor
 
 
 @patch
-def step(
+def step(  # noqa: F811 (@patch: CSAIndexer's method)
     self: CSAIndexer,
     x: torch.Tensor,
     qr: torch.Tensor,
@@ -1144,9 +1168,10 @@ def step(
     """The streaming indexer: the queries, head weights and compressed keys of `s` new tokens per sequence, on the ring
     state it is given (it writes nothing).
 
-    `x [s, b, hidden_size]`: the new tokens' layer input; `qr [s, b, q_lora_rank]`: their query latent; `positions [s, b]`
-    int64: their global positions (`pos + t`); `ring_a [S, b, width]`: the earlier tokens' `wkv` projections in its
-    compressor's ring (as for `Compressor.step`); `ring_g [S, b, width]`: their `wgate` projections. Returns `(q_i [s, b, Hi, Di], w_i [s, b, Hi],
+    `x [s, b, hidden_size]`: the new tokens' layer input; `qr [s, b, q_lora_rank]`: their query
+    latent; `positions [s, b]` int64: their global positions (`pos + t`); `ring_a [S, b, width]`: the earlier
+    tokens' `wkv` projections in its compressor's ring (as for `Compressor.step`); `ring_g [S, b, width]`: their `wgate`
+    projections. Returns `(q_i [s, b, Hi, Di], w_i [s, b, Hi],
     keys [s, b, Di], (a, g))`: the queries roped at their positions, the head weights (`weights_proj(x) · Hi ** -0.5`),
     then the keys and ring projections of its compressor's `step`."""
     s, b = x.shape[:2]
@@ -1166,10 +1191,12 @@ def decode_indexer_scores(
     """Indexer scores of a decoding step's `s` new rows per sequence against the cached entries: `Σ_h w·σ·ReLU(q·k)`.
 
     `q_i [b, s, Hi, Di]`: the new rows' indexer queries; `k_idx [b, E, Di]`: the indexer keys of the cache's `E` entry
-    slots; `w_i [b, s, Hi]`: the rows' head weights `w`; `visible [b, s]` (integer): the entries each row sees, `e < visible`;
+    slots; `w_i [b, s, Hi]`: the rows' head weights `w`; `visible [b, s]` (integer):
+    the entries each row sees, `e < visible`;
     `softmax_scale`: `σ`, a float.
     One row per sequence works too: `q_i [b, Hi, Di]`, `w_i [b, Hi]`, `visible [b]`.
-    Returns the scores `[b, s, E]` (`[b, E]` for one row) in the accumulation dtype (float32; float64 for float64 inputs),
+    Returns the scores `[b, s, E]` (`[b, E]` for one row) in the accumulation dtype
+    (float32; float64 for float64 inputs),
     `-inf` at entries `e >= visible`."""
     acc = _acc_dtype(q_i.dtype)
     s = torch.einsum(

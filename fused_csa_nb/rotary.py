@@ -49,7 +49,8 @@ def _check_theta(theta, name: str = "theta") -> float:
 
 
 def rope_inv_freq(rotary_dim: int, theta: float, device=None) -> torch.Tensor:
-    """Plain RoPE frequencies `θ^(-2i/rotary_dim)` (radians per token) of the `rotary_dim // 2` pairs: float64 `[rotary_dim // 2]`.
+    """Plain RoPE frequencies `θ^(-2i/rotary_dim)` (radians per token)
+    of the `rotary_dim // 2` pairs: float64 `[rotary_dim // 2]`.
 
     `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ, a finite number > 1;
     `device`: where the table is made (a `torch.device`, a string or a CUDA ordinal; `None`: the default torch device,
@@ -60,7 +61,8 @@ def rope_inv_freq(rotary_dim: int, theta: float, device=None) -> torch.Tensor:
 
 # %% ../nbs/00_rotary.ipynb #5320b5ea
 def _check_yarn(original_seq_len, beta_fast, beta_slow, names=("original_seq_len", "beta_fast", "beta_slow")) -> tuple:
-    "YaRN's training length and turn counts as `(int, float, float)`: a length >= 1, finite counts > 0, `beta_fast > beta_slow`."
+    """YaRN's training length and turn counts as `(int, float, float)`: a length >= 1, finite
+    counts > 0, `beta_fast > beta_slow`."""
     seq = check_int(names[0], original_seq_len, 1)
     fast, slow = check_scale(names[1], beta_fast, required=True), check_scale(names[2], beta_slow, required=True)
     if not fast > slow:
@@ -71,7 +73,8 @@ def _check_yarn(original_seq_len, beta_fast, beta_slow, names=("original_seq_len
 def yarn_correction_range(
     rotary_dim: int, theta: float, original_seq_len: int, beta_fast: float, beta_slow: float
 ) -> tuple[int, int]:
-    """Pair indices `(low, high)` at which a pair turns `beta_fast` resp. `beta_slow` times over `original_seq_len` tokens.
+    """Pair indices `(low, high)` at which a pair turns `beta_fast`
+    resp. `beta_slow` times over `original_seq_len` tokens.
 
     `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ (> 1);
     `original_seq_len`: YaRN's training length in tokens (>= 1); `beta_fast`, `beta_slow`: turn counts over that length
@@ -81,14 +84,18 @@ def yarn_correction_range(
     them."""
     rotary_dim, theta = _check_rotary_dim(rotary_dim), _check_theta(theta)
     seq, fast, slow = _check_yarn(original_seq_len, beta_fast, beta_slow)
-    dim = lambda beta: rotary_dim * math.log(seq / (beta * 2 * math.pi)) / (2 * math.log(theta))
+
+    def dim(beta):
+        return rotary_dim * math.log(seq / (beta * 2 * math.pi)) / (2 * math.log(theta))
+
     return max(math.floor(dim(fast)), 0), min(math.ceil(dim(slow)), rotary_dim - 1)
 
 
 def yarn_inv_freq(
     rotary_dim: int, theta: float, factor: float, original_seq_len: int, beta_fast: float, beta_slow: float, device=None
 ) -> torch.Tensor:
-    """DeepSeek-V4 YaRN frequencies, float64 `[rotary_dim // 2]`; `factor = 1` returns `rope_inv_freq(rotary_dim, theta)` unchanged (every argument is checked, whatever the factor).
+    """DeepSeek-V4 YaRN frequencies, float64 `[rotary_dim // 2]`; `factor = 1`
+    returns `rope_inv_freq(rotary_dim, theta)` unchanged (every argument is checked, whatever the factor).
 
     `rotary_dim`: the number of rotated channels, even and at least 2; `theta`: the rotary base θ (> 1); `factor`: the
     context-extension factor (>= 1): fully interpolated pairs turn `factor` times slower; `original_seq_len`: YaRN's
@@ -111,7 +118,8 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  #
 
 
 def _positions(positions, x):
-    "`positions` (a real tensor on `x`'s device or the CPU, or a finite real number) as a tensor on `x.device` broadcasting to `x.shape[:-1]`."
+    """`positions` (a real tensor on `x`'s device or the CPU, or a finite real number) as a tensor on `x.device`
+    broadcasting to `x.shape[:-1]`."""
     if isinstance(positions, torch.Tensor):
         if positions.dtype.is_complex or positions.dtype == torch.bool:
             raise TypeError(f"`positions` must be a real tensor, got {positions.dtype}")
@@ -175,7 +183,8 @@ _POS_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)  # positi
 
 
 def _one_pass_ok(x, positions, inv_freq) -> bool:
-    "The Triton kernel applies (`checks._triton_runs_on`): `x [S, …, d]`, positions `[S, 1, …, 1]`, no gradient to positions or frequencies."
+    """The Triton kernel applies (`checks._triton_runs_on`): `x [S, …, d]`,
+    positions `[S, 1, …, 1]`, no gradient to positions or frequencies."""
     return (
         _triton_runs_on(x)
         and x.dim() >= 2
@@ -186,7 +195,8 @@ def _one_pass_ok(x, positions, inv_freq) -> bool:
 
 
 def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
-    "One launch of `_rotary_kernel` over `x [S, …, d]` (positions `[S]`, `inv_freq` float64 on `x`'s device; an odd `d` pairs from channel 1) → a new tensor."
+    """One launch of `_rotary_kernel` over `x [S, …, d]`
+    (positions `[S]`, `inv_freq` float64 on `x`'s device; an odd `d` pairs from channel 1) → a new tensor."""
     S, d = x.shape[0], x.shape[-1]
     x = x.contiguous()
     y, R = torch.empty_like(x), x.numel() // (S * d)
@@ -224,7 +234,8 @@ def _rotate_one_pass(x, positions, rotary_dim, inv_freq):
 
 # %% ../nbs/00_rotary.ipynb #a7239e92
 def _rotate_complex(x, positions, rotary_dim, inv_freq):
-    "`apply_rotary_interleaved` by the complex product (any device, dtype, positions); a row of odd length pairs from channel 1."
+    """`apply_rotary_interleaved` by the complex product (any device, dtype, positions);
+    a row of odd length pairs from channel 1."""
     d = x.shape[-1]
     if d % 2:  # channel 0 has no partner: copied as it is; channels 1 … d−1 are a row of even length
         return torch.cat([x[..., :1], _rotate_complex(x[..., 1:], positions, rotary_dim, inv_freq)], -1)
@@ -256,7 +267,8 @@ def apply_rotary_interleaved(
     broadcasting to `x.shape[:-1]`. `rotary_dim`: even, `<= d`; default `2 · len(inv_freq)`, or 64.
     `theta`: plain-RoPE base (default 10000), used when no `inv_freq` is given.
     `inv_freq`: frequencies `[rotary_dim // 2]` in radians per token (`rope_inv_freq`, `yarn_inv_freq`,
-    `layer_rotary(...).inv_freq`), on `x`'s device or the CPU, used in float64. Returns a tensor of `x`'s shape and dtype.
+    `layer_rotary(...).inv_freq`), on `x`'s device or the CPU,
+    used in float64. Returns a tensor of `x`'s shape and dtype.
     A CUDA half/float `x` with positions `[S, 1, …, 1]` along its first dim is rotated by one Triton pass each way
     (outside `torch.compile`); anything else by the complex product, with the same formula."""
     check_tensor("x", x, min_ndim=1, dtype=_FLOAT_DTYPES)
@@ -279,7 +291,8 @@ def apply_rotary_interleaved(
 
 
 def _rotate(x, positions, rotary_dim: int, inv_freq):
-    "`apply_rotary_interleaved` on checked arguments (`positions` a real tensor on `x`'s device broadcasting to `x.shape[:-1]`): the package's own calls."
+    """`apply_rotary_interleaved` on checked arguments
+    (`positions` a real tensor on `x`'s device broadcasting to `x.shape[:-1]`): the package's own calls."""
     if _one_pass_ok(x, positions, inv_freq):
         return _rotate_one_pass(x, positions, rotary_dim, inv_freq)
     return _rotate_complex(x, positions, rotary_dim, inv_freq)
@@ -298,7 +311,9 @@ _CFG_ROTARY_FIELDS = (
 
 
 def _cfg_table_key(cfg, ratio: int) -> tuple:
-    "`cfg`'s checked settings for a ratio-`ratio` table: `(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow)`, `factor=None` (plain RoPE) for ratio 0."
+    """`cfg`'s checked settings for a ratio-`ratio`
+    table: `(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow)`, `factor=None` (plain RoPE) for
+    ratio 0."""
     missing = [f for f in _CFG_ROTARY_FIELDS if not hasattr(cfg, f)]
     if missing:
         raise TypeError(
@@ -324,7 +339,8 @@ def _cfg_table_key(cfg, ratio: int) -> tuple:
 
 # %% ../nbs/00_rotary.ipynb #26171191
 class RotaryTable(NamedTuple):
-    """A layer's rotary: frequencies `inv_freq` (float64 `[rotary_dim // 2]`, radians per token) for the last `rotary_dim` channels.
+    """A layer's rotary: frequencies `inv_freq`
+    (float64 `[rotary_dim // 2]`, radians per token) for the last `rotary_dim` channels.
 
     `inv_freq`: the float64 tensor `[rotary_dim // 2]` of frequencies, radians per token; `rotary_dim`: the number of
     rotated channels (the last ones of a row), even."""
@@ -333,7 +349,8 @@ class RotaryTable(NamedTuple):
     rotary_dim: int
 
     def apply(self, x: torch.Tensor, positions) -> torch.Tensor:
-        """Rope the last `rotary_dim` channels of `x [..., d]` at `positions` (broadcasting to `x.shape[:-1]`), interleaved.
+        """Rope the last `rotary_dim` channels of `x [..., d]`
+        at `positions` (broadcasting to `x.shape[:-1]`), interleaved.
 
         `x`: a float16, bfloat16, float32 or float64 tensor `[..., d]` with `d >= rotary_dim`; `positions`: token
         positions, a real tensor (on `x`'s device or the CPU) broadcasting to `x.shape[:-1]`, or a finite number.
@@ -350,7 +367,8 @@ def _kept_table(cfg, ratio, device) -> RotaryTable:
 
 
 def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
-    """The rotary table of a ratio-`ratio` layer under `cfg`: plain `rope_theta` for ratio 0, YaRN `compress_rope_theta` otherwise; the caller's own copy.
+    """The rotary table of a ratio-`ratio` layer under `cfg`: plain `rope_theta` for ratio 0, YaRN `compress_rope_theta`
+    otherwise; the caller's own copy.
 
     `cfg`: a `CSAConfig` (or an object with its rotary fields `rotary_dim`, `rope_theta`, `compress_rope_theta`,
     `rope_factor`, `original_seq_len`, `beta_fast`, `beta_slow`); `ratio`: the layer's compression ratio, 0, 4 or 128;
@@ -362,7 +380,8 @@ def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
 
 @functools.lru_cache(maxsize=256)
 def _cached_table(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow, device):
-    "One table per setting and device, computed on the CPU (the same bits on every device); `factor=None`: plain RoPE. Shared: never handed out."
+    """One table per setting and device, computed on the CPU (the same bits on every device); `factor=None`:
+    plain RoPE. Shared: never handed out."""
     t = (
         rope_inv_freq(rotary_dim, theta)
         if factor is None
@@ -373,7 +392,8 @@ def _cached_table(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_s
 
 def apply_layer_rotary(x: torch.Tensor, positions, cfg, ratio: int) -> torch.Tensor:
     """Rope `x [..., d]` (a ratio-`ratio` layer's queries or keys, e.g. `[sq, b, H, D]`) at global token `positions`
-    (e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`) with the layer's table `layer_rotary(cfg, ratio)` (read, not copied).
+    (e.g. `(start + torch.arange(sq)).view(sq, 1, 1)`) with the
+    layer's table `layer_rotary(cfg, ratio)` (read, not copied).
 
     `x`: the queries or keys, a float tensor `[..., d]` (`d >= cfg.rotary_dim`); `positions`: global token positions, a
     real tensor broadcasting to `x.shape[:-1]` or a number; `cfg`: the `CSAConfig` the table is made from; `ratio`: the

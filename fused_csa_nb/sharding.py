@@ -21,7 +21,8 @@ __all__ = ['split_batch', 'check_fsdp_cp', 'shard_model']
 
 # %% ../nbs/07_sharding.ipynb #a070c5a4
 def _check_mesh(mesh, dp_dim, cp_dim) -> tuple:
-    "`(dims, sizes)` of the named `dp_dim` (or None) and `cp_dim` of `mesh`; a `TypeError` / `ValueError` naming what came."
+    """`(dims, sizes)` of the named `dp_dim` (or None) and `cp_dim` of `mesh`;
+    a `TypeError` / `ValueError` naming what came."""
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(
             f"`mesh` must be a torch.distributed DeviceMesh (init_device_mesh(..., mesh_dim_names=('dp', 'cp'))), "
@@ -121,9 +122,12 @@ def check_fsdp_cp(module: nn.Module) -> nn.Module:
             held = p.device_mesh.mesh.flatten().tolist()
             if missing := sorted(set(cp) - set(held)):
                 raise ValueError(
-                    f"`{name}` is context-parallel over ranks {cp} (its cp_group) but its parameter `{pname}` is sharded "
-                    f"over ranks {sorted(held)} (mesh dims {p.device_mesh.mesh_dim_names}), which leave out its CP ranks "
-                    f"{missing}: FSDP would reduce the gradients over those ranks only and each CP rank would keep its own "
+                    f"`{name}` is context-parallel over ranks {cp} (its cp_group) but its parameter `{pname}` "
+                    "is sharded "
+                    f"over ranks {sorted(held)} (mesh dims {p.device_mesh.mesh_dim_names}), which leave out "
+                    "its CP ranks "
+                    f"{missing}: FSDP would reduce the gradients over those ranks only and each CP rank would "
+                    "keep its own "
                     "partial gradient. Shard over the flattened data × context mesh — fully_shard(layer, "
                     "mesh=mesh['dp', 'cp']._flatten()) — or use shard_model(model, mesh)"
                 )

@@ -41,7 +41,8 @@ def _check_teacher_inputs(
     cidx_name="compressed_idxs",
     q_offset=None,
 ):
-    "Validate the SBHD teacher inputs (`query` rows from `q_offset` of the `kv` sequence, if given); return `(sq, b, H, D, n_comp)`."
+    """Validate the SBHD teacher inputs (`query` rows from `q_offset` of the `kv` sequence, if given);
+    return `(sq, b, H, D, n_comp)`."""
     check_tensor("query", query, ndim=4, floating=True)
     sq, b, H, D = query.shape
     check_tensor("kv", kv, ndim=3, floating=True, like=query, like_name="`query`")
@@ -120,7 +121,8 @@ def _chunks(sq, per_row, per_row_key, n_keys, budget):
 
 
 def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale, off=0):
-    "Logits of query chunk `q [b, c, H, D]` (rows `t0…t1` of `cidx`, global positions `+ off`) against compressed keys `[j0, j1)` (dense) or slots `[j0, j1)` of `cidx`; `-inf` outside the support."
+    """Logits of query chunk `q [b, c, H, D]` (rows `t0…t1` of `cidx`, global positions `+ off`) against compressed
+    keys `[j0, j1)` (dense) or slots `[j0, j1)` of `cidx`; `-inf` outside the support."""
     if cidx is None:  # dense: every causal entry
         s = torch.einsum("bchd,bnd->bchn", q, ckv[:, j0:j1].to(q.dtype)).mul_(scale)
         vis = _causal_visible(off + t0, off + t1, ckv.shape[1], ratio, q.device, j0, j1)
@@ -143,7 +145,8 @@ def csa_teacher_lse(
     max_chunk_bytes=1 << 30,
     q_offset=None,
 ):
-    """The teacher's log-sum-exp `[b, sq, H]`: log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)), eager and chunked.
+    """The teacher's log-sum-exp `[b, sq, H]`:
+    log(exp(sink) + Σ_window exp(s) + Σ_compressed exp(s)), eager and chunked.
 
     `query [sq, b, H, D]` float: the attention queries (any float dtype; fp32 math, float64 for float64 inputs);
     `kv [S, b, D]`: the raw tokens' latents (key ≡ value), `query`'s dtype and device; S = sq, or S >= `q_offset + sq`;
@@ -272,7 +275,8 @@ def csa_indexer_loss(
     row `t` is its ids `j < (t+1) // ratio` (the sparse loss); `None`: every causal entry (the dense loss);
     `softmax_scale` float > 0: the attention's logit scale τ, default `D ** -0.5`;
     `coeff` float: the factor the loss is multiplied by;
-    `per_token` bool: `True` gives `coeff ·` the sum of the row losses, `False` `coeff ·` their mean over all `b·sq` rows;
+    `per_token` bool: `True` gives `coeff ·` the sum of the row
+    losses, `False` `coeff ·` their mean over all `b·sq` rows;
     `teacher_lse [b, sq, H]` float: a precomputed full-denominator LSE over sink + window + the support
     (`teacher_lse_for_dense_loss` for the dense loss); `None`: computed here with `csa_teacher_lse`;
     `max_chunk_bytes` int >= 1: byte budget of one chunk's temporaries in the teacher (default 1 GiB);
@@ -651,7 +655,8 @@ def triton_window_lse(query, kv, attn_sink, window_idxs, softmax_scale=None):
 
 
 def triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, ratio, softmax_scale=None):
-    """Triton: `[b, sq, H]` fp32 LSE over sink + window + all causal compressed keys (= `csa_teacher_lse(..., ratio=ratio)`).
+    """Triton: `[b, sq, H]` fp32 LSE over sink + window + all causal compressed keys
+    (= `csa_teacher_lse(..., ratio=ratio)`).
 
     `query [sq, b, H, D]` fp16, bf16 or fp32: the attention queries, on a CUDA device (any device under Triton's
     interpreter);
@@ -677,7 +682,8 @@ def triton_dense_teacher_lse(query, kv, compressed_kv, attn_sink, window_idxs, r
 
 # %% ../nbs/02_teacher.ipynb #ee0a239c
 def teacher_lse_for_dense_loss(query, kv, compressed_kv, attn_sink, window_idxs, ratio, softmax_scale=None):
-    """Production dense-teacher LSE `[b, sq, H]` fp32 via Triton; `RuntimeError` (no eager fallback) when Triton cannot run.
+    """Production dense-teacher LSE `[b, sq, H]` fp32
+    via Triton; `RuntimeError` (no eager fallback) when Triton cannot run.
 
     `query [sq, b, H, D]` fp16, bf16 or fp32: the attention queries, on a CUDA device (any device under Triton's
     interpreter);

@@ -21,9 +21,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from . import kernels as _kernels
-from fused_csa_nb import (
-    deterministic as _deterministic,
-)  # defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
+
+# imported for its side effect: it defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
+from . import deterministic as _deterministic  # noqa: F401
 from .checks import _describe, check_float, check_int
 from .layout import _compact
 
@@ -33,7 +33,8 @@ __all__ = ['STAND_INS', 'stand_in_kernels', 'similarity', 'max_rel_err', 'run_ra
 
 # %% ../nbs/03_testing.ipynb #0847be0b
 def _gather_keys(kv, idx, topk_length):
-    "`(keys [s_q,K,D] fp32 with unread slots 0, valid [s_q,K], clamped slots [s_q,K])` of global `idx` into `kv [s_kv,D]`."
+    """`(keys [s_q,K,D] fp32 with unread slots 0, valid [s_q,K], clamped slots [s_q,K])`
+    of global `idx` into `kv [s_kv,D]`."""
     s_kv, k = kv.shape[0], idx.shape[1]
     idx = idx.long()
     valid = (idx >= 0) & (idx < s_kv)
@@ -94,7 +95,8 @@ def _causal(s, sk, ratio, device, q_causal_offsets=None):
 
 
 def _indexer_grad(q, w, k, grad_logits, sm_scale, gather=None):
-    "Analytic chain of `grad_logits [B,S,K]` through the index logits (at local `gather [B,S,K]`, -1 skipped) → `(dq, dw, dk fp32)`."
+    """Analytic chain of `grad_logits [B,S,K]` through the index logits
+    (at local `gather [B,S,K]`, -1 skipped) → `(dq, dw, dk fp32)`."""
     qf, wf, kf = q.float(), w.float(), k.float()
     if gather is not None:  # scatter the selected entries' gradient to all columns
         g = gather.long()
@@ -171,7 +173,8 @@ def _stand_in_indexer_fwd_thd(
 
 # %% ../nbs/03_testing.ipynb #4b9f6e7d
 def _radix_key(values):
-    "The radix's order of fp32 `values` as int32 keys: the float order, with `+0.0` above `-0.0` (bits, as the kernel sorts)."
+    """The radix's order of fp32 `values` as int32 keys: the float order, with `+0.0` above `-0.0`
+    (bits, as the kernel sorts)."""
     bits = values.contiguous().view(torch.int32)
     return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
 
@@ -275,14 +278,16 @@ STAND_INS["index_dk_deterministic"] = _stand_in_index_dk_deterministic
 
 
 def _register_stand_ins():
-    "Register the CPU kernels of the `fused_csa` ops that lack one (inside `stand_in_kernels`, whenever an op was redefined)."
+    """Register the CPU kernels of the `fused_csa` ops that lack one
+    (inside `stand_in_kernels`, whenever an op was redefined)."""
     for name, fn in STAND_INS.items():
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"fused_csa::{name}", "CPU"):
             torch.library.register_kernel(f"fused_csa::{name}", "cpu", fn)
 
 
 class _StandInPlatform:
-    "The kernels' platform inside `stand_in_kernels`: CPU (or CUDA) tensors, the declared capability, kernels present, no probes."
+    """The kernels' platform inside `stand_in_kernels`: CPU (or CUDA) tensors,
+    the declared capability, kernels present, no probes."""
 
     probes = False
 
@@ -317,9 +322,11 @@ def stand_in_kernels(sm_major: int = 9):
 
 # %% ../nbs/03_testing.ipynb #81c25c97
 def similarity(a: torch.Tensor, b: torch.Tensor) -> float:
-    """`2Σab / Σ(a²+b²)` of two tensors of one shape, in float64 (1.0 for identical tensors; 1.0 when both are all zero).
+    """`2Σab / Σ(a²+b²)` of two tensors of one shape, in float64
+    (1.0 for identical tensors; 1.0 when both are all zero).
 
-    `a` a floating tensor, any shape; `b` a tensor of `a`'s shape (the order does not matter). Returns a Python float."""
+    `a` a floating tensor, any shape; `b` a tensor of `a`'s shape
+    (the order does not matter). Returns a Python float."""
     a, b = a.detach().double().flatten(), b.detach().double().flatten()
     den = float((a * a + b * b).sum())
     return 1.0 if den == 0 else float(2 * (a * b).sum()) / den
@@ -401,7 +408,8 @@ def run_ranks(
     check_int("world_size", world_size, 1)
     if not (isinstance(backend, str) and backend):
         raise TypeError(
-            f"`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got {_describe(backend)} ({type(backend).__name__})"
+            "`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got "
+            f"{_describe(backend)} ({type(backend).__name__})"
         )
     timeout = check_float("timeout", timeout, positive=True)
     if modules is not None and not isinstance(modules, Mapping):
@@ -456,7 +464,8 @@ def low_rank_indexer_inputs(
     dtype=torch.bfloat16,
     device=None,
 ):
-    """Indexer tensors with a shared rank-`rank` signal plus `noise`: `(q_idx [sq, b, heads, dim], k_idx [n_comp, b, dim],
+    """Indexer tensors with a shared rank-`rank` signal
+    plus `noise`: `(q_idx [sq, b, heads, dim], k_idx [n_comp, b, dim],
     weights [sq, b, heads])` in `dtype` (weights positive, `~ heads^-1/2`), drawn on the CPU from `generator`.
 
     `sq` query rows; `n_comp` compressed entries (keys); `b` the batch (default 1); `heads` indexer heads (default 64);
@@ -472,7 +481,8 @@ def low_rank_indexer_inputs(
 
 
 def selection_quality(ref_scores: torch.Tensor, sel: torch.Tensor, ref_sel: torch.Tensor) -> dict:
-    """`{'recall', 'recall_p01', 'mass_recall', 'mass_recall_min', 'rows'}` of the selection `sel [b, sq, k]` (`-1` padded) against
+    """`{'recall', 'recall_p01', 'mass_recall', 'mass_recall_min', 'rows'}`
+    of the selection `sel [b, sq, k]` (`-1` padded) against
     `ref_sel` over the rows whose visible entries (finite `ref_scores [b, sq, n]`) outnumber `k`; `mass_recall`: the
     `softmax(ref_scores)` mass of `sel` over that of `ref_sel`. Means over those rows (NaN if there are none).
     `ref_scores` float `[b, sq, n]` reference indexer scores, `-inf` where an entry is not visible; `sel` integer

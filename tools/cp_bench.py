@@ -7,7 +7,8 @@ Usage (two GPUs; the NVLink-multicast variables must be set in every process):
     torchrun --nproc_per_node 2 tools/cp_bench.py parity --seq 32768 --out cp_parity.json
     python tools/cp_bench.py scale --seq 131072 --out cp_scale_1gpu.json
     torchrun --nproc_per_node 2 tools/cp_bench.py scale --seq 131072 524288 --out cp_scale_2gpu.json
-    torchrun --nproc_per_node 2 tools/cp_bench.py scale --layout zigzag --seq 131072 524288 --out cp_scale_2gpu_zigzag.json
+    torchrun --nproc_per_node 2 tools/cp_bench.py scale --layout
+    zigzag --seq 131072 524288 --out cp_scale_2gpu_zigzag.json
 
 `parity`: the fused layer with `cp_group` (each rank its shard) against the fused layer on the
 whole sequence (computed on every rank, each comparing its own rows): output, loss (sum of the
@@ -29,7 +30,6 @@ which is what the indexer's work depends on).
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -84,7 +84,10 @@ def make_layer(cfg, ratio, group, layout="contiguous", seed=0):
 def inputs(cfg, S, rows, seed):
     "Rows `rows` (a slice) of global bf16 inputs `(query, key, x, qr, d_out)` drawn from one seed on the GPU."
     g = torch.Generator(device="cuda").manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)[rows].contiguous()
+
+    def mk(*s):
+        return torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)[rows].contiguous()
+
     return (
         mk(S, 1, cfg.num_heads, 512),
         mk(S, 1, 1, 512),
@@ -104,7 +107,10 @@ def step(layer, ins):
 
 def parity(args, rank, world, group):
     cfg, S = config(args), args.seq[0]
-    mine = lambda t: cp_split(t, rank, world, args.layout)  # this rank's rows of a global tensor
+
+    def mine(t):  # this rank's rows of a global tensor
+        return cp_split(t, rank, world, args.layout)
+
     one, cp = make_layer(cfg, args.ratio, None), make_layer(cfg, args.ratio, group, args.layout)
     full = inputs(cfg, S, slice(None), 1)
     o1, l1, g1 = step(one, full)
@@ -174,7 +180,7 @@ def scale(args, rank, world, group):
             ms = median_time_ms(lambda: step(layer, ins), warmup=args.warmup, iters=args.iters)
         except torch.cuda.OutOfMemoryError:  # one GPU at the longest S: the memory model decides
             out.append(dict(S=S, P=world, rank=rank, oom=True))
-            del layer, ins
+            layer = ins = None
             torch.cuda.empty_cache()
             continue
         torch.cuda.synchronize()
@@ -197,7 +203,7 @@ def scale(args, rank, world, group):
             row["comm_only_ms"] = comm_only_ms(cfg, L, args.ratio, group, args.layout)
             row["comm_bytes_fwd"] = cp_comm_bytes(S, world, args.ratio, hidden_size=cfg.hidden_size)["total"]
         out.append(row)
-        del layer, ins
+        layer = ins = None
         torch.cuda.empty_cache()
     return out
 

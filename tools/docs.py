@@ -36,9 +36,9 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
      slug, `csaconfig`; where two names share one, `KERNEL_LIMITS` and `kernel_limits`, the
      other name keeps its case), and an anchor twice on one page;
    * a source link whose target (line of a file in the checkout) does not exist;
-   * a missing output [rule `missing-output`; `missing-gpu-output` for a `#| gpu` cell]: a shown code cell (not `#| hide`, not exported)
-     whose last statement displays a value (an expression, not an assignment, import, def, other
-     statement, call of `test_*`/`assert*`, call of a function the notebook or package defines
+   * a missing output [rule `missing-output`; `missing-gpu-output` for a `#| gpu` cell]: a shown code cell
+     (not `#| hide`, not exported) whose last statement displays a value (an expression, not an assignment, import,
+     def, other statement, call of `test_*`/`assert*`, call of a function the notebook or package defines
      without returning a value, or a line ending in `;`) and that has no stored output; and every
      shown `#| gpu` cell without a stored output (its output is the evidence of the last GPU run).
      Opt-out: the directive `#| no_output_ok` in the cell, optionally with a reason
@@ -111,8 +111,8 @@ def _read(p):
 def directives(src):
     "{directive: value} of a cell's `#|` lines (`#| gpu` -> {'gpu': ''}, `#| echo: false` -> {'echo': 'false'})."
     out = {}
-    for l in src.splitlines():
-        m = _DIRECTIVE.match(l)
+    for line in src.splitlines():
+        m = _DIRECTIVE.match(line)
         if m:
             out[m.group(1)] = m.group(2).strip().strip('"')
     return out
@@ -238,7 +238,7 @@ def _returns_nothing(fn):
 
 def _code(src):
     "A cell's Python without directive and magic lines."
-    return "\n".join("" if re.match(r"^\s*(#\||[%!])", l) else l for l in src.splitlines())
+    return "\n".join("" if re.match(r"^\s*(#\||[%!])", line) else line for line in src.splitlines())
 
 
 def _none_value(sources):
@@ -288,7 +288,9 @@ def output_status(src, outputs, none_funcs):
     if gpu and tree is not None and all(isinstance(st, setup) for st in tree.body):
         gpu = False  # imports, definitions
     expected = gpu
-    last_line = next((l for l in reversed(code.splitlines()) if l.strip() and not l.strip().startswith("#")), "")
+    last_line = next(
+        (line for line in reversed(code.splitlines()) if line.strip() and not line.strip().startswith("#")), ""
+    )
     if (
         tree is not None
         and tree.body
@@ -342,14 +344,14 @@ def missing_outputs(nbs):
                 continue
             _, missing, note, _ = output_status(src, c.get("outputs", []), nf)
             if missing:
-                first = next((l for l in _code(src).splitlines() if l.strip()), "")
+                first = next((line for line in _code(src).splitlines() if line.strip()), "")
                 out.append((nb_path.name, i, first.strip()[:70], "gpu" if "gpu" in d else "cpu"))
     return out
 
 
 def raw_outputs(nbs):
-    """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to stderr, or a raw
-    dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
+    """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to
+    stderr, or a raw dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
     out = []
     for nb_path in nbs:
         for i, c in enumerate(_read(nb_path)["cells"]):
@@ -384,7 +386,8 @@ def raw_outputs(nbs):
 def _lazy():
     "Imports of the render step (dev dependencies)."
     global mistune, highlight, get_lexer_by_name, HtmlFormatter, convert_tex, yaml
-    import mistune, yaml
+    import mistune
+    import yaml
     from pygments import highlight
     from pygments.lexers import get_lexer_by_name
     from pygments.formatters import HtmlFormatter
@@ -768,7 +771,10 @@ class ApiRenderer:
             return ""
         href, data, ext = link
         x = ' rel="noopener"' if ext else ""
-        return f'<a class="source{" external" if ext else ""}" href="{html.escape(href)}" data-source="{html.escape(data)}"{x}>source</a>'
+        return (
+            f'<a class="source{" external" if ext else ""}" href="{html.escape(href)}" '
+            f'data-source="{html.escape(data)}"{x}>source</a>'
+        )
 
     def entry(self, e, level=3):
         "HTML of one entry, and its search records [(anchor, title, text)]."
@@ -911,7 +917,7 @@ def render_page(nb_path, site, index):
                 md.headings.append((3, a, f"<code>{html.escape(t)}</code>"))
             continue
         d = directives(s)
-        code = "\n".join(l for l in s.splitlines() if not _DIRECTIVE.match(l)).strip("\n")
+        code = "\n".join(line for line in s.splitlines() if not _DIRECTIVE.match(line)).strip("\n")
         outs = [] if d.get("output") == "false" else render_outputs(cell, md, OUT / "figures", stem, ci)
         show_src = code and d.get("echo") != "false"
         if show_doc_target(s) and not entry:
@@ -1009,9 +1015,12 @@ PAGE = """<!DOCTYPE html>
 <script src="{root}site.js" defer></script>
 </head><body>
 <header class="topbar">
-<button class="nav-toggle" type="button" aria-controls="sidebar" aria-expanded="false" aria-label="Chapters"><span></span></button>
+<button class="nav-toggle" type="button" aria-controls="sidebar" aria-expanded="false"
+ aria-label="Chapters"><span></span></button>
 <a class="site" href="{root}index.html">{site}</a>
-<div class="search" role="search"><input type="search" id="search" placeholder="Search" autocomplete="off" spellcheck="false" aria-label="Search the documentation" aria-controls="search-results"><div class="results" id="search-results" hidden></div></div>
+<div class="search" role="search"><input type="search" id="search" placeholder="Search" autocomplete="off"
+ spellcheck="false" aria-label="Search the documentation" aria-controls="search-results"><div class="results"
+ id="search-results" hidden></div></div>
 </header>
 <div class="layout">
 <nav class="sidebar" id="sidebar" aria-label="Chapters"><ul>{nav}</ul></nav>
@@ -1037,7 +1046,8 @@ def render_source(rel, site):
                     n += 1
                     yield (
                         1,
-                        f'<span class="ln" id="L{n}"><a class="lno" href="#L{n}" aria-hidden="true">{n}</a>{line.rstrip(chr(10))}</span>',
+                        f'<span class="ln" id="L{n}"><a class="lno" href="#L{n}" '
+                        f'aria-hidden="true">{n}</a>{line.rstrip(chr(10))}</span>',
                     )
                 else:
                     yield t, line
@@ -1153,7 +1163,8 @@ PAGE_INFO = """() => {
         while (p && p !== document.body) { const o = getComputedStyle(p).overflowX;
           if (o === 'auto' || o === 'scroll' || o === 'hidden') { inside = true; break; } p = p.parentElement; }
         if (!inside) hits.push(el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
-                                (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\\s+/).join('.') : '') +
+                                (el.className && typeof el.className === 'string'
+                                  ? '.' + el.className.trim().split(/\\s+/).join('.') : '') +
                                 ' (right edge ' + Math.round(r.right) + ' px)');
       }
       if (hits.length >= 3) break;

@@ -117,18 +117,18 @@ def _google_sections(doc):
             body.append(lines[i])
             i += 1
         if kind.startswith(("return", "yield")):
-            returns.append(" ".join(l.strip() for l in body))
+            returns.append(" ".join(line.strip() for line in body))
         elif not kind.startswith("raise"):
             item_indent, cur = None, None
-            for l in body:
-                ind = len(l) - len(l.lstrip())
-                im = _GOOGLE_ITEM.match(l)
+            for line in body:
+                ind = len(line) - len(line.lstrip())
+                im = _GOOGLE_ITEM.match(line)
                 if im and (item_indent is None or ind <= item_indent):
                     item_indent = ind
                     cur = im.group(1).lstrip("*")
                     params[cur] = [im.group(2) or "", im.group(3).strip()]
-                elif cur and l.strip():
-                    params[cur][1] += " " + l.strip()
+                elif cur and line.strip():
+                    params[cur][1] += " " + line.strip()
         else:
             keep.append(lines[i - len(body) - 1])
             keep += body  # Raises: kept as prose
@@ -166,7 +166,8 @@ _NAME_PAREN = re.compile(r"`\*{0,2}([A-Za-z_]\w*)[^`]*`\s*(\([^()]*\))?")
 def _clause_docs(prose, params):
     """Descriptions from clauses that open with the parameters they describe, as prose docstrings write them:
     "`num_heads` query heads H (64); `head_dim` D, the latent width (512)" → `num_heads`: "query heads H (64)",
-    `head_dim`: "D, the latent width (512)". A short heading before the names ("Attention shape: `x` ...") is skipped."""
+    `head_dim`: "D, the latent width (512)". A short heading
+    before the names ("Attention shape: `x` ...") is skipped."""
     out = {}
     for cl in _clauses(re.sub(r"\s+", " ", prose)):
         cl = re.sub(r"^(?:[A-Z][\w ()/-]{0,40}:\s+)(?=`)", "", cl)
@@ -454,7 +455,8 @@ def describe_member(cls_name, name, raw, cls):
 
 
 def _in_class_body(cls, raw) -> bool:
-    "Whether member `raw` is written inside `cls`'s own body (not added later with `@patch`, which documents it where it is)."
+    """Whether member `raw` is written inside `cls`'s own body (not
+    added later with `@patch`, which documents it where it is)."""
     fn = (
         raw.fget if isinstance(raw, property) else raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
     )
@@ -470,7 +472,8 @@ def _in_class_body(cls, raw) -> bool:
 
 
 def _members(cls):
-    "Public methods, classmethods, staticmethods and properties defined in `cls`'s body (patched ones are documented where they are patched)."
+    """Public methods, classmethods, staticmethods and properties defined
+    in `cls`'s body (patched ones are documented where they are patched)."""
     out = []
     for name, raw in vars(cls).items():
         if name.startswith("_"):
@@ -628,7 +631,9 @@ def resolve(expr, module, lib):
 
 
 def _strip_directives(src):
-    return "\n".join(l for l in src.splitlines() if not re.match(r"^\s*#\|", l) and not re.match(r"^\s*[%!]", l))
+    return "\n".join(
+        line for line in src.splitlines() if not re.match(r"^\s*#\|", line) and not re.match(r"^\s*[%!]", line)
+    )
 
 
 def defining_cells(src_nb):
@@ -674,7 +679,9 @@ def annotate(nb, src_nb, lib):
     a re-export): after the cells of the export cell that defines it, re-exports at the end. Returns warnings."""
     from execnb.nbio import mk_cell
 
-    src_text = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+    def src_text(c):
+        return "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+
     exp = next(
         (
             m.group(1)
@@ -733,7 +740,8 @@ def annotate(nb, src_nb, lib):
 
 
 def _distinct_anchors(entries):
-    "Names whose anchors collide (`KERNEL_LIMITS`, `kernel_limits`): the lowercase name keeps it, the others use their own."
+    """Names whose anchors collide (`KERNEL_LIMITS`, `kernel_limits`):
+    the lowercase name keeps it, the others use their own."""
     by_anchor = {}
     for e in entries:
         by_anchor.setdefault(e["anchor"], set()).add(e["name"])

@@ -36,7 +36,8 @@ script refreshes them, in one of three modes:
 * neither: the named notebooks run with every cell and every output is written.
 
 With `--benchmarks`, the `res` a notebook computed (the bench chapter's) is also rendered to that
-Markdown file (the sections other runs wrote there — long context, packed sequences, CP — are kept). A notebook stops at its first failing cell (exit code 1), still writing what ran
+Markdown file (the sections other runs wrote there — long context, packed sequences, CP — are kept). A notebook stops at
+its first failing cell (exit code 1), still writing what ran
 (the cells after it keep their outputs); the next notebook is executed all the same. Several
 notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
 written notebook (it keeps outputs: `clear_all = False` in settings.ini).
@@ -71,7 +72,7 @@ def flags(cell):
 
 def _no_eval(cell):
     "True for a cell marked `#| eval: false` (never run, as in nbdev's tests)."
-    return any(re.match(r"^\s*#\|\s*eval\s*:\s*false\s*$", l) for l in cell.source.splitlines())
+    return any(re.match(r"^\s*#\|\s*eval\s*:\s*false\s*$", line) for line in cell.source.splitlines())
 
 
 _ENV_PATH = re.compile(r"(?<![^\s'\"(])(?:/[^\s/:'\"]+)+/((?:site|dist)-packages)/")
@@ -285,7 +286,10 @@ def main(argv=None):
             + (["--timings", args.timings] if args.timings else [])
             + (["--deadline", str(args.deadline)] if args.deadline else [])
         )
-        run = lambda nb: subprocess.run([sys.executable, __file__, nb, *common]).returncode
+
+        def run(nb):
+            return subprocess.run([sys.executable, __file__, nb, *common]).returncode
+
         with ThreadPoolExecutor(max(1, args.jobs or (2 if args.cpu else 1))) as ex:
             failed = [nb for nb, rc in zip(args.notebooks, ex.map(run, args.notebooks)) if rc != 0]
     else:

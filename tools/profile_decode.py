@@ -22,7 +22,10 @@ for ratio in args.ratios:
     layer = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn"), ratio).cuda().bfloat16().eval()
     cache = _filled_cache(layer, 1, args.context)
     cfg = layer.cfg
-    mk = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16)
+
+    def mk(*s):
+        return torch.randn(*s, device="cuda", dtype=torch.bfloat16)
+
     static = (
         mk(1, 1, cfg.num_heads, cfg.head_dim),
         mk(1, 1, 1, cfg.head_dim),

@@ -31,10 +31,10 @@ def render(nb_path=ROOT / "nbs" / "index.ipynb"):
             parts.append(src)
         elif cell["cell_type"] == "code":
             lines = src.splitlines()
-            directives = [l for l in lines if l.startswith("#|")]
+            directives = [line for line in lines if line.startswith("#|")]
             if any(d.replace(" ", "") in ("#|hide", "#|exporti") for d in directives):
                 continue
-            code = "\n".join(l for l in lines if not l.startswith("#|")).strip("\n")
+            code = "\n".join(line for line in lines if not line.startswith("#|")).strip("\n")
             if code:
                 parts.append(f"```python\n{code}\n```")
             text = "".join(
