@@ -29,10 +29,11 @@ _silent = lambda *args, **kwargs: None  # the measuring functions' default `log`
 
 # %% auto #0
 __all__ = ['median_time_ms', 'measured_on', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer',
-           'layer_parity', 'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'run_benchmarks', 'benchmarks_markdown',
-           'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
-           'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown',
-           'cp_markdown', 'benchmarks_section', 'decode_rows', 'prefill_rows', 'decode_markdown']
+           'layer_parity', 'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'deterministic_step', 'run_benchmarks',
+           'benchmarks_markdown', 'long_context_layer', 'long_context_rows', 'long_context_markdown',
+           'plot_long_context', 'blocked_parity', 'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths',
+           'packed_rows', 'packed_markdown', 'cp_markdown', 'benchmarks_section', 'decode_rows', 'prefill_rows',
+           'decode_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None) -> float:
@@ -325,7 +326,8 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
     try:
         with warnings.catch_warnings():  # autograd's note on the capture stream (capture_step deals with it)
             warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")
-            graph, _ = capture_step(run, *inputs, warmup=warmup)
+            graph, static = capture_step(run, *inputs, warmup=warmup)
+        del static  # the captured step's outputs would keep its autograd nodes alive (autograd's stream note)
         row["graphed_ms"] = median_time_ms(graph.replay, warmup=1, iters=iters)
         del graph
     except Exception as e:  # recorded, not fatal: the other rows still run
@@ -340,6 +342,7 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
             comp = torch.compile(layer, fullgraph=True)
             with warnings.catch_warnings():  # inductor's notice that the rotary's complex product runs eagerly
                 warnings.filterwarnings("ignore", "Torchinductor does not support code generation for complex")
+                warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")  # after the capture above
                 row["compiled_ms"] = median_time_ms(lambda: _step(comp, inputs, train), warmup=warmup, iters=iters)
         except Exception as e:
             row["compiled_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
@@ -395,9 +398,32 @@ def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: in
         fwd_bwd_overhead=t["fwd_bwd_ms"] / t["direct_fwd_bwd_ms"] - 1,
     )
 
+# %% ../nbs/07_bench.ipynb #acae54e37e7d407bbb7b55eff062a284
+def deterministic_step(sq: int = 4096, warmup: int = 3, iters: int = 30) -> dict:
+    """One fused ratio-4 training step (`layer_pair`'s V4-Flash layer: H = 64, top-512, sparse indexer loss, batch 1),
+    default and with `deterministic=True` (same weights, same inputs), timed in one process.
+
+    `sq`: tokens; `warmup`, `iters`: untimed and timed steps of each median.
+    Returns `dict(sq, default_ms, deterministic_ms, x)`: the two medians in ms and `x`, their ratio."""
+    _need_cuda("deterministic_step")
+    _, fused, inputs = layer_pair(4, sq)
+    det = CompressedSparseAttention(dataclasses.replace(fused.cfg, deterministic=True), 4)
+    det.load_state_dict(fused.state_dict())
+    det.to(inputs[0].device, inputs[0].dtype)  # the sink stays fp32, as in `layer_pair`
+    row = dict(sq=sq)
+    for name, layer in (("default", fused), ("deterministic", det)):
+        row[name + "_ms"] = median_time_ms(lambda: _step(layer, inputs), warmup=warmup, iters=iters)
+    row["x"] = row["deterministic_ms"] / row["default_ms"]
+    return row
+
 # %% ../nbs/07_bench.ipynb #56742e08
 def run_benchmarks(
-    sq: int = 4096, quick: bool = False, log=_silent, graphs: bool = True, compile_rows=((4, "train"),)
+    sq: int = 4096,
+    quick: bool = False,
+    log=_silent,
+    graphs: bool = True,
+    compile_rows=((4, "train"),),
+    deterministic_seqlens=(4096, 65536),
 ) -> dict:
     """Kernel throughput, layer time/memory (fused vs native) and parity on the current GPU; with `graphs` also the
     path-A overhead against direct kernel calls and, per layer row, eager / compiled / graphed steps and GPU busy.
@@ -406,9 +432,11 @@ def run_benchmarks(
     with each row as it is measured (`None`: silent); `graphs`: also the host-overhead rows (eager, compiled, graphed
     steps, kernel launches) and the path-A overhead; `compile_rows`: the `(ratio, mode)` rows also timed under
     `torch.compile` (each compile costs tens of seconds; `()` for none, `None` for all).
-    Returns `dict(date, gpu, torch, kernels, layers, parity, overhead)`, lists of the rows of `bench_sparse_attention`,
-    `bench_layer` (with `step_profile`'s under `graphs`), `layer_parity` and `path_a_overhead`: the input of
-    `benchmarks_markdown`."""
+    `deterministic_seqlens`: the token counts of the `deterministic_step` rows (`quick`: the first only; `()`:
+    none).
+    Returns `dict(date, gpu, torch, kernels, layers, parity, overhead, deterministic)`, lists of the rows of
+    `bench_sparse_attention`, `bench_layer` (with `step_profile`'s under `graphs`), `layer_parity`, `path_a_overhead`
+    and `deterministic_step`: the input of `benchmarks_markdown`."""
     log = log or _silent
     if not torch.cuda.is_available():
         raise RuntimeError("run_benchmarks needs a CUDA GPU")
@@ -421,6 +449,7 @@ def run_benchmarks(
         layers=[],
         parity=[],
         overhead=[],
+        deterministic=[],
     )
     for heads, topk in ((64, 640), (128, 1152)):
         r = bench_sparse_attention(sq, heads, topk)
@@ -447,6 +476,11 @@ def run_benchmarks(
         res["parity"].append(par)
         log(par)
         del native, fused, inputs
+        torch.cuda.empty_cache()
+    for n in deterministic_seqlens[:1] if quick else deterministic_seqlens:
+        r = deterministic_step(n)
+        res["deterministic"].append(r)
+        log(r)
         torch.cuda.empty_cache()
     return res
 
@@ -550,6 +584,18 @@ def benchmarks_markdown(res: dict) -> str:
         L += _steps_markdown(res)
     if res.get("overhead"):
         L += _overhead_markdown(res)
+    if res.get("deterministic"):
+        L += [
+            "",
+            "## Deterministic mode (ratio-4 training step, H = 64, top-512, sparse indexer loss)",
+            "",
+            "| tokens | default ms | deterministic ms | × |",
+            "|---|---|---|---|",
+        ]
+        L += [
+            f"| {r['sq']} | {r['default_ms']:.2f} | {r['deterministic_ms']:.2f} | {r['x']:.2f}× |"
+            for r in res["deterministic"]
+        ]
     L += ["", "## Parity, fused vs native (similarity 2Σab/Σ(a²+b²); bars: forward > 1−2e-3, gradients > 1−2e-2)", ""]
     L += _parity_markdown(res["parity"])
     return "\n".join(L) + "\n"

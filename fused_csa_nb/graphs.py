@@ -5,6 +5,8 @@
 # %% ../nbs/08_graphs.ipynb #b494c61c
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -179,7 +181,8 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
             if query.is_cuda:
                 torch.cuda.synchronize()
                 acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-                with torch.profiler.profile(activities=acts) as prof:
+                with warnings.catch_warnings(), torch.profiler.profile(activities=acts) as prof:
+                    warnings.filterwarnings("ignore", message=".*Profiler clears events.*")  # torch's notice
                     step()
                     torch.cuda.synchronize()
                 ev = prof.events()
