@@ -458,6 +458,7 @@ if triton is not None:
         g_ptr,
         sel_ptr,
         part_ptr,
+        dw_ptr,
         row0,
         S,
         H,
@@ -470,7 +471,8 @@ if triton is not None:
         UPCAST: tl.constexpr,
     ):
         """Indexer row `row0 + r` of `[B·S]`,
-        slots `[kb·BLOCK_K, …)`: `σ Σ_h g·w_h·[q_h·k > 0]·q_h` into `part [R·K, D]`."""
+        slots `[kb·BLOCK_K, …)`: `σ Σ_h g·w_h·[q_h·k > 0]·q_h` into `part [R·K, D]`, and the block's
+        `σ Σ_slots g·relu(q_h·k)` into `dw [R, n_blocks, BLOCK_H]`."""
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
         ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -494,6 +496,9 @@ if triton is not None:
         else:
             c = tl.dot(tl.trans(da).to(q.dtype), q)
         tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=valid[:, None])
+        live = hm[:, None] & valid[None, :]
+        dw = tl.sum(tl.where(live, tl.maximum(s, 0.0) * g[None, :], 0.0), 1) * scale  # [BLOCK_H], in one program
+        tl.store(dw_ptr + (r.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * BLOCK_H + hs, dw)
 
 # %% ../nbs/04_deterministic.ipynb #58ced17d
 _CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of target and prediction
@@ -508,50 +513,72 @@ def _index_score_grad(target, predict, scale):
 def _deterministic_index_dk(
     q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, part_bytes: int = 1 << 30
 ):
-    """The sparse indexer loss's `d_index_k [B, S_k, D]` fp32, bitwise repeatable, on the cuDNN indexer backward's
-    checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`, `predict [B,S,K]` fp32, local `indices
+    """The sparse indexer loss's `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32, bitwise repeatable, on the cuDNN
+    indexer backward's checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`, `predict [B,S,K]` fp32, local `indices
     [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it differentiates `loss_coeff · mean`)."""
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
     g = _index_score_grad(target.float(), predict.float(), loss_coeff / (b * s) * grad_loss[0]).contiguous()
     q, w, k, idx = (t.contiguous() for t in (q, w, k, indices))
     acc = torch.zeros(b * sk, d, dtype=torch.float32, device=dev)
-    n_rows, bh, up = b * s, max(16, triton.next_power_of_2(h)), _interpreted()
+    n_rows, bh, up, nkb = b * s, max(16, triton.next_power_of_2(h)), _interpreted(), triton.cdiv(kk, 64)
+    dw = torch.zeros(n_rows, nkb, bh, dtype=torch.float32, device=dev)  # per row and block of 64 slots
     if not (n_rows and kk and sk):
-        return acc.view(b, sk, d)
+        return acc.view(b, sk, d), dw.sum(1)[:, :h].view(b, s, h)
     rows = max(1, min(n_rows, part_bytes // (4 * kk * d)))
     flat = idx.view(n_rows, kk).long()
     base = (torch.arange(n_rows, device=dev) // s * sk)[:, None]
     for r0 in range(0, n_rows, rows):
         r1 = min(n_rows, r0 + rows)
         part = torch.empty((r1 - r0) * kk, d, dtype=torch.float32, device=dev)
-        _det_index_dk_kernel[(r1 - r0, triton.cdiv(kk, 64))](
-            q, w, k, g, idx, part, r0, s, h, kk, sk, sm_scale, D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, num_warps=4
+        _det_index_dk_kernel[(r1 - r0, nkb)](
+            q,
+            w,
+            k,
+            g,
+            idx,
+            part,
+            dw[r0:r1],
+            r0,
+            s,
+            h,
+            kk,
+            sk,
+            sm_scale,
+            D=d,
+            BLOCK_H=bh,
+            BLOCK_K=64,
+            UPCAST=up,
+            num_warps=4,
         )
         sel = flat[r0:r1]
         _segment_sum(torch.where((sel >= 0) & (sel < sk), sel + base[r0:r1], b * sk).flatten(), b * sk, part, acc)
-    return acc.view(b, sk, d)
+    return acc.view(b, sk, d), dw.sum(1)[:, :h].view(b, s, h)  # the blocks in order (one torch reduction)
 
 
 @_op(
     "index_dk_deterministic",
     "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, "
-    "Tensor grad_loss, float sm_scale, float loss_coeff) -> Tensor",
+    "Tensor grad_loss, float sm_scale, float loss_coeff) -> (Tensor, Tensor)",
 )
 def _index_dk_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     if triton is None:
-        raise RuntimeError(f"the deterministic indexer d_k needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+        raise RuntimeError(
+            f"the deterministic indexer d_k and d_w need triton, which is unavailable ({_TRITON_IMPORT_ERROR})"
+        )
     return _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff)
 
 
 @_index_dk_op.register_fake
 def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    return torch.empty(k.shape, dtype=torch.float32, device=k.device)
+    return torch.empty(k.shape, dtype=torch.float32, device=k.device), torch.empty(
+        w.shape, dtype=torch.float32, device=w.device
+    )
 
 
 def _index_dk_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     """`_deterministic_index_dk` as the op
-    (`torch.compile`, and the stand-in on CPU tensors): `d_index_k [B, S_k, D]` fp32."""
+    (`torch.compile`, and the stand-in on CPU tensors): `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32."""
     return _run("index_dk_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
 
 # %% ../nbs/04_deterministic.ipynb #efff052c

@@ -498,9 +498,9 @@ def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, 
         cfg.lim.indexer_bwd_topk_multiple,
         d_index_k=dk_out,
     )
-    if cfg.deterministic:  # cuDNN's SM90 d_k adds with atomics: ours (deterministic chapter), its d_q and d_w kept
-        dk = _index_dk_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b))
-        grads = (grads[0], grads[1], _dk_result(dk, k_i, dk_out))
+    if cfg.deterministic:  # cuDNN's SM90 d_k and d_w add with atomics: ours (deterministic chapter), its d_q kept
+        dk, dw = _index_dk_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b))
+        grads = (grads[0], dw.to(grads[1].dtype), _dk_result(dk, k_i, dk_out))
     return _kl_rows(target, log_p, support).sum(), grads
 
 

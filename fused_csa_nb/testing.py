@@ -264,14 +264,16 @@ STAND_INS["sparse_attn_bwd_deterministic"] = _stand_in_sparse_attn_bwd  # the fl
 
 
 def _stand_in_index_dk_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    return _indexer_grad(
+    "`(d_k, d_w)` of the deterministic op, from the stand-in indexer backward's float reference."
+    _, dw, dk = _indexer_grad(
         q,
         w,
         k,
         _score_grad(target, predict, loss_coeff / (q.shape[0] * q.shape[1]) * grad_loss[0]),
         sm_scale,
         gather=indices,
-    )[2]
+    )
+    return dk, dw.float()
 
 
 STAND_INS["index_dk_deterministic"] = _stand_in_index_dk_deterministic
