@@ -515,7 +515,8 @@ def _deterministic_index_dk(
 ):
     """The sparse indexer loss's `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32, bitwise repeatable, on the cuDNN
     indexer backward's checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`,
-    `predict [B,S,K]` fp32, local `indices [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it differentiates `loss_coeff · mean`)."""
+    `predict [B,S,K]` fp32, local `indices [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it
+    differentiates `loss_coeff · mean`)."""
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
     g = _index_score_grad(target.float(), predict.float(), loss_coeff / (b * s) * grad_loss[0]).contiguous()
