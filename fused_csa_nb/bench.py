@@ -1199,9 +1199,9 @@ def benchmarks_section(path, heading: str) -> str:
 
 # %% ../nbs/07_bench.ipynb #507447a8
 @torch.no_grad()
-def _filled_cache(layer, b: int, context: int, seed: int = 0):
-    "A cache of `b` sequences holding `context` tokens each, with random state (room for 256 more)."
-    cache = layer.new_cache(b, context + 256)
+def _filled_cache(layer, b: int, context: int, seed: int = 0, room: int = 256):
+    "A cache of `b` sequences holding `context` tokens each, with random state (room for `room` more)."
+    cache = layer.new_cache(b, context + room)
     g = torch.Generator(device=cache.kv.device).manual_seed(seed)
     for t in cache.tensors():
         if t.dtype.is_floating_point:
@@ -1219,10 +1219,42 @@ def _rewind(cache, context):
     cache.pos.fill_(context)
     cache.host_lengths[:] = [context] * cache.batch_size
 
+# %% ../nbs/07_bench.ipynb #7ae53d6b
+def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
+    "One `decode_rows` row: a fresh layer and filled cache, `s_new` new tokens per sequence per step."
+    torch.manual_seed(seed)
+    layer = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", indexer_precision=prec), ratio)
+    layer = layer.cuda().bfloat16().eval()
+    cfg, cache = layer.cfg, _filled_cache(layer, b, ctx, seed, room=s_new * (warmup + iters + 8))
+    g = torch.Generator(device="cuda").manual_seed(seed + 1)
+    mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)
+    static = (
+        mk(s_new, b, cfg.num_heads, cfg.head_dim),
+        mk(s_new, b, 1, cfg.head_dim),
+        mk(s_new, b, cfg.hidden_size),
+        mk(s_new, b, cfg.q_lora_rank),
+    )
+    with torch.no_grad():
+        eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
+        _rewind(cache, ctx)
+        graphed = median_time_ms(capture_decode(layer, cache, *static).replay, warmup=warmup, iters=iters)
+    return dict(
+        ratio=ratio,
+        precision=prec if ratio == 4 else None,
+        batch=b,
+        context=ctx,
+        s_new=s_new,
+        eager_us=1e3 * eager,
+        graph_us=1e3 * graphed,
+        cache_mib=cache.nbytes / 2**20,
+        bytes_per_token=cache.nbytes / (b * cache.max_seq_len),
+    )
+
 # %% ../nbs/07_bench.ipynb #2cad840a
 def decode_rows(
     cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)),
     precisions=("bf16", "fp8"),
+    multi=(4,),
     iters: int = 50,
     warmup: int = 5,
     seed: int = 0,
@@ -1234,50 +1266,24 @@ def decode_rows(
 
     `cases`: `(ratio, batch, context)` triples, the layer's ratio (0, 4 or 128), the sequences decoded together and
     the tokens already in each sequence's cache; `precisions`: the ratio-4 rows' `indexer_precision`s (`'bf16'`,
-    `'fp8'`; other ratios run bf16 once); `iters`, `warmup`: timed and untimed steps per median; `seed`: the
-    weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the new token's inputs'; `log`: called with
-    each row as it is measured.
-    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `eager_us`, `graph_us`,
-    `cache_mib`, `bytes_per_token`
-    (cache bytes over `batch · max_seq_len`, the cache holding `context + 256` tokens)."""
+    `'fp8'`; other ratios run bf16 once); `multi`: the new-token counts `s_new` of the multi-token steps also
+    timed on the ratio-4 bf16 rows of one sequence (what a speculative round verifies); `iters`, `warmup`: timed and
+    untimed steps per median; `seed`: the weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the
+    new token's inputs'; `log`: called with each row as it is measured.
+    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `s_new`, `eager_us`,
+    `graph_us`, `cache_mib`, `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache holding `context`
+    plus room for the timed steps)."""
     if not torch.cuda.is_available():
         raise RuntimeError("decode_rows needs a CUDA GPU")
     rows = []
     for ratio, b, ctx in cases:
         for prec in precisions if ratio == 4 else ("bf16",):
-            torch.manual_seed(seed)
-            layer = CompressedSparseAttention(
-                CSAConfig.v4_flash(dsa_kernel_backend="cudnn", indexer_precision=prec), ratio
-            )
-            layer = layer.cuda().bfloat16().eval()
-            cfg, cache = layer.cfg, _filled_cache(layer, b, ctx, seed)
-            g = torch.Generator(device="cuda").manual_seed(seed + 1)
-            mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)
-            static = (
-                mk(1, b, cfg.num_heads, cfg.head_dim),
-                mk(1, b, 1, cfg.head_dim),
-                mk(1, b, cfg.hidden_size),
-                mk(1, b, cfg.q_lora_rank),
-            )
-            with torch.no_grad():
-                eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
-                _rewind(cache, ctx)
-                dg = capture_decode(layer, cache, *static)
-                graphed = median_time_ms(dg.replay, warmup=warmup, iters=iters)
-            row = dict(
-                ratio=ratio,
-                precision=prec if ratio == 4 else None,
-                batch=b,
-                context=ctx,
-                eager_us=1e3 * eager,
-                graph_us=1e3 * graphed,
-                cache_mib=cache.nbytes / 2**20,
-                bytes_per_token=cache.nbytes / (b * cache.max_seq_len),
-            )
-            rows.append(row)
-            log(row)
-            layer = cache = dg = None
-            torch.cuda.empty_cache()
+            news = (1, *multi) if (ratio, prec, b) == (4, "bf16", 1) else (1,)
+            for s_new in news:
+                row = _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed)
+                rows.append(row)
+                log(row)
+                torch.cuda.empty_cache()
     return rows
 
 # %% ../nbs/07_bench.ipynb #eae61421
@@ -1320,14 +1326,17 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
         f"{torch.__version__}: one decode "
         "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the "
         "context, one "
-        "new token per sequence; median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
+        "new token per sequence (`new tokens` > 1: one multi-token step, each new row seeing the rows before it); "
+        "median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
         "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.",
         "",
-        "| ratio | indexer precision | sequences | context | eager µs | graphed µs | cache MiB | cache bytes / token |",
-        "|---|---|---|---|---|---|---|---|",
+        "| ratio | indexer precision | sequences | context | new tokens | eager µs | graphed µs | cache MiB "
+        "| cache bytes / token |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     L += [
-        f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r['eager_us']:.1f} | "
+        f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r.get('s_new', 1)} | "
+        f"{r['eager_us']:.1f} | "
         f"{r['graph_us']:.1f} | "
         f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |"
         for r in rows
