@@ -35,10 +35,12 @@ TIMED = {"07_bench.ipynb", "10_hf.ipynb"}  # notebooks whose GPU cells time kern
 # the longest notebooks (measured on one H200 with their GPU cells) start first, so that the pool ends together
 LONGEST = [
     "06_attention.ipynb",
-    "06_decode.ipynb",
     "08_graphs.ipynb",
-    "04_fused.ipynb",
+    "07_sharding.ipynb",
     "03_kernels.ipynb",
+    "04_fused.ipynb",
+    "06_decode.ipynb",
+    "04_deterministic.ipynb",
     "03_testing.ipynb",
 ]
 
