@@ -24,6 +24,57 @@ from .layout import _pad_heads
 # %% auto #0
 __all__ = ['deterministic_sparse_attn_bwd', 'bench_deterministic']
 
+# %% ../nbs/04_deterministic.ipynb #a7b9c1d3
+if triton is not None:
+
+    @triton.jit
+    def _det_sdp(
+        q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp,
+        D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, WITH_DO: tl.constexpr,
+    ):  # fmt: skip
+        "Columns `[d0, d0 + BLOCK_D)`: `s += q·kᵀ`, and with `WITH_DO` `dp += dout·kᵀ` (`[BLOCK_H, BLOCK_K]` fp32)."
+        dd = d0 + tl.arange(0, BLOCK_D)
+        k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
+        q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            q = q.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), s)
+        if WITH_DO:
+            do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
+            if UPCAST:
+                do = do.to(tl.float32)
+            dp = tl.dot(do, tl.trans(k), dp)
+        return s, dp
+
+    @triton.jit
+    def _det_put(
+        q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+        D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, WITH_DO: tl.constexpr,
+        FIXED: tl.constexpr,
+    ):  # fmt: skip
+        """Columns `[d0, d0 + BLOCK_D)` of the slots' parts `c = dsᵀ·q (+ g·pᵀ·dout)`: stored into `part`, or with `FIXED`
+        added as integers into `fx` (→ `bad`, the slots with a non-finite part)."""
+        dd = d0 + tl.arange(0, BLOCK_D)
+        q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+        c = tl.dot(dsT, q)
+        if WITH_DO:
+            do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
+            if UPCAST:
+                do = do.to(tl.float32)
+            c = tl.dot(gpT, do, c)
+        if FIXED:  # integer addition: associative, so the order of the atomics does not matter
+            bad = tl.maximum(bad, tl.max(tl.where(tl.abs(c) < float("inf"), 0, 1), 1))
+            fx = tl.floor(c * two_e + 0.5).to(tl.int64)
+            tl.atomic_add(fx_ptr + rows[:, None] * D + dd[None, :], fx, mask=valid[:, None], sem="relaxed")
+        else:
+            tl.store(
+                part_ptr + prow + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None]
+            )  # the segment sum reads valid slots only
+        return bad
+
 # %% ../nbs/04_deterministic.ipynb #75669456
 if triton is not None:
 
@@ -54,10 +105,13 @@ if triton is not None:
         BLOCK_D: tl.constexpr,
         UPCAST: tl.constexpr,
         FIXED: tl.constexpr,
+        PIPE: tl.constexpr,
+        STAGES: tl.constexpr,
     ):
         """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`; the slots'
         dKV parts into `part [R·K, D]`, or with `FIXED` added as integers `round(c·2^e)` into `fx [N, D]` int64 (`2^e` at
-        `two_e_ptr`), kv rows that get a non-finite part marked in `bad [N]`."""
+        `two_e_ptr`), kv rows that get a non-finite part marked in `bad [N]`; the D loops unrolled, or with `PIPE`
+        pipelined in `STAGES` stages."""
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
         ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -73,19 +127,20 @@ if triton is not None:
         rows = tl.where(valid, idx, 0).to(tl.int64)
         s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
         dp = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
-        for d0 in tl.static_range(0, D, BLOCK_D):
-            dd = d0 + tl.arange(0, BLOCK_D)
-            k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
-            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
-            if UPCAST:
-                k = k.to(tl.float32)
-                q = q.to(tl.float32)
-            s = tl.dot(q, tl.trans(k), s)
-            if d0 < DV:
-                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
-                if UPCAST:
-                    do = do.to(tl.float32)
-                dp = tl.dot(do, tl.trans(k), dp)
+        if PIPE:  # runtime loops, software-pipelined: dout's columns, then q's others
+            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
+                s, dp = _det_sdp(
+                    q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, True
+                )
+            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
+                s, dp = _det_sdp(
+                    q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, False
+                )
+        else:  # unrolled
+            for d0 in tl.static_range(0, D, BLOCK_D):
+                s, dp = _det_sdp(
+                    q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, d0 < DV
+                )
         lsef = tl.load(lsef_ptr + t * H + hs, mask=hm, other=float("inf"))
         delta = tl.load(delta_ptr + t * H + hs, mask=hm, other=0.0)
         live = hm[:, None] & valid[None, :]
@@ -103,28 +158,25 @@ if triton is not None:
             dsT = tl.trans(ds).to(q_ptr.dtype.element_ty)
             gpT = tl.trans(gp).to(q_ptr.dtype.element_ty)
         prow = (r.to(tl.int64) * K + ks)[:, None] * D
-        if FIXED:
-            two_e = tl.load(two_e_ptr)
-            bad = tl.zeros([BLOCK_K], dtype=tl.int32)
-        for d0 in tl.static_range(0, D, BLOCK_D):
-            dd = d0 + tl.arange(0, BLOCK_D)
-            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
-            if UPCAST:
-                q = q.to(tl.float32)
-            c = tl.dot(dsT, q)
-            if d0 < DV:
-                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
-                if UPCAST:
-                    do = do.to(tl.float32)
-                c = tl.dot(gpT, do, c)
-            if FIXED:  # integer addition: associative, so the order of the atomics does not matter
-                bad = tl.maximum(bad, tl.max(tl.where(tl.abs(c) < float("inf"), 0, 1), 1))
-                fx = tl.floor(c * two_e + 0.5).to(tl.int64)
-                tl.atomic_add(fx_ptr + rows[:, None] * D + dd[None, :], fx, mask=valid[:, None], sem="relaxed")
-            else:
-                tl.store(
-                    part_ptr + prow + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None]
-                )  # the segment sum reads valid slots only
+        two_e = tl.load(two_e_ptr)  # fp32 [1] (read, unused, by the segment variant)
+        bad = tl.zeros([BLOCK_K], dtype=tl.int32)
+        if PIPE:
+            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
+                bad = _det_put(
+                    q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, True, FIXED,
+                )  # fmt: skip
+            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
+                bad = _det_put(
+                    q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, False, FIXED,
+                )  # fmt: skip
+        else:
+            for d0 in tl.static_range(0, D, BLOCK_D):
+                bad = _det_put(
+                    q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, d0 < DV, FIXED,
+                )  # fmt: skip
         if FIXED:
             tl.store(bad_ptr + rows, bad, mask=valid & (bad > 0))  # every writer writes 1
 
@@ -273,7 +325,8 @@ def _det_blocks(h):
 
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     """`_DET_DEFAULT` updated by `kw`, completed: `accumulate` (one of `_ACCUMULATE`) and the ds kernel's `BLOCK_K`,
-    `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: Triton's) for `h` heads."""
+    `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: the D loops unrolled; 2, 3, …: runtime
+    loops software-pipelined in that many stages) for `h` heads."""
     v = {**_DET_DEFAULT, **kw}
     unknown = sorted(set(v) - {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages"})
     if unknown:
@@ -389,7 +442,6 @@ def _deterministic_sparse_bwd(
     rows = max(1, min(s_q, part_bytes // (4 * k * (h if fixed else d + h))))
     tl_ptr = topk_length if topk_length is not None else indices
     slot = torch.arange(k, device=dev, dtype=torch.int32)
-    tiles = dict(num_warps=v["num_warps"]) | ({} if v["num_stages"] is None else dict(num_stages=v["num_stages"]))
     for r0 in range(0, s_q, rows):
         r1 = min(s_q, r0 + rows)
         ds = torch.empty(r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev)  # bf16: what dq reads
@@ -397,7 +449,7 @@ def _deterministic_sparse_bwd(
         _det_ds_kernel[(r1 - r0, triton.cdiv(k, v["BLOCK_K"]))](
             q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, acc, bad, two_e, r0, h, k, n, sm_scale,
             D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
-            UPCAST=up, FIXED=fixed, **tiles,
+            UPCAST=up, FIXED=fixed, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1, num_warps=v["num_warps"],
         )  # fmt: skip
         _det_dq_kernel[(r1 - r0, d // bdq)](
             kv, indices, tl_ptr, ds, dq, r0, h, k, n,
