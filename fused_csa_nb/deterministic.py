@@ -289,7 +289,7 @@ if triton is not None:
         acc = tl.zeros([BLOCK_H], dtype=tl.float32)
         l1 = tl.zeros([BLOCK_H], dtype=tl.float32)
         mdo = tl.zeros([BLOCK_H], dtype=tl.float32)
-        for d0 in tl.static_range(0, DV, BLOCK_D):
+        for d0 in range(0, DV, BLOCK_D):  # a runtime loop: quick to compile
             off = (t * H + hs[:, None]) * DV + d0 + tl.arange(0, BLOCK_D)[None, :]
             o = tl.load(o_ptr + off, mask=hm[:, None], other=0.0).to(tl.float32)
             g = tl.load(do_ptr + off, mask=hm[:, None], other=0.0).to(tl.float32)
@@ -300,7 +300,7 @@ if triton is not None:
         tl.store(delta_ptr + t * H + hs, acc, mask=hm)
         if BOUND:
             mq = tl.zeros([BLOCK_H], dtype=tl.float32)
-            for d0 in tl.static_range(0, D, BLOCK_D):
+            for d0 in range(0, D, BLOCK_D):
                 off = (t * H + hs[:, None]) * D + d0 + tl.arange(0, BLOCK_D)[None, :]
                 mq = tl.maximum(mq, tl.max(tl.abs(tl.load(q_ptr + off, mask=hm[:, None], other=0.0).to(tl.float32)), 1))
             b = tl.sum(scale * mq * (l1 * tl.load(kvmax_ptr) + tl.abs(acc)) + mdo, 0)
