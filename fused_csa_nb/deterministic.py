@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import torch
 
-from .checks import _TRITON_IMPORT_ERROR, check_int, check_scale, check_tensor, first_order_only, tl, triton
+from fused_csa_nb.checks import (
+    _TRITON_IMPORT_ERROR,
+    check_choice,
+    check_int,
+    check_scale,
+    check_tensor,
+    first_order_only,
+    tl,
+    triton,
+)
 from fused_csa_nb.kernels import (
     _SparseAttention,
     _bwd_indices,
@@ -513,7 +522,18 @@ def _sparse_fwd_det(
 
 # %% ../nbs/04_deterministic.ipynb #b7baef5d
 def deterministic_sparse_attn_bwd(
-    q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None, *, part_bytes: int = 1 << 30
+    q,
+    kv,
+    out,
+    dout,
+    lse,
+    attn_sink,
+    indices,
+    sm_scale: float,
+    topk_length=None,
+    *,
+    part_bytes: int = 1 << 30,
+    accumulate: str | None = None,
 ):
     """The deterministic sparse-attention backward, checked (bitwise repeatable; cuDNN's contract, see above).
 
@@ -522,7 +542,9 @@ def deterministic_sparse_attn_bwd(
     bf16: its gradient; `lse [s_q, H]` fp32: the forward's natural-log LSE, sink excluded (`+inf`: no key);
     `attn_sink [H]` fp32: the per-head sink logits (`-inf`: none); `indices [s_q, K]` int32: flat `kv` rows, `-1` or
     `>= s_kv` = none; `sm_scale`: the logit scale (required); `topk_length [s_q]` int32 or None: the valid prefix of each
-    row (`None`: all `K`); `part_bytes`: the budget of one chunk's contribution buffer (`rows·K·D` fp32; default 1 GiB).
+    row (`None`: all `K`); `part_bytes`: the budget of one chunk's buffers (`rows·K·(D + H)` fp32 for the segment sum,
+    `rows·K·H` for the fixed point; default 1 GiB); `accumulate`: how `dkv` is summed, `"segments"` (fp32 in a fixed
+    order) or `"fixed_point"` (int64, order-free), `None`: the default variant (`_DET_DEFAULT`).
     All tensors contiguous, on one CUDA device (CPU ones under `TRITON_INTERPRET=1`).
     Returns `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
@@ -542,6 +564,7 @@ def deterministic_sparse_attn_bwd(
         check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = check_scale("sm_scale", sm_scale, required=True)
     check_int("part_bytes", part_bytes, 1)
+    variant = {} if accumulate is None else dict(accumulate=check_choice("accumulate", accumulate, _ACCUMULATE))
     if triton is None:
         raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     if q.device.type != "cuda" and not _interpreted():
@@ -549,7 +572,9 @@ def deterministic_sparse_attn_bwd(
     _check_devices(
         q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length
     ) if q.device.type == "cuda" else None
-    return _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length, part_bytes)
+    return _deterministic_sparse_bwd(
+        q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length, part_bytes, **variant
+    )
 
 # %% ../nbs/04_deterministic.ipynb #4be011d7
 if triton is not None:
