@@ -332,24 +332,31 @@ def _det_blocks(h):
     return bh, (64 if bh <= 64 else 32), (4 if bh <= 64 else 8)
 
 
+_DET_KEYS = {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages", "dq_BLOCK_K", "dq_BLOCK_D", "dq_num_warps"}
+
+
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     """`_DET_DEFAULT` updated by `kw`, completed: `accumulate` (one of `_ACCUMULATE`) and the ds kernel's `BLOCK_K`,
     `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: the D loops unrolled; 2, 3, …: runtime
-    loops software-pipelined in that many stages) for `h` heads."""
+    loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`, `dq_BLOCK_D` (must divide
+    `D`, else 64) and `dq_num_warps`."""
     v = {**_DET_DEFAULT, **kw}
-    unknown = sorted(set(v) - {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages"})
+    unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
         raise ValueError(f"unknown variant keys {unknown}")
     if v["accumulate"] not in _ACCUMULATE:
         raise ValueError(f"`accumulate` must be one of {_ACCUMULATE}, got {v['accumulate']!r}")
     _, bk, warps = _det_blocks(h)
-    bd = v.get("BLOCK_D", _BLOCK_D)
+    bd, bdq = v.get("BLOCK_D", _BLOCK_D), v.get("dq_BLOCK_D", 128 if d % 128 == 0 else _BLOCK_D)
     return dict(
         accumulate=v["accumulate"],
         BLOCK_K=v.get("BLOCK_K", bk),
         BLOCK_D=bd if d % bd == 0 and dv % bd == 0 else _BLOCK_D,
         num_warps=v.get("num_warps", warps),
         num_stages=v.get("num_stages"),
+        dq_BLOCK_K=v.get("dq_BLOCK_K", bk),
+        dq_BLOCK_D=bdq if d % bdq == 0 else _BLOCK_D,
+        dq_num_warps=v.get("dq_num_warps", warps),
     )
 
 # %% ../nbs/04_deterministic.ipynb #8d9c7e5b
@@ -425,8 +432,7 @@ def _deterministic_sparse_bwd(
     q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
     v = _det_variant(h, d, dv, **variant)
     fixed = v["accumulate"] == "fixed_point"
-    bh, bk, warps = _det_blocks(h)  # the dq kernel's
-    bdq = 128 if d % 128 == 0 else _BLOCK_D  # dq's D block: `ds` read d/bdq times
+    bh = _det_blocks(h)[0]
     up = _interpreted()
     lsef = torch.logaddexp(lse, attn_sink[None])  # [s_q, H]: + the sink
     delta = torch.empty(s_q, h, dtype=torch.float32, device=dev)
@@ -460,9 +466,10 @@ def _deterministic_sparse_bwd(
             D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
             UPCAST=up, FIXED=fixed, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1, num_warps=v["num_warps"],
         )  # fmt: skip
-        _det_dq_kernel[(r1 - r0, d // bdq)](
+        _det_dq_kernel[(r1 - r0, d // v["dq_BLOCK_D"])](
             kv, indices, tl_ptr, ds, dq, r0, h, k, n,
-            D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=bk, BLOCK_D=bdq, UPCAST=up, num_warps=warps,
+            D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"], UPCAST=up,
+            num_warps=v["dq_num_warps"],
         )  # fmt: skip
         if not fixed:
             idx = indices[r0:r1]  # int32 keys: a cheaper sort than int64's

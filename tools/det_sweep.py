@@ -8,12 +8,13 @@ Usage:
 Builds the problem of `deterministic.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128
 window slots, then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times
 cuDNN's non-deterministic backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of
-`--iters`), checks that 3 runs are bitwise equal and how `dq`, `dkv`, `d_sink` agree with cuDNN's
-(`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3), and prints one line per variant, then the fastest that repeats
-and agrees, the `_DET_DEFAULT` line that makes it the default (nbs/04_deterministic.ipynb), a kernel breakdown of
-it (torch.profiler), and the best two again at `--long` rows. A variant that fails (compile error, out of
-memory) prints its error's first line; the sweep goes on. Variants not yet run when `--budget` seconds have
-passed are skipped (said so).
+`--iters`), then the dq kernel's tiles of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are
+bitwise equal and how `dq`, `dkv`, `d_sink` agree with cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3);
+one line per variant, then the fastest that repeats and agrees, the `_DET_DEFAULT` line that makes it the default
+(nbs/04_deterministic.ipynb), a kernel breakdown of it (torch.profiler), and the best two again at `--long` rows.
+A variant that fails (compile error, out of memory) prints its error's first line; the sweep goes on. Variants
+not yet run when their share of `--budget` seconds has passed are skipped (said so); Triton's cache makes a
+second run quicker (`--budget 200` then runs them all).
 """
 
 import argparse
@@ -39,6 +40,12 @@ CONFIGS = [  # `_deterministic_sparse_bwd`'s variant keywords, most promising fi
     dict(accumulate="segments", num_stages=2),
     dict(accumulate="fixed_point", BLOCK_K=128, BLOCK_D=128, num_warps=8),
     dict(accumulate="segments", BLOCK_D=128, num_warps=8),
+]
+DQ_CONFIGS = [  # the dq kernel's tiles, tried on top of the fastest of CONFIGS
+    dict(dq_BLOCK_D=256, dq_num_warps=8),
+    dict(dq_BLOCK_K=128, dq_num_warps=8),
+    dict(dq_num_warps=8),
+    dict(dq_BLOCK_K=32, dq_BLOCK_D=256, dq_num_warps=8),
 ]
 
 
@@ -134,11 +141,14 @@ def main():
     t0 = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
     args = problem(o.sq)
-    rows, cudnn = sweep(args, CONFIGS, o.iters, t0, o.budget * 0.75, f"s_q {o.sq}")
+    rows, cudnn = sweep(args, CONFIGS, o.iters, t0, o.budget * 0.6, f"s_q {o.sq}")
     good = [r for r in rows if r[1]]
     if not good:
         print("no variant repeats bitwise and agrees with cuDNN")
         return
+    print("\nthe dq kernel's tiles on top of the fastest:")
+    more, _ = sweep(args, [good[0][2] | c for c in DQ_CONFIGS], o.iters, t0, o.budget * 0.75, f"s_q {o.sq}")
+    good = sorted(good + [r for r in more if r[1]], key=lambda r: r[0])
     best = good[0]
     print(f"\nbest: {best[0]:.3f} ms = {best[0] / cudnn:.2f}x cuDNN  {name(best[2])}")
     kw = ", ".join(f"{k}={v!r}" for k, v in best[2].items())
