@@ -116,6 +116,7 @@ if triton is not None:
         FIXED: tl.constexpr,
         PIPE: tl.constexpr,
         STAGES: tl.constexpr,
+        ROWS64: tl.constexpr,
     ):
         """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`; the slots'
         dKV parts into `part [R·K, D]`, or with `FIXED` added as integers `round(c·2^e)` into `fx [N, D]` int64 (`2^e` at
@@ -133,22 +134,26 @@ if triton is not None:
             if tl.program_id(1) * BLOCK_K >= n_ok:  # past the row's valid prefix:
                 return  # nothing reads these slots
             valid = valid & (ks < n_ok)
-        rows = tl.where(valid, idx, 0).to(tl.int64)
+        rows = tl.where(valid, idx, 0)  # int32 offsets (fewer registers) where `N·D < 2^31`
+        if ROWS64:
+            rows = rows.to(tl.int64)
+        q_row = q_ptr + t * H * D  # the row's q and dout: int32 offsets from here
+        do_row = do_ptr + t * H * DV
         s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
         dp = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
         if PIPE:  # runtime loops, software-pipelined: dout's columns, then q's others
             for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
                 s, dp = _det_sdp(
-                    q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, True
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, True
                 )
             for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
                 s, dp = _det_sdp(
-                    q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, False
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, False
                 )
         else:  # unrolled
             for d0 in tl.static_range(0, D, BLOCK_D):
                 s, dp = _det_sdp(
-                    q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, d0 < DV
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, d0 < DV
                 )
         lsef = tl.load(lsef_ptr + t * H + hs, mask=hm, other=float("inf"))
         delta = tl.load(delta_ptr + t * H + hs, mask=hm, other=0.0)
@@ -166,24 +171,25 @@ if triton is not None:
         else:
             dsT = tl.trans(ds).to(q_ptr.dtype.element_ty)
             gpT = tl.trans(gp).to(q_ptr.dtype.element_ty)
-        prow = (r.to(tl.int64) * K + ks)[:, None] * D
+        part_row = part_ptr + r.to(tl.int64) * K * D
+        prow = (ks * D)[:, None]
         two_e = tl.load(two_e_ptr)  # fp32 [1] (read, unused, by the segment variant)
         bad = tl.zeros([BLOCK_K], dtype=tl.int32)
         if PIPE:
             for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
                 bad = _det_put(
-                    q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
                     D, DV, BLOCK_D, UPCAST, True, FIXED,
                 )  # fmt: skip
             for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
                 bad = _det_put(
-                    q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
                     D, DV, BLOCK_D, UPCAST, False, FIXED,
                 )  # fmt: skip
         else:
             for d0 in tl.static_range(0, D, BLOCK_D):
                 bad = _det_put(
-                    q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
                     D, DV, BLOCK_D, UPCAST, d0 < DV, FIXED,
                 )  # fmt: skip
         if FIXED:
@@ -464,7 +470,7 @@ def _deterministic_sparse_bwd(
         _det_ds_kernel[(r1 - r0, triton.cdiv(k, v["BLOCK_K"]))](
             q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, acc, bad, two_e, r0, h, k, n, sm_scale,
             D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
-            UPCAST=up, FIXED=fixed, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1, num_warps=v["num_warps"],
+            UPCAST=up, FIXED=fixed, ROWS64=n * d >= 2**31, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1, num_warps=v["num_warps"],
         )  # fmt: skip
         _det_dq_kernel[(r1 - r0, d // v["dq_BLOCK_D"])](
             kv, indices, tl_ptr, ds, dq, r0, h, k, n,
