@@ -726,7 +726,7 @@ def bench_deterministic(
     """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
     (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
-    deterministic one's two accumulations at their default tiles (`det_<accumulate>_ms`, `sim_dkv_<accumulate>`,
+    deterministic one's two accumulations at `_DET_DEFAULT`'s tiles (`det_<accumulate>_ms`, `sim_dkv_<accumulate>`,
     `repeat_<accumulate>`: "segments", "fixed_point"; `det_bwd_ms` is the default variant, `_DET_DEFAULT`).
     `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
     entries; a multiple of 128); `n_comp`: compressed entries (the kv rows after the `sq` raw ones, and the top-k's score
@@ -758,7 +758,7 @@ def bench_deterministic(
         sim_dsink=_similarity(det[2], ref[2]),
     )
     r["det_bwd_x"] = r["det_bwd_ms"] / r["cudnn_bwd_ms"]
-    for acc in _ACCUMULATE:  # each variant at its default tiles (`tools/det_sweep.py` sweeps the tiles)
+    for acc in _ACCUMULATE:  # each accumulation (`tools/det_sweep.py` sweeps the tiles)
         fn = lambda: _deterministic_sparse_bwd(*args, accumulate=acc)
         a, b = fn(), fn()
         r[f"det_{acc}_ms"], r[f"sim_dkv_{acc}"] = _cuda_ms(fn, warmup, iters), _similarity(a[1], ref[1])
