@@ -19,12 +19,16 @@ second run quicker (`--budget 200` then runs them all).
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the package of this checkout
 
-from fused_csa_nb import deterministic as det
-from fused_csa_nb.kernels import _run, _sparse_bwd
+import torch  # noqa: E402
+
+from fused_csa_nb import deterministic as det  # noqa: E402
+from fused_csa_nb.kernels import _run, _sparse_bwd  # noqa: E402
 
 CONFIGS = [  # `_deterministic_sparse_bwd`'s variant keywords, most promising first (the budget may cut the tail);
     # "no spills": ptxas -v (sm_90a, Triton 3.9) reports none for the ds kernel; the old default spills ~70-200 bytes
