@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import torch
 
-from .checks import _TRITON_IMPORT_ERROR, check_int, check_scale, check_tensor, first_order_only, tl, triton
+from fused_csa_nb.checks import (
+    _TRITON_IMPORT_ERROR,
+    check_choice,
+    check_int,
+    check_scale,
+    check_tensor,
+    first_order_only,
+    tl,
+    triton,
+)
 from fused_csa_nb.kernels import (
     _SparseAttention,
     _check_devices,
@@ -23,6 +32,58 @@ from .layout import _pad_heads
 # %% auto #0
 __all__ = ['deterministic_sparse_attn_bwd', 'bench_deterministic']
 
+# %% ../nbs/04_deterministic.ipynb #a7b9c1d3
+if triton is not None:
+
+    @triton.jit
+    def _det_sdp(
+        q_ptr, kv_ptr, do_ptr, t, H, hs, hm, rows, valid, d0, s, dp,
+        D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, WITH_DO: tl.constexpr,
+    ):  # fmt: skip
+        "Columns `[d0, d0 + BLOCK_D)`: `s += q·kᵀ`, and with `WITH_DO` `dp += dout·kᵀ` (`[BLOCK_H, BLOCK_K]` fp32)."
+        dd = d0 + tl.arange(0, BLOCK_D)
+        k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
+        q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            q = q.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), s)
+        if WITH_DO:
+            do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
+            if UPCAST:
+                do = do.to(tl.float32)
+            dp = tl.dot(do, tl.trans(k), dp)
+        return s, dp
+
+    @triton.jit
+    def _det_put(
+        q_ptr, do_ptr, part_ptr, fx_ptr, t, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+        D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, WITH_DO: tl.constexpr,
+        FIXED: tl.constexpr,
+    ):  # fmt: skip
+        """Columns `[d0, d0 + BLOCK_D)` of the slots' parts `c = dsᵀ·q (+ g·pᵀ·dout)`: stored into `part`, or with
+        `FIXED`
+        added as integers into `fx` (→ `bad`, the slots with a non-finite part)."""
+        dd = d0 + tl.arange(0, BLOCK_D)
+        q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+        c = tl.dot(dsT, q)
+        if WITH_DO:
+            do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
+            if UPCAST:
+                do = do.to(tl.float32)
+            c = tl.dot(gpT, do, c)
+        if FIXED:  # integer addition: associative, so the order of the atomics does not matter
+            bad = tl.maximum(bad, tl.max(tl.where(tl.abs(c) < float("inf"), 0, 1), 1))
+            fx = tl.floor(c * two_e + 0.5).to(tl.int64)
+            tl.atomic_add(fx_ptr + rows[:, None] * D + dd[None, :], fx, mask=valid[:, None], sem="relaxed")
+        else:
+            tl.store(
+                part_ptr + prow + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None]
+            )  # the segment sum reads valid slots only
+        return bad
+
 # %% ../nbs/04_deterministic.ipynb #75669456
 if triton is not None:
 
@@ -37,6 +98,9 @@ if triton is not None:
         delta_ptr,
         ds_ptr,
         part_ptr,
+        fx_ptr,
+        bad_ptr,
+        two_e_ptr,
         row0,
         H,
         K,
@@ -49,9 +113,16 @@ if triton is not None:
         BLOCK_K: tl.constexpr,
         BLOCK_D: tl.constexpr,
         UPCAST: tl.constexpr,
+        FIXED: tl.constexpr,
+        PIPE: tl.constexpr,
+        STAGES: tl.constexpr,
+        ROWS64: tl.constexpr,
     ):
-        """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`, the slots'
-        dKV parts into `part [R·K, D]`."""
+        """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`; the slots'
+        dKV parts into `part [R·K, D]`, or with `FIXED` added as integers `round(c·2^e)` into `fx [N, D]` int64
+        (`2^e` at
+        `two_e_ptr`), kv rows that get a non-finite part marked in `bad [N]`; the D loops unrolled, or with `PIPE`
+        pipelined in `STAGES` stages."""
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
         ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -64,22 +135,27 @@ if triton is not None:
             if tl.program_id(1) * BLOCK_K >= n_ok:  # past the row's valid prefix:
                 return  # nothing reads these slots
             valid = valid & (ks < n_ok)
-        rows = tl.where(valid, idx, 0).to(tl.int64)
+        rows = tl.where(valid, idx, 0)  # int32 offsets (fewer registers) where `N·D < 2^31`
+        if ROWS64:
+            rows = rows.to(tl.int64)
+        q_row = q_ptr + t * H * D  # the row's q and dout: int32 offsets from here
+        do_row = do_ptr + t * H * DV
         s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
         dp = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
-        for d0 in tl.static_range(0, D, BLOCK_D):
-            dd = d0 + tl.arange(0, BLOCK_D)
-            k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
-            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
-            if UPCAST:
-                k = k.to(tl.float32)
-                q = q.to(tl.float32)
-            s = tl.dot(q, tl.trans(k), s)
-            if d0 < DV:
-                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
-                if UPCAST:
-                    do = do.to(tl.float32)
-                dp = tl.dot(do, tl.trans(k), dp)
+        if PIPE:  # runtime loops, software-pipelined: dout's columns, then q's others
+            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
+                s, dp = _det_sdp(
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, True
+                )
+            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
+                s, dp = _det_sdp(
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, False
+                )
+        else:  # unrolled
+            for d0 in tl.static_range(0, D, BLOCK_D):
+                s, dp = _det_sdp(
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, d0 < DV
+                )
         lsef = tl.load(lsef_ptr + t * H + hs, mask=hm, other=float("inf"))
         delta = tl.load(delta_ptr + t * H + hs, mask=hm, other=0.0)
         live = hm[:, None] & valid[None, :]
@@ -96,21 +172,29 @@ if triton is not None:
         else:
             dsT = tl.trans(ds).to(q_ptr.dtype.element_ty)
             gpT = tl.trans(gp).to(q_ptr.dtype.element_ty)
-        prow = (r.to(tl.int64) * K + ks)[:, None] * D
-        for d0 in tl.static_range(0, D, BLOCK_D):
-            dd = d0 + tl.arange(0, BLOCK_D)
-            q = tl.load(q_ptr + (t * H + hs[:, None]) * D + dd[None, :], mask=hm[:, None], other=0.0)
-            if UPCAST:
-                q = q.to(tl.float32)
-            c = tl.dot(dsT, q)
-            if d0 < DV:
-                do = tl.load(do_ptr + (t * H + hs[:, None]) * DV + dd[None, :], mask=hm[:, None], other=0.0)
-                if UPCAST:
-                    do = do.to(tl.float32)
-                c = tl.dot(gpT, do, c)
-            tl.store(
-                part_ptr + prow + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None]
-            )  # the segment sum reads valid slots only
+        part_row = part_ptr + r.to(tl.int64) * K * D
+        prow = (ks * D)[:, None]
+        two_e = tl.load(two_e_ptr)  # fp32 [1] (read, unused, by the segment variant)
+        bad = tl.zeros([BLOCK_K], dtype=tl.int32)
+        if PIPE:
+            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
+                bad = _det_put(
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, True, FIXED,
+                )  # fmt: skip
+            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
+                bad = _det_put(
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, False, FIXED,
+                )  # fmt: skip
+        else:
+            for d0 in tl.static_range(0, D, BLOCK_D):
+                bad = _det_put(
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, d0 < DV, FIXED,
+                )  # fmt: skip
+        if FIXED:
+            tl.store(bad_ptr + rows, bad, mask=valid & (bad > 0))  # every writer writes 1
 
 # %% ../nbs/04_deterministic.ipynb #5c395239
 if triton is not None:
@@ -182,7 +266,7 @@ if triton is not None:
         for s in range(tl.program_id(0), nseg, tl.num_programs(0)):
             p0 = tl.load(start_ptr + s).to(tl.int32)  # < part_bytes / (4·D) pairs
             p1 = tl.load(start_ptr + s + 1).to(tl.int32)
-            j = tl.load(keys_ptr + p0)
+            j = tl.load(keys_ptr + p0).to(tl.int64)  # int32 keys: the sort is cheaper
             acc = tl.zeros([BLOCK_D], dtype=tl.float32)
             for p in range(p0, p1, BLOCK_P):
                 ps = p + tl.arange(0, BLOCK_P)
@@ -198,18 +282,45 @@ if triton is not None:
 if triton is not None:
 
     @triton.jit
-    def _det_delta_kernel(o_ptr, do_ptr, delta_ptr, H, DV: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-        "`delta[t, h] = Σ_d dout·out` in float32 (one program per query row)."
+    def _det_delta_kernel(
+        o_ptr,
+        do_ptr,
+        delta_ptr,
+        q_ptr,
+        kvmax_ptr,
+        bound_ptr,
+        H,
+        scale,
+        D: tl.constexpr,
+        DV: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        BOUND: tl.constexpr,
+    ):
+        """`delta[t, h] = Σ_d dout·out` in float32 (one program per query row); with `BOUND` also `bound[t] =
+        Σ_h τ·max|q_th|·(‖dout_th‖₁·max|kv| + |Δ_th|) + max|dout_th|` (0 where NaN): `Σ_k |dKV part|` of the row."""
         t = tl.program_id(0).to(tl.int64)
         hs = tl.arange(0, BLOCK_H)
         hm = hs < H
         acc = tl.zeros([BLOCK_H], dtype=tl.float32)
-        for d0 in tl.static_range(0, DV, BLOCK_D):
+        l1 = tl.zeros([BLOCK_H], dtype=tl.float32)
+        mdo = tl.zeros([BLOCK_H], dtype=tl.float32)
+        for d0 in range(0, DV, BLOCK_D):  # a runtime loop: quick to compile
             off = (t * H + hs[:, None]) * DV + d0 + tl.arange(0, BLOCK_D)[None, :]
             o = tl.load(o_ptr + off, mask=hm[:, None], other=0.0).to(tl.float32)
             g = tl.load(do_ptr + off, mask=hm[:, None], other=0.0).to(tl.float32)
             acc += tl.sum(o * g, 1)
+            if BOUND:
+                l1 += tl.sum(tl.abs(g), 1)
+                mdo = tl.maximum(mdo, tl.max(tl.abs(g), 1))
         tl.store(delta_ptr + t * H + hs, acc, mask=hm)
+        if BOUND:
+            mq = tl.zeros([BLOCK_H], dtype=tl.float32)
+            for d0 in range(0, D, BLOCK_D):
+                off = (t * H + hs[:, None]) * D + d0 + tl.arange(0, BLOCK_D)[None, :]
+                mq = tl.maximum(mq, tl.max(tl.abs(tl.load(q_ptr + off, mask=hm[:, None], other=0.0).to(tl.float32)), 1))
+            b = tl.sum(scale * mq * (l1 * tl.load(kvmax_ptr) + tl.abs(acc)) + mdo, 0)
+            tl.store(bound_ptr + t, tl.where(b == b, b, 0.0))  # NaN: the row's parts are NaN, marked bad; inf stays
 
 # %% ../nbs/04_deterministic.ipynb #84affde0
 def _interpreted() -> bool:
@@ -218,12 +329,43 @@ def _interpreted() -> bool:
 
 
 _BLOCK_D = 64
+_ACCUMULATE = ("segments", "fixed_point")  # the ways to sum the dKV contributions (see below)
+_DET_DEFAULT = dict(accumulate="segments")  # the default variant: `tools/det_sweep.py` prints the line to put here
 
 
 def _det_blocks(h):
     "`(BLOCK_H, BLOCK_K, num_warps)` for `h` heads (64 padded heads: 64 slots a block; 128: 32)."
     bh = max(16, triton.next_power_of_2(h))
     return bh, (64 if bh <= 64 else 32), (4 if bh <= 64 else 8)
+
+
+_DET_KEYS = {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages", "dq_BLOCK_K", "dq_BLOCK_D", "dq_num_warps"}
+
+
+def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
+    """`_DET_DEFAULT` updated by `kw`, completed: `accumulate` (one of `_ACCUMULATE`) and the ds kernel's `BLOCK_K`,
+    `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: the D loops unrolled; 2, 3, …:
+    runtime
+    loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`, `dq_BLOCK_D` (must divide
+    `D`, else 64) and `dq_num_warps`."""
+    v = {**_DET_DEFAULT, **kw}
+    unknown = sorted(set(v) - _DET_KEYS)
+    if unknown:
+        raise ValueError(f"unknown variant keys {unknown}")
+    if v["accumulate"] not in _ACCUMULATE:
+        raise ValueError(f"`accumulate` must be one of {_ACCUMULATE}, got {v['accumulate']!r}")
+    _, bk, warps = _det_blocks(h)
+    bd, bdq = v.get("BLOCK_D", _BLOCK_D), v.get("dq_BLOCK_D", 128 if d % 128 == 0 else _BLOCK_D)
+    return dict(
+        accumulate=v["accumulate"],
+        BLOCK_K=v.get("BLOCK_K", bk),
+        BLOCK_D=bd if d % bd == 0 and dv % bd == 0 else _BLOCK_D,
+        num_warps=v.get("num_warps", warps),
+        num_stages=v.get("num_stages"),
+        dq_BLOCK_K=v.get("dq_BLOCK_K", bk),
+        dq_BLOCK_D=bdq if d % bdq == 0 else _BLOCK_D,
+        dq_num_warps=v.get("dq_num_warps", warps),
+    )
 
 # %% ../nbs/04_deterministic.ipynb #8d9c7e5b
 def _segments(targets, n: int):
@@ -261,6 +403,20 @@ def _segment_sum(targets, n: int, part, acc):
         part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D
     )
 
+# %% ../nbs/04_deterministic.ipynb #b7e2d4a8
+def _fixed_point_exponent(bound):
+    """`(e, B)`: `B = Σ bound` and `e` with `B · 2^e ≤ 2^58`, clamped to `[-126, 126]` (`2^e` a normal fp32); 0-d
+    float64 tensors on the device."""
+    b = bound.sum(dtype=torch.float64)  # torch's sum: the same order every run
+    return (58 - torch.ceil(torch.log2(b.clamp_min(2.0**-300)))).clamp(-126, 126), b
+
+
+def _from_fixed_point(fx, bad, e, b, dtype):
+    """`fx [N, D]` int64 of multiples of `2^-e` → `dtype`; NaN on the rows marked in `bad [N]`, and everywhere if
+    `B = inf`."""
+    val = fx.double() * torch.exp2(-e)
+    return torch.where((bad[:, None] > 0) | ~torch.isfinite(b), float("nan"), val).to(dtype)
+
 # %% ../nbs/04_deterministic.ipynb #ed34c703
 def _deterministic_sparse_bwd(
     q,
@@ -274,86 +430,66 @@ def _deterministic_sparse_bwd(
     topk_length=None,
     part_bytes: int = 1 << 30,
     part_dtype=torch.float32,
+    **variant,
 ):
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
-    `part_bytes`: the budget of one chunk's contribution buffer; `part_dtype`: its dtype (fp32; bf16 halves its traffic
-    and rounds each contribution, see the bench)."""
+    `part_bytes`: the budget of one chunk's buffers (contributions, `ds`); `part_dtype`: the contributions' dtype
+    (segments: fp32; bf16 halves its traffic and rounds each contribution); `variant`: `_det_variant`'s keywords
+    (`accumulate="segments" | "fixed_point"`, tiles; default `_DET_DEFAULT`)."""
     s_q, h, d = q.shape
     n, k, dv = kv.shape[0], indices.shape[1], out.shape[-1]
     dev = q.device
     q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
-    bh, bk, warps = _det_blocks(h)
-    bdq = 128 if d % 128 == 0 else _BLOCK_D  # dq's D block: `ds` read d/bdq times
+    v = _det_variant(h, d, dv, **variant)
+    fixed = v["accumulate"] == "fixed_point"
+    bh = _det_blocks(h)[0]
     up = _interpreted()
     lsef = torch.logaddexp(lse, attn_sink[None])  # [s_q, H]: + the sink
     delta = torch.empty(s_q, h, dtype=torch.float32, device=dev)
+    bound = torch.zeros(s_q, dtype=torch.float32, device=dev)
+    kvmax = kv.abs().nan_to_num(0.0, 0.0, 0.0).amax().float().reshape(1) if fixed and n else bound[:1]
     dq = torch.empty_like(q)
-    acc = torch.zeros(n, d, dtype=torch.float32, device=dev)
+    acc = torch.zeros(n, d, dtype=torch.int64 if fixed else torch.float32, device=dev)
+    bad = torch.zeros(n, dtype=torch.int32, device=dev)
     if s_q and k:
-        _det_delta_kernel[(s_q,)](out, dout, delta, h, DV=dv, BLOCK_H=bh, BLOCK_D=_BLOCK_D)
+        _det_delta_kernel[(s_q,)](
+            out, dout, delta, q, kvmax, bound, h, sm_scale, D=d, DV=dv, BLOCK_H=bh, BLOCK_D=_BLOCK_D, BOUND=fixed
+        )
     else:
         delta.zero_()
         dq.zero_()
     d_sink = -(delta * torch.exp(attn_sink[None] - lsef)).sum(0)
+    e, b = _fixed_point_exponent(bound) if fixed else (None, None)  # after the delta kernel wrote `bound`
+    two_e = torch.exp2(e).float().reshape(1) if fixed else bound[:1]
+    done = lambda: (dq, _from_fixed_point(acc, bad, e, b, kv.dtype) if fixed else acc.to(kv.dtype), d_sink)
     if not (s_q and k):
-        return dq, acc.to(kv.dtype), d_sink
-    rows = max(1, min(s_q, part_bytes // (4 * k * (d + h))))
+        return done()
+    rows = max(1, min(s_q, part_bytes // (4 * k * (h if fixed else d + h))))
     tl_ptr = topk_length if topk_length is not None else indices
-    slot = torch.arange(k, device=dev)
+    slot = torch.arange(k, device=dev, dtype=torch.int32)
     for r0 in range(0, s_q, rows):
         r1 = min(s_q, r0 + rows)
-        ds = torch.empty(
-            r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev
-        )  # bf16: what the dq product reads
-        part = torch.empty((r1 - r0) * k, d, dtype=part_dtype, device=dev)
-        _det_ds_kernel[(r1 - r0, triton.cdiv(k, bk))](
-            q,
-            kv,
-            dout,
-            indices,
-            tl_ptr,
-            lsef,
-            delta,
-            ds,
-            part,
-            r0,
-            h,
-            k,
-            n,
-            sm_scale,
-            D=d,
-            DV=dv,
-            HAS_TLEN=topk_length is not None,
-            BLOCK_H=bh,
-            BLOCK_K=bk,
-            BLOCK_D=_BLOCK_D,
+        ds = torch.empty(r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev)  # bf16: what dq reads
+        part = ds if fixed else torch.empty((r1 - r0) * k, d, dtype=part_dtype, device=dev)
+        _det_ds_kernel[(r1 - r0, triton.cdiv(k, v["BLOCK_K"]))](
+            q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, acc, bad, two_e, r0, h, k, n, sm_scale,
+            D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
+            UPCAST=up, FIXED=fixed, ROWS64=n * d >= 2**31, PIPE=v["num_stages"] is not None,
+            STAGES=v["num_stages"] or 1, num_warps=v["num_warps"],
+        )  # fmt: skip
+        _det_dq_kernel[(r1 - r0, d // v["dq_BLOCK_D"])](
+            kv, indices, tl_ptr, ds, dq, r0, h, k, n,
+            D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
             UPCAST=up,
-            num_warps=warps,
-        )
-        _det_dq_kernel[(r1 - r0, d // bdq)](
-            kv,
-            indices,
-            tl_ptr,
-            ds,
-            dq,
-            r0,
-            h,
-            k,
-            n,
-            D=d,
-            HAS_TLEN=topk_length is not None,
-            BLOCK_H=bh,
-            BLOCK_K=bk,
-            BLOCK_D=bdq,
-            UPCAST=up,
-            num_warps=warps,
-        )
-        idx = indices[r0:r1].long()
-        valid = (idx >= 0) & (idx < n)
-        if topk_length is not None:
-            valid &= slot[None] < topk_length[r0:r1, None]
-        _segment_sum(torch.where(valid, idx, n).flatten(), n, part, acc)
-    return dq, acc.to(kv.dtype), d_sink
+            num_warps=v["dq_num_warps"],
+        )  # fmt: skip
+        if not fixed:
+            idx = indices[r0:r1]  # int32 keys: a cheaper sort than int64's
+            valid = (idx >= 0) & (idx < n)
+            if topk_length is not None:
+                valid &= slot[None] < topk_length[r0:r1, None]
+            _segment_sum(torch.where(valid, idx, n).flatten(), n, part, acc)
+    return done()
 
 # %% ../nbs/04_deterministic.ipynb #169cfa6a
 @_op(
@@ -407,18 +543,31 @@ def _sparse_fwd_det(
 
 # %% ../nbs/04_deterministic.ipynb #b7baef5d
 def deterministic_sparse_attn_bwd(
-    q, kv, out, dout, lse, attn_sink, indices, sm_scale: float, topk_length=None, *, part_bytes: int = 1 << 30
+    q,
+    kv,
+    out,
+    dout,
+    lse,
+    attn_sink,
+    indices,
+    sm_scale: float,
+    topk_length=None,
+    *,
+    part_bytes: int = 1 << 30,
+    accumulate: str | None = None,
 ):
     """The deterministic sparse-attention backward, checked (bitwise repeatable; cuDNN's contract, see above).
 
     `q [s_q, H, D]` bf16: the queries (`D` a multiple of 64); `kv [s_kv, D]` bf16: the shared key rows, whose first `DV`
-    columns are the values; `out [s_q, H, DV]` bf16: the forward's output
-    (`DV <= D`, a multiple of 64); `dout [s_q, H, DV]`
+    columns are the values; `out [s_q, H, DV]` bf16: the forward's output (`DV <= D`, a multiple of 64);
+    `dout [s_q, H, DV]`
     bf16: its gradient; `lse [s_q, H]` fp32: the forward's natural-log LSE, sink excluded (`+inf`: no key);
     `attn_sink [H]` fp32: the per-head sink logits (`-inf`: none); `indices [s_q, K]` int32: flat `kv` rows, `-1` or
     `>= s_kv` = none; `sm_scale`: the logit scale (required); `topk_length [s_q]` int32 or None: the valid prefix of
-    each row (`None`: all `K`); `part_bytes`: the budget of one chunk's contribution buffer
-    (`rows·K·D` fp32; default 1 GiB).
+    each
+    row (`None`: all `K`); `part_bytes`: the budget of one chunk's buffers (`rows·K·(D + H)` fp32 for the segment sum,
+    `rows·K·H` for the fixed point; default 1 GiB); `accumulate`: how `dkv` is summed, `"segments"` (fp32 in a fixed
+    order) or `"fixed_point"` (int64, order-free), `None`: the default variant (`_DET_DEFAULT`).
     All tensors contiguous, on one CUDA device (CPU ones under `TRITON_INTERPRET=1`).
     Returns `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
@@ -438,6 +587,7 @@ def deterministic_sparse_attn_bwd(
         check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = check_scale("sm_scale", sm_scale, required=True)
     check_int("part_bytes", part_bytes, 1)
+    variant = {} if accumulate is None else dict(accumulate=check_choice("accumulate", accumulate, _ACCUMULATE))
     if triton is None:
         raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     if q.device.type != "cuda" and not _interpreted():
@@ -445,7 +595,9 @@ def deterministic_sparse_attn_bwd(
     _check_devices(
         q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length
     ) if q.device.type == "cuda" else None
-    return _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length, part_bytes)
+    return _deterministic_sparse_bwd(
+        q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length, part_bytes, **variant
+    )
 
 # %% ../nbs/04_deterministic.ipynb #4be011d7
 if triton is not None:
@@ -614,8 +766,8 @@ def bench_deterministic(
     """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
     (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
-    deterministic one with a bf16 contribution buffer
-    (`det_bwd_bf16_part_ms`, `sim_dkv_bf16_part`: a candidate default).
+    deterministic one's two accumulations at `_DET_DEFAULT`'s tiles (`det_<accumulate>_ms`, `sim_dkv_<accumulate>`,
+    `repeat_<accumulate>`: "segments", "fixed_point"; `det_bwd_ms` is the default variant, `_DET_DEFAULT`).
     `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
     entries; a multiple of 128); `n_comp`: compressed entries
     (the kv rows after the `sq` raw ones, and the top-k's score
@@ -647,8 +799,11 @@ def bench_deterministic(
         sim_dsink=_similarity(det[2], ref[2]),
     )
     r["det_bwd_x"] = r["det_bwd_ms"] / r["cudnn_bwd_ms"]
-    half = lambda: _deterministic_sparse_bwd(*args, part_dtype=torch.bfloat16)  # the bf16 contribution buffer
-    r["det_bwd_bf16_part_ms"], r["sim_dkv_bf16_part"] = _cuda_ms(half, warmup, iters), _similarity(half()[1], ref[1])
+    for acc in _ACCUMULATE:  # each accumulation (`tools/det_sweep.py` sweeps the tiles)
+        fn = lambda: _deterministic_sparse_bwd(*args, accumulate=acc)
+        a, b = fn(), fn()
+        r[f"det_{acc}_ms"], r[f"sim_dkv_{acc}"] = _cuda_ms(fn, warmup, iters), _similarity(a[1], ref[1])
+        r[f"repeat_{acc}"] = all(torch.equal(x, y) for x, y in zip(a, b))
     scores = torch.randn(sq, n_comp, device="cuda", generator=g).relu_()  # ReLU: many exact zeros (ties)
     lens = torch.full((sq,), n_comp, dtype=torch.int32, device="cuda")
     for det_k in (False, True):

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Sweep of the deterministic sparse-attention backward's variants (accumulation, tiles) on one GPU (H200).
+
+Usage:
+
+    python tools/det_sweep.py [--sq 4096] [--long 16384] [--iters 20] [--budget 70] [--no-profile]
+
+Builds the problem of `deterministic.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128
+window slots, then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times
+cuDNN's non-deterministic backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of
+`--iters`), then the dq kernel's tiles of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are
+bitwise equal and how `dq`, `dkv`, `d_sink` agree with cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3);
+one line per variant, then the fastest that repeats and agrees, the `_DET_DEFAULT` line that makes it the default
+(nbs/04_deterministic.ipynb), a kernel breakdown of it (torch.profiler), and the best two again at `--long` rows.
+A variant that fails (compile error, out of memory) prints its error's first line; the sweep goes on. Variants
+not yet run when their share of `--budget` seconds has passed are skipped (said so); Triton's cache makes a
+second run quicker (`--budget 200` then runs them all).
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the package of this checkout
+
+import torch  # noqa: E402
+
+from fused_csa_nb import deterministic as det  # noqa: E402
+from fused_csa_nb.kernels import _run, _sparse_bwd  # noqa: E402
+
+CONFIGS = [  # `_deterministic_sparse_bwd`'s variant keywords, most promising first (the budget may cut the tail);
+    # "no spills": ptxas -v (sm_90a, Triton 3.9) reports none for the ds kernel; the old default spills ~70-200 bytes
+    dict(accumulate="segments"),  # the chapter's default as measured (10.25 ms)
+    dict(accumulate="fixed_point", num_warps=8, num_stages=2),  # no spills, 187 registers
+    dict(accumulate="fixed_point", BLOCK_K=128, num_warps=8, num_stages=2),  # no spills
+    dict(accumulate="fixed_point", num_warps=8, num_stages=3),
+    dict(accumulate="fixed_point", BLOCK_K=32, num_stages=2),  # no spills
+    dict(accumulate="fixed_point", BLOCK_K=128, num_warps=8, num_stages=3),
+    dict(accumulate="fixed_point", BLOCK_K=32),  # no spills
+    dict(accumulate="fixed_point"),  # the old tiles
+    dict(accumulate="segments", num_warps=8),  # no spills
+    dict(accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=2),  # no spills
+    dict(accumulate="fixed_point", num_warps=8),
+    dict(accumulate="fixed_point", num_stages=2),
+    dict(accumulate="fixed_point", BLOCK_D=128, num_warps=8, num_stages=2),
+]
+DQ_CONFIGS = [  # the dq kernel's tiles, tried on top of the fastest of CONFIGS
+    dict(dq_BLOCK_D=256, dq_num_warps=8),
+    dict(dq_BLOCK_K=128, dq_num_warps=8),
+    dict(dq_num_warps=8),
+    dict(dq_BLOCK_K=32, dq_BLOCK_D=256, dq_num_warps=8),
+]
+
+
+def problem(sq: int, heads: int = 64, topk: int = 640, seed: int = 0):
+    "`bench_deterministic`'s inputs at `sq` rows (`n_comp = sq // 4` compressed entries): the backward's arguments."
+    n_comp = sq // 4
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
+    kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()
+    sink = torch.randn(heads, device="cuda", generator=g)
+    t = torch.arange(sq, device="cuda")[:, None]
+    win = t - torch.arange(128, device="cuda")[None]
+    comp = sq + torch.randint(0, n_comp, (sq, topk - 128), device="cuda", generator=g)
+    idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32).contiguous()
+    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512**-0.5, sink, None, None)
+    dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
+    return (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
+
+
+def median_ms(fn, iters: int, warmup: int = 3) -> float:
+    "Median milliseconds of `fn()` over `iters` calls (CUDA events around each), after `warmup` calls."
+    for _ in range(warmup):
+        fn()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in ev)
+
+
+def name(cfg: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in cfg.items())
+
+
+def measure(cfg, args, ref, iters):
+    "`(ms, repeat, sim_dq, sim_dkv, sim_dsink)` of one variant."
+
+    def fn():
+        return det._deterministic_sparse_bwd(*args, **cfg)
+
+    runs = [fn() for _ in range(3)]
+    repeat = all(torch.equal(a, b) for r in runs[1:] for a, b in zip(runs[0], r))
+    sims = [det._similarity(a, b) for a, b in zip(runs[0], ref)]
+    del runs
+    return (median_ms(fn, iters), repeat, *sims)
+
+
+def sweep(args, configs, iters, t0, budget, label):
+    ref = _sparse_bwd(*args)
+    cudnn = median_ms(lambda: _sparse_bwd(*args), iters)
+    print(f"[{label}] cuDNN (non-deterministic) {cudnn:8.3f} ms")
+    print(f"{'ms':>8} {'x cuDNN':>8} {'repeat':>6} {'sim dq':>10} {'sim dkv':>10} {'sim dsink':>10}  variant")
+    rows = []
+    for cfg in configs:
+        if time.time() - t0 > budget:
+            print(f"{'':>8} skipped (past the {budget:.0f} s budget)  {name(cfg)}")
+            continue
+        try:
+            ms, rep, *sims = measure(cfg, args, ref, iters)
+        except Exception as e:  # a config that does not compile or run: say so, go on
+            print(f"{'':>8} FAILED {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:150]}  {name(cfg)}")
+            continue
+        ok = rep and min(sims) > 1 - 2e-3
+        rows.append((ms, ok, cfg))
+        print(f"{ms:8.3f} {ms / cudnn:8.2f} {str(rep):>6} {sims[0]:10.7f} {sims[1]:10.7f} {sims[2]:10.7f}  {name(cfg)}")
+    return sorted(rows, key=lambda r: r[0]), cudnn
+
+
+def profile(cfg, args):
+    "Per-kernel CUDA time of one call of `cfg` (torch.profiler)."
+
+    def fn():
+        return det._deterministic_sparse_bwd(*args, **cfg)
+
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+        fn()
+        torch.cuda.synchronize()
+    print(p.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=60))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sq", type=int, default=4096)
+    ap.add_argument("--long", type=int, default=16384, help="rows of the second run (best two); 0: none")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=70.0, help="seconds after which untried variants are skipped")
+    ap.add_argument("--no-profile", action="store_true")
+    o = ap.parse_args()
+    t0 = time.time()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    args = problem(o.sq)
+    rows, cudnn = sweep(args, CONFIGS, o.iters, t0, o.budget * 0.6, f"s_q {o.sq}")
+    good = [r for r in rows if r[1]]
+    if not good:
+        print("no variant repeats bitwise and agrees with cuDNN")
+        return
+    print("\nthe dq kernel's tiles on top of the fastest:")
+    more, _ = sweep(args, [good[0][2] | c for c in DQ_CONFIGS], o.iters, t0, o.budget * 0.75, f"s_q {o.sq}")
+    good = sorted(good + [r for r in more if r[1]], key=lambda r: r[0])
+    best = good[0]
+    print(f"\nbest: {best[0]:.3f} ms = {best[0] / cudnn:.2f}x cuDNN  {name(best[2])}")
+    kw = ", ".join(f"{k}={v!r}" for k, v in best[2].items())
+    print(f"to make it the default (nbs/04_deterministic.ipynb, then export): _DET_DEFAULT = dict({kw})")
+    if not o.no_profile and time.time() - t0 < o.budget * 0.8:
+        try:
+            profile(best[2], args)
+        except Exception as e:
+            print(f"profile FAILED {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:150]}")
+    if o.long and time.time() - t0 < o.budget:
+        del args
+        torch.cuda.empty_cache()
+        try:
+            args = problem(o.long)
+            sweep(args, [r[2] for r in good[:2]], max(5, o.iters // 4), t0, o.budget + 30, f"s_q {o.long}")
+        except Exception as e:
+            print(f"s_q {o.long} FAILED {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:150]}")
+    print(f"\ntotal {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
