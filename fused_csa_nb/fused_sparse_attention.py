@@ -238,9 +238,13 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, r
     n, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()  # [b, n_comp, Di]: small
     k_fp8 = fp8_rows(k_i) if fp8 else None
+    blocks = _row_blocks(n, block_rows)
+    if len(blocks) == 1:  # one block: its own tensors, no buffers to copy into
+        blk = _select_block(q_indexer, k_indexer, k_i, weights, 0, n, index_topk, ratio, isc, rows, k_fp8)
+        return blk[3].view(b, n, index_topk), blk[5].view(b, n)
     sel = torch.empty(b, n, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(b, n, dtype=torch.float32, device=q_indexer.device)
-    for t0, t1 in _row_blocks(n, block_rows):
+    for t0, t1 in blocks:
         blk = _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
         sel[:, t0:t1], poison[:, t0:t1] = blk[3], blk[5]
     return sel, poison
@@ -396,7 +400,7 @@ _TINY = torch.finfo(torch.float32).tiny
 def _kl_rows(target, log_p, support):
     "Per-row `Σ t (log t − log p)` over `support` (clamped at fp32 tiny; rows without support give 0)."
     log_t = torch.log(target.clamp_min(_TINY))
-    return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), torch.zeros_like(target)).sum(-1)
+    return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), 0.0).sum(-1)
 
 
 def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b, q_i=None, w_i=None, k_i=None):
@@ -604,8 +608,7 @@ class _LossSum:
     def __init__(self, cfg, ins, one_block):
         sq, b = ins.query.shape[:2]
         dev = ins.query.device
-        self.total = torch.zeros((), device=dev, dtype=torch.float32)
-        self.bad = torch.zeros((), device=dev, dtype=torch.float32)  # NaN if any row is
+        self.total, self.bad = torch.zeros(2, device=dev, dtype=torch.float32)  # KL sum; NaN if any row is (one fill)
         self.one = torch.ones(1, device=dev, dtype=torch.float32)
         if cfg.rows.count is not None and not cfg.per_token:
             self.one = (1.0 / cfg.rows.count).view(1)  # a pack's mean
@@ -715,7 +718,8 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             dq, dkv, dsink = ctx.bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
-            dq_i, dw_i, dk_i = (_scale_rows(t, dloss) for t in grads)  # SBHD already
+            g = {dt: dloss.to(dt) for dt in {t.dtype for t in grads}}  # one cast per dtype (one: the indexer's)
+            dq_i, dw_i, dk_i = (_scale_rows(t, g[t.dtype]) for t in grads)  # SBHD already
         return (
             dq if need[0] else None,
             dkv if need[1] else None,
