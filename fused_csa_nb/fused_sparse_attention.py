@@ -601,6 +601,10 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
     return _Block(q_i, w_i, scores, sel, cols, out, lse, idx, tlen, poison)
 
 # %% ../nbs/04_fused.ipynb #e7b942a5
+def _ones(device=None):
+    return torch.ones(1, device=device, dtype=torch.float32)
+
+
 class _LossSum:
     """Path B's indexer loss over query blocks: the KL total,
     the non-finite flag, the per-row indexer gradients and `d_k`."""
@@ -609,7 +613,7 @@ class _LossSum:
         sq, b = ins.query.shape[:2]
         dev = ins.query.device
         self.total, self.bad = torch.zeros(2, device=dev, dtype=torch.float32)  # KL sum; NaN if any row is (one fill)
-        self.one = torch.ones(1, device=dev, dtype=torch.float32)
+        self.one = cached_index(_ones, device=dev)  # the kernels' grad_loss: a shared constant, read only
         if cfg.rows.count is not None and not cfg.per_token:
             self.one = (1.0 / cfg.rows.count).view(1)  # a pack's mean
         self.rows = [_RowBuffer(sq, one_block) for _ in range(2)]  # d_q_i, d_w_i: SBHD rows
