@@ -449,12 +449,16 @@ class _RowBuffer:
         self.t[r0:r1] = x
 
 
-def _scale_rows(t, g):
-    """`t · g` in `t`'s dtype, one kernel and no temporary. The 0-dim `g`
+def _scale_rows(ts, g):
+    """`[t · g for t in ts]`, each in `t`'s dtype, no temporary; tensors of one dtype in one multi-tensor kernel
+    (`torch._foreach_mul`: the same products, one launch). The 0-dim `g`
     (the upstream gradient of the loss) is rounded to
-    `t`'s dtype first: exact for 1 and powers of two,
+    the tensors' dtype first (once): exact for 1 and powers of two,
     else within one bf16 rounding (2⁻⁹), the precision of `t` itself."""
-    return t * g.to(t.dtype)
+    dtypes = {t.dtype for t in ts}
+    if len(dtypes) == 1:
+        return torch._foreach_mul(list(ts), g.to(dtypes.pop()))
+    return [t * g.to(t.dtype) for t in ts]
 
 # %% ../nbs/04_fused.ipynb #aca5c3bc
 class _PathB(NamedTuple):
@@ -722,8 +726,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             dq, dkv, dsink = ctx.bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
-            g = {dt: dloss.to(dt) for dt in {t.dtype for t in grads}}  # one cast per dtype (one: the indexer's)
-            dq_i, dw_i, dk_i = (_scale_rows(t, g[t.dtype]) for t in grads)  # SBHD already
+            dq_i, dw_i, dk_i = _scale_rows(grads, dloss)  # SBHD already
         return (
             dq if need[0] else None,
             dkv if need[1] else None,
