@@ -32,6 +32,15 @@ def _short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _parents(e, depth: int = 3) -> str:
+    "The names of the profiler events around `e`, innermost first (aten ops, autograd functions)."
+    names, p = [], e.cpu_parent
+    while p is not None and len(names) < depth:
+        names.append(_short(p.name, 40))
+        p = p.cpu_parent
+    return " < ".join(names) or "(top level)"
+
+
 def launches(layer, inputs, train: bool, steps: int, top: int) -> None:
     "Profile `steps` eager steps: device kernels, host launch calls by name and the top ops by self CPU time, per step."
 
@@ -65,6 +74,12 @@ def launches(layer, inputs, train: bool, steps: int, top: int) -> None:
     )
     if other:
         print("  other launch-like host calls per step: " + ", ".join(f"{n} {c / steps:g}" for n, c in other.items()))
+    for call in ("cudaMemcpyAsync", "cudaMemsetAsync"):  # where the copies and memsets come from
+        sites = collections.Counter(_parents(e) for e in ev if e.name == call)
+        if sites:
+            print(f"  {call} per step by caller (innermost first):")
+            for site, n in sites.most_common(12):
+                print(f"    {n / steps:5g}  {site}")
     avg = sorted(prof.key_averages(), key=lambda a: a.self_cpu_time_total, reverse=True)[:top]
     print(f"  top {top} by self CPU time (per step): self_us  total_us  calls  name")
     for a in avg:
