@@ -368,13 +368,9 @@ def indexer_topk(
 def _attn_rows(window_idxs, selected, slot0: int, num_slots: int, compressed_first: bool = False):
     """Compact flat rows `(idx [sq·b, W+k] int32, topk_length [sq·b])` of
     checked `window_idxs [b,sq,W]`, `selected [b,sq,k]`."""
-    (b, sq, k), w = selected.shape, window_idxs.shape[-1]
-    rows = torch.empty(b, sq, k + w, dtype=torch.int32, device=selected.device)  # both groups written in place: no cat
-    slots, win = (rows[..., :k], rows[..., k:]) if compressed_first else (rows[..., w:], rows[..., :w])
-    sel = selected.to(torch.int32)
-    torch.add(sel, slot0, out=slots).masked_fill_(sel < 0, -1)  # `layout._entry_slots`: entry j at slot0 + j, -1 kept
-    win.copy_(window_idxs)  # int32 (the slots fit: checked by the caller)
-    return _compactify(_flat_global(rows, num_slots))
+    slots = _entry_slots(selected.to(torch.int32), slot0)  # int32, -1 kept
+    groups = (slots, window_idxs.to(torch.int32)) if compressed_first else (window_idxs.to(torch.int32), slots)
+    return _compactify(_flat_global(torch.cat(groups, -1), num_slots))
 
 
 def indexer_attn_topk_idxs(window_idxs, selected, sq: int, compressed_first: bool = False):
