@@ -238,9 +238,13 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, r
     n, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()  # [b, n_comp, Di]: small
     k_fp8 = fp8_rows(k_i) if fp8 else None
+    blocks = _row_blocks(n, block_rows)
+    if len(blocks) == 1:  # one block: its own tensors, no buffers to copy into
+        blk = _select_block(q_indexer, k_indexer, k_i, weights, 0, n, index_topk, ratio, isc, rows, k_fp8)
+        return blk[3].view(b, n, index_topk), blk[5].view(b, n)
     sel = torch.empty(b, n, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(b, n, dtype=torch.float32, device=q_indexer.device)
-    for t0, t1 in _row_blocks(n, block_rows):
+    for t0, t1 in blocks:
         blk = _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
         sel[:, t0:t1], poison[:, t0:t1] = blk[3], blk[5]
     return sel, poison
@@ -396,7 +400,7 @@ _TINY = torch.finfo(torch.float32).tiny
 def _kl_rows(target, log_p, support):
     "Per-row `Σ t (log t − log p)` over `support` (clamped at fp32 tiny; rows without support give 0)."
     log_t = torch.log(target.clamp_min(_TINY))
-    return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), torch.zeros_like(target)).sum(-1)
+    return torch.where(support, target * (log_t - log_p.clamp_min(math.log(_TINY))), 0.0).sum(-1)
 
 
 def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b, q_i=None, w_i=None, k_i=None):
@@ -445,12 +449,16 @@ class _RowBuffer:
         self.t[r0:r1] = x
 
 
-def _scale_rows(t, g):
-    """`t · g` in `t`'s dtype, one kernel and no temporary. The 0-dim `g`
+def _scale_rows(ts, g):
+    """`[t · g for t in ts]`, each in `t`'s dtype, no temporary; tensors of one dtype in one multi-tensor kernel
+    (`torch._foreach_mul`: the same products, one launch). The 0-dim `g`
     (the upstream gradient of the loss) is rounded to
-    `t`'s dtype first: exact for 1 and powers of two,
+    the tensors' dtype first (once): exact for 1 and powers of two,
     else within one bf16 rounding (2⁻⁹), the precision of `t` itself."""
-    return t * g.to(t.dtype)
+    dtypes = {t.dtype for t in ts}
+    if len(dtypes) == 1:
+        return torch._foreach_mul(list(ts), g.to(dtypes.pop()))
+    return [t * g.to(t.dtype) for t in ts]
 
 # %% ../nbs/04_fused.ipynb #aca5c3bc
 class _PathB(NamedTuple):
@@ -597,6 +605,10 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
     return _Block(q_i, w_i, scores, sel, cols, out, lse, idx, tlen, poison)
 
 # %% ../nbs/04_fused.ipynb #e7b942a5
+def _ones(device=None):
+    return torch.ones(1, device=device, dtype=torch.float32)
+
+
 class _LossSum:
     """Path B's indexer loss over query blocks: the KL total,
     the non-finite flag, the per-row indexer gradients and `d_k`."""
@@ -604,9 +616,8 @@ class _LossSum:
     def __init__(self, cfg, ins, one_block):
         sq, b = ins.query.shape[:2]
         dev = ins.query.device
-        self.total = torch.zeros((), device=dev, dtype=torch.float32)
-        self.bad = torch.zeros((), device=dev, dtype=torch.float32)  # NaN if any row is
-        self.one = torch.ones(1, device=dev, dtype=torch.float32)
+        self.total, self.bad = torch.zeros(2, device=dev, dtype=torch.float32)  # KL sum; NaN if any row is (one fill)
+        self.one = cached_index(_ones, device=dev)  # the kernels' grad_loss: a shared constant, read only
         if cfg.rows.count is not None and not cfg.per_token:
             self.one = (1.0 / cfg.rows.count).view(1)  # a pack's mean
         self.rows = [_RowBuffer(sq, one_block) for _ in range(2)]  # d_q_i, d_w_i: SBHD rows
@@ -715,7 +726,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             dq, dkv, dsink = ctx.bwd(q, kv, out, dout.contiguous().view(out.shape), lse, sink, idx, ctx.scale, tlen)
             dq, dkv = dq.view(q_shape), dkv.view(kv_shape)
         if dloss is not None and ctx.has_grads:
-            dq_i, dw_i, dk_i = (_scale_rows(t, dloss) for t in grads)  # SBHD already
+            dq_i, dw_i, dk_i = _scale_rows(grads, dloss)  # SBHD already
         return (
             dq if need[0] else None,
             dkv if need[1] else None,

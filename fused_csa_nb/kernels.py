@@ -710,7 +710,10 @@ def _sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poiso
     if heads != h:
         q, attn_sink = _pad_heads(q, attn_sink, heads)
     idx = _pad_idx(indices, max(multiple, round_up(indices.shape[1], multiple)))
-    out, lse = _SparseAttention.apply(q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
+    if torch.is_grad_enabled() and (q.requires_grad or kv.requires_grad or attn_sink.requires_grad):
+        out, lse = _SparseAttention.apply(q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
+    else:  # nothing to differentiate (eval, or inside path B's forward): the op alone, no indices saved or clamped
+        out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
     return (out, lse) if heads == h else (out[:, :h].contiguous(), lse[:, :h].contiguous())
 
 

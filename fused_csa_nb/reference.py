@@ -24,7 +24,7 @@ from fused_csa_nb.checks import (
     tl,
     triton,
 )
-from .layout import _visible, query_blocks, visible_counts
+from .layout import _visible, cached_index, query_blocks, visible_counts
 from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_freq
 
 # %% auto #0
@@ -756,7 +756,7 @@ def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
         seen = nn.functional.pad(_poison_rows(k_idx, -1), (0, 0, 1, 0)).cumsum(
             0
         )  # [1 + n, b]: row v NaN iff an entry < v is bad
-        n_vis = _visible(q_offset, q_offset + sq, ratio, n, device=q_idx.device)  # [sq] in 0 … n
+        n_vis = cached_index(_visible, q_offset, q_offset + sq, ratio, n, device=q_idx.device)  # [sq] in 0 … n, kept
         poison = poison + seen.index_select(0, n_vis)
     return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [b, sq]
 
