@@ -290,12 +290,12 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
         fn()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")  # torch's notice, not about `fn`
+    with warnings.catch_warnings():  # torch's notice (raised when the events are read), not about `fn`
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
         with torch.profiler.profile(activities=acts) as prof:
             fn()
             torch.cuda.synchronize()
-    dev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        dev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     if counts is not None:
         counts["launches"] = len(dev)
     if dev:

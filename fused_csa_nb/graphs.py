@@ -181,11 +181,12 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
             if query.is_cuda:
                 torch.cuda.synchronize()
                 acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-                with warnings.catch_warnings(), torch.profiler.profile(activities=acts) as prof:
-                    warnings.filterwarnings("ignore", message=".*Profiler clears events.*")  # torch's notice
-                    step()
-                    torch.cuda.synchronize()
-                ev = prof.events()
+                with warnings.catch_warnings():  # torch's notice, raised when the events are read
+                    warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+                    with torch.profiler.profile(activities=acts) as prof:
+                        step()
+                        torch.cuda.synchronize()
+                    ev = prof.events()
                 res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
                 res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
     finally:
