@@ -755,6 +755,24 @@ def _similarity(a, b) -> float:
     return float(2 * (a * b).sum() / (a * a + b * b).sum().clamp_min(1e-300))
 
 
+def _bench_problem(sq: int, heads: int = 64, topk: int = 640, n_comp: int = 1024, seed: int = 0) -> tuple:
+    """The sparse-attention backward's arguments `(q, kv, out, dout, lse, sink, idx, sm_scale, None)` of the bench
+    shape on the GPU: random bf16 `q [sq, heads, 512]`, `kv [sq + n_comp, 512]` (the raw rows, then the compressed
+    entries), fp32 sinks; per row the 128 window slots, then `topk - 128` random compressed entries; FlashMLA's
+    forward for `out` and `lse`; a random `dout`. `seed`: the generator's seed."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
+    kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()
+    sink = torch.randn(heads, device="cuda", generator=g)
+    t = torch.arange(sq, device="cuda")[:, None]
+    win = t - torch.arange(128, device="cuda")[None]
+    comp = sq + torch.randint(0, n_comp, (sq, topk - 128), device="cuda", generator=g)
+    idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32).contiguous()
+    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512**-0.5, sink, None, None)
+    dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
+    return (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
+
+
 def bench_deterministic(
     sq: int = 4096,
     heads: int = 64,
@@ -775,17 +793,8 @@ def bench_deterministic(
     columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed.
     Returns a `dict` of these numbers: the shape (`sq`, `heads`, `topk`), the times in ms (keys ending in `_ms`), the
     deterministic backward's slowdown `det_bwd_x`, the similarities and `repeat`."""
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
-    kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()
-    sink = torch.randn(heads, device="cuda", generator=g)
-    t = torch.arange(sq, device="cuda")[:, None]
-    win = t - torch.arange(128, device="cuda")[None]
-    comp = sq + torch.randint(0, n_comp, (sq, topk - 128), device="cuda", generator=g)
-    idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32).contiguous()
-    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512**-0.5, sink, None, None)
-    dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
-    args = (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
+    args = _bench_problem(sq, heads, topk, n_comp, seed)
+    g = torch.Generator(device="cuda").manual_seed(seed + 1)  # the top-k's scores
     ref, det = _sparse_bwd(*args), _sparse_bwd_det(*args)
     repeat = all(torch.equal(a, b) for a, b in zip(det, _sparse_bwd_det(*args)))
     r = dict(

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the package o
 import torch  # noqa: E402
 
 from fused_csa_nb import deterministic as det  # noqa: E402
-from fused_csa_nb.kernels import _run, _sparse_bwd  # noqa: E402
+from fused_csa_nb.kernels import _sparse_bwd  # noqa: E402
 
 CONFIGS = [  # `_deterministic_sparse_bwd`'s variant keywords, most promising first (the budget may cut the tail);
     # "no spills": ptxas -v (sm_90a, Triton 3.9) reports none for the ds kernel; the old default spills ~70-200 bytes
@@ -56,18 +56,7 @@ DQ_CONFIGS = [  # the dq kernel's tiles, tried on top of the fastest of CONFIGS
 
 def problem(sq: int, heads: int = 64, topk: int = 640, seed: int = 0):
     "`bench_deterministic`'s inputs at `sq` rows (`n_comp = sq // 4` compressed entries): the backward's arguments."
-    n_comp = sq // 4
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
-    kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()
-    sink = torch.randn(heads, device="cuda", generator=g)
-    t = torch.arange(sq, device="cuda")[:, None]
-    win = t - torch.arange(128, device="cuda")[None]
-    comp = sq + torch.randint(0, n_comp, (sq, topk - 128), device="cuda", generator=g)
-    idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32).contiguous()
-    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512**-0.5, sink, None, None)
-    dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
-    return (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
+    return det._bench_problem(sq, heads, topk, sq // 4, seed)
 
 
 def median_ms(fn, iters: int, warmup: int = 3) -> float:
