@@ -347,20 +347,20 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     block, k = self.block_rows(E, b, dense), min(self.topk, E)  # k_eff: memory ∝ it
     if train:  # path B
         settings = _PathB(
-            k,
-            r,
-            self.scale,
-            self.index_scale,
-            self.coeff if loss else 0.0,
-            self.sparse_loss,
-            self.per_token,
-            block,
-            rows,
-            keys.slot0,
-            heads,
-            lim,
-            self.fp8,
-            self.deterministic,
+            index_topk=k,
+            ratio=r,
+            scale=self.scale,
+            isc=self.index_scale,
+            coeff=self.coeff if loss else 0.0,
+            sparse_loss=self.sparse_loss,
+            per_token=self.per_token,
+            block_rows=block,
+            rows=rows,
+            slot0=keys.slot0,
+            heads=heads,
+            lim=lim,
+            fp8=self.fp8,
+            deterministic=self.deterministic,
         )
         out, iloss, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return rows.keep(out), (iloss if loss else None)
@@ -478,12 +478,12 @@ class Backend(Protocol):
         one sink logit per query head; `train`: training with gradients;
         `loss`: compute the indexer loss. Returns `(out [n, b, H·D], indexer loss or None)`."""
 
-    def decode_select(self, q_i, w_i, cache) -> torch.Tensor:
-        """The indexer top-k of a decode step (`NativeBackend.decode_select`; both backends also take the rows'
-        `visible [b, s]` as a fourth argument).
+    def decode_select(self, q_i, w_i, cache, visible) -> torch.Tensor:
+        """The indexer top-k of a decode step (`NativeBackend.decode_select`).
 
         `q_i [s, b, Hi, Di]`: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the layer's
-        `CSACache`. Returns the selected entry ids `[b, s, k]` (`-1` padded)."""
+        `CSACache`; `visible [b, s]` int64: the entries each row sees (`StepRows.visible`). Returns the selected entry
+        ids `[b, s, k]` (`-1` padded)."""
 
     def decode_attend(self, query, kv, sink, idx, poison=None) -> torch.Tensor:
         """A decode step's attention over the cache (`NativeBackend.decode_attend`).

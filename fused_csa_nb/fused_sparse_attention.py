@@ -818,18 +818,18 @@ def fused_csa_indexer_sparse_attn(
             "indexer loss (sparse_loss=True) or dsa_kernel_backend='none'"
         )
     cfg = _PathB(
-        index_topk,
-        ratio,
-        check_scale("softmax_scale", softmax_scale, d**-0.5),
-        check_scale("indexer_softmax_scale", indexer_softmax_scale, di**-0.5),
-        loss_coeff,
-        sparse_loss,
-        calculate_per_token_loss,
-        _check_block_rows(block_rows, sq),
-        QueryRows(0, sq, sq),
-        sq,
-        padded_num_heads(h, major),
-        lim,
+        index_topk=index_topk,
+        ratio=ratio,
+        scale=check_scale("softmax_scale", softmax_scale, d**-0.5),
+        isc=check_scale("indexer_softmax_scale", indexer_softmax_scale, di**-0.5),
+        coeff=loss_coeff,
+        sparse_loss=sparse_loss,
+        per_token=calculate_per_token_loss,
+        block_rows=_check_block_rows(block_rows, sq),
+        rows=QueryRows(0, sq, sq),
+        slot0=sq,
+        heads=padded_num_heads(h, major),
+        lim=lim,
         fp8=fp8,
     )
     out, loss, lse = _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, cfg)
