@@ -31,7 +31,7 @@ from fused_csa_nb.reference import (
     fp8_rows,
     indexer_input_poison,
     indexer_scores,
-    indexer_topk,
+    topk_entries,
     selection_scores,
     unfused_csa_attention,
 )
@@ -152,7 +152,7 @@ def _selection(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
             if prec == "bf16"
             else selection_scores(q_i, k_i, w_i, r, isc, q_offset=rows.start, precision=prec)
         )
-        return scores, indexer_topk(chosen, k)[0], poison
+        return scores, topk_entries(chosen, k)[0], poison
     idx, _, poison = blocked_indexer_topk(
         q_i, k_i, w_i, r, k, block, softmax_scale=isc, return_poison=True, q_offset=rows.start, precision=prec
     )
@@ -385,7 +385,7 @@ def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
     else:
         keys = cache.index_keys
     scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), visible, cfg.index_scale)
-    return indexer_topk(scores, min(cfg.index_topk, E))[0]
+    return topk_entries(scores, min(cfg.index_topk, E))[0]
 
 # %% ../nbs/05_backends.ipynb #c3faf396
 @patch

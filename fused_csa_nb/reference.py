@@ -29,7 +29,7 @@ from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_fre
 
 # %% auto #0
 __all__ = ['E4M3_MAX', 'FP8_MIN_AMAX', 'INDEXER_PRECISIONS', 'attention_chunk_rows', 'unfused_csa_attention', 'Compressor',
-           'CSAIndexer', 'indexer_scores', 'indexer_topk', 'nonfinite_row_poison', 'indexer_input_poison', 'hadamard',
+           'CSAIndexer', 'indexer_scores', 'topk_entries', 'nonfinite_row_poison', 'indexer_input_poison', 'hadamard',
            'hadamard_rotate', 'fp8_quantize', 'fp8_rows', 'fp8_indexer_inputs', 'fp8_indexer_scores',
            'selection_scores', 'blocked_indexer_topk', 'decode_indexer_scores', 'apply_rotary_interleaved']
 
@@ -161,11 +161,11 @@ def unfused_csa_attention(
     scale = d**-0.5 if softmax_scale is None else float(softmax_scale)
     grad = torch.is_grad_enabled() and (query.requires_grad or kv_full.requires_grad or attn_sink.requires_grad)
     rows, _ = attention_chunk_rows(b, h, d, topk_idxs.shape[-1], query.dtype, max_chunk_bytes, grad=grad)
-    out, lse = _SparseAttention.apply(query, kv_full, attn_sink, topk_idxs.to(torch.int64), scale, rows)
+    out, lse = _NativeSparseAttention.apply(query, kv_full, attn_sink, topk_idxs.to(torch.int64), scale, rows)
     return (out, lse) if return_lse else out
 
 # %% ../nbs/01_reference.ipynb #3fc42a4b
-class _SparseAttention(torch.autograd.Function):
+class _NativeSparseAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, kv_full, attn_sink, idx, scale, rows):
         sq, b, h, d = query.shape
@@ -685,7 +685,7 @@ def indexer_scores(
     return outs[0] if len(outs) == 1 else torch.cat(outs, 1)
 
 # %% ../nbs/01_reference.ipynb #c907735e
-def indexer_topk(scores: torch.Tensor, topk: int):
+def topk_entries(scores: torch.Tensor, topk: int):
     """Top-`topk` visible entries per row of indexer scores; among equal scores the smaller entry index wins.
 
     `scores [b, sq, n_comp]` (float): the selection scores, `-inf` at entries a row does not see
@@ -957,7 +957,7 @@ def blocked_indexer_topk(
     q_offset: int = 0,
     precision: str = "bf16",
 ):
-    """`indexer_topk(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
+    """`topk_entries(indexer_scores(...), topk)` computed per block of `block_rows` query rows, without gradient.
 
     `q_idx [sq, b, Hi, Di]` (float): the indexer queries; `k_idx [n_comp, b, Di]` (float) or `None`: the indexer keys;
     `weights [sq, b, Hi]` (float): the head weights; `ratio`: the compression ratio; `topk`: ids per row; `block_rows`:
@@ -984,7 +984,7 @@ def blocked_indexer_topk(
             s = selection_scores(
                 q_idx[t0:t1], k_idx, weights[t0:t1], ratio, softmax_scale, q_offset=q_offset + t0, precision=precision
             )
-            idx[:, t0:t1], n_valid[:, t0:t1] = indexer_topk(s, topk)
+            idx[:, t0:t1], n_valid[:, t0:t1] = topk_entries(s, topk)
             if poison is not None:
                 poison[:, t0:t1] = indexer_input_poison(q_idx[t0:t1], k_idx, weights[t0:t1], ratio, q_offset + t0)
     return (idx, n_valid, poison) if poison is not None else (idx, n_valid)
