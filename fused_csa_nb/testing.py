@@ -377,9 +377,14 @@ def _resolve(spec, modules):
 
 def _run_rank(rank, world, spec, backend, tmp, args, modules):
     torch.set_num_threads(1)
-    dist.init_process_group(
-        backend, store=dist.FileStore(os.path.join(tmp, "store"), world), rank=rank, world_size=world
-    )
+    try:
+        dist.init_process_group(
+            backend, store=dist.FileStore(os.path.join(tmp, "store"), world), rank=rank, world_size=world
+        )
+    except BaseException:  # the group did not form: `run_ranks` tries once more
+        with open(os.path.join(tmp, f"rank{rank}.init"), "w") as f:
+            f.write(traceback.format_exc())
+        raise
     try:
         result = _resolve(spec, modules)(rank, world, *args)
         torch.save(result, os.path.join(tmp, f"rank{rank}.pt"))
@@ -394,32 +399,9 @@ def _run_rank(rank, world, spec, backend, tmp, args, modules):
             pass  # a peer that failed first may have closed the connection
 
 # %% ../nbs/03_testing.ipynb #a5c98b35
-def run_ranks(
-    fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0, modules: dict | None = None
-) -> list:
-    """Run `fn(rank, world_size, *args)` in `world_size` spawned processes joined into one process group.
-
-    `fn`: a function `fn(rank, world_size, *args)` run in every process (a module-level one, or a notebook's, shipped
-    by source); `world_size`: the processes, one per rank (default 2); `args`: extra arguments passed to every rank;
-    `timeout`: seconds before the run is abandoned with a `TimeoutError` (default 300);
-    `backend`: the `torch.distributed` backend (`gloo` on CPU). `modules`: `{name: "module.path"}`
-    imported in every process and given to a shipped (notebook) `fn` as globals, besides `torch` and
-    `dist` (`torch.distributed`). Returns the `world_size` results (anything `torch.save` can write)
-    in rank order; raises `RuntimeError` with the traceback of every rank whose `fn` failed, or `TimeoutError`."""
-    spec = _fn_spec(fn)
-    check_int("world_size", world_size, 1)
-    if not (isinstance(backend, str) and backend):
-        raise TypeError(
-            "`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got "
-            f"{_describe(backend)} ({type(backend).__name__})"
-        )
-    timeout = check_float("timeout", timeout, positive=True)
-    if modules is not None and not isinstance(modules, Mapping):
-        raise TypeError(f"`modules` must be a dict {{name: 'module.path'}} or None, got {type(modules).__name__}")
-    modules = dict(modules or {})
-    for name, path in modules.items():
-        if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
-            raise TypeError(f"`modules` must map names to module paths (str), got {name!r}: {path!r}")
+def _ranks_once(fn, spec, world_size, backend, timeout, args, modules):
+    """One spawn of `run_ranks`' processes: `(results in rank order, None)`, or `(None, the error)` when the process
+    group did not form (a rank's `init_process_group` failed before any `fn` ran); raises what else went wrong."""
     with tempfile.TemporaryDirectory() as tmp:
         target = importlib.import_module("fused_csa_nb.testing")._run_rank  # importable by the children
         ctx = mp.start_processes(
@@ -449,8 +431,44 @@ def run_ranks(
                 + "\n".join(f"--- rank {r}\n{t}" for r, t in errs.items())
             )
         if failed is not None:
-            raise failed
-        return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
+            formed = not any(os.path.exists(os.path.join(tmp, f"rank{r}.init")) for r in range(world_size))
+            if formed or isinstance(failed, TimeoutError):
+                raise failed
+            return None, failed
+        return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)], None
+
+
+def run_ranks(
+    fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0, modules: dict | None = None
+) -> list:
+    """Run `fn(rank, world_size, *args)` in `world_size` spawned processes joined into one process group.
+
+    `fn`: a function `fn(rank, world_size, *args)` run in every process (a module-level one, or a notebook's, shipped
+    by source); `world_size`: the processes, one per rank (default 2); `args`: extra arguments passed to every rank;
+    `timeout`: seconds before the run is abandoned with a `TimeoutError` (default 300);
+    `backend`: the `torch.distributed` backend (`gloo` on CPU). `modules`: `{name: "module.path"}`
+    imported in every process and given to a shipped (notebook) `fn` as globals, besides `torch` and
+    `dist` (`torch.distributed`). Returns the `world_size` results (anything `torch.save` can write)
+    in rank order; raises `RuntimeError` with the traceback of every rank whose `fn` failed, or `TimeoutError`."""
+    spec = _fn_spec(fn)
+    check_int("world_size", world_size, 1)
+    if not (isinstance(backend, str) and backend):
+        raise TypeError(
+            "`backend` must be a torch.distributed backend name (a str, e.g. 'gloo'), got "
+            f"{_describe(backend)} ({type(backend).__name__})"
+        )
+    timeout = check_float("timeout", timeout, positive=True)
+    if modules is not None and not isinstance(modules, Mapping):
+        raise TypeError(f"`modules` must be a dict {{name: 'module.path'}} or None, got {type(modules).__name__}")
+    modules = dict(modules or {})
+    for name, path in modules.items():
+        if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
+            raise TypeError(f"`modules` must map names to module paths (str), got {name!r}: {path!r}")
+    for _ in range(2):  # a group that did not form (its rendezvous failed, no `fn` ran) is tried once more
+        results, failed = _ranks_once(fn, spec, world_size, backend, timeout, args, modules)
+        if results is not None:
+            return results
+    raise failed
 
 # %% ../nbs/03_testing.ipynb #f41118b9
 def low_rank_indexer_inputs(
