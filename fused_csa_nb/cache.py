@@ -16,7 +16,7 @@ from .checks import check_int
 from .reference import fp8_rows
 
 # %% auto #0
-__all__ = ['MAX_STEP', 'CSACache', 'StepRows', 'make_cache', 'grow_cache']
+__all__ = ['MAX_STEP', 'CSACache', 'make_cache', 'StepRows', 'grow_cache']
 
 # %% ../nbs/05_cache.ipynb #3b0ca135
 MAX_STEP = 8  # new tokens one batched decode step takes at most (the window ring keeps W + MAX_STEP − 1 raw keys)
@@ -87,97 +87,6 @@ class CSACache:
         the cache's own layer (while it lives), else `False`."""
         return self.owner is not None and self.owner() is layer
 
-# %% ../nbs/05_cache.ipynb #7321b4b7
-@patch
-def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
-    """Global positions of the next `n` tokens of each sequence: rope `query` and `key` at them. `n`: the number of new
-    tokens, an int >= 1. Returns `[n, b, 1]` int64 on the cache's device (`pos + t`, no host read)."""
-    check_int("n", n, 1)
-    return self.step_positions(n).unsqueeze(-1)
-
-# %% ../nbs/05_cache.ipynb #ffe761cc
-class StepRows(NamedTuple):
-    """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
-    every write and by the index. The four last fields are `None` for a layer without compression (ratio 0).
-
-    `positions [s, b]` int64: the rows' global positions, `pos + t`; `entry [s, b]` int64: each row's block
-    (the compressed entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose
-    entry stands once the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the
-    number of entries the row sees (entries `e < visible`)."""
-
-    positions: torch.Tensor
-    entry: torch.Tensor | None = None
-    last: torch.Tensor | None = None
-    complete: torch.Tensor | None = None
-    visible: torch.Tensor | None = None
-
-
-@patch
-def step_positions(self: CSACache, n: int) -> torch.Tensor:
-    """The positions of a step's `n` new tokens per sequence. `n`: the number of new tokens. Returns `[n, b]` int64 on
-    the cache's device: `pos + t`, row `t` of sequence `i` at `pos[i] + t`."""
-    return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
-
-# %% ../nbs/05_cache.ipynb #38f5765d
-@patch
-def step_rows(self: CSACache, s: int) -> StepRows:
-    """The rows of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read). `s`: the
-    step's new tokens per sequence (`s <= MAX_STEP`). Returns their `StepRows` (positions only for ratio 0)."""
-    pt, r = self.step_positions(s), self.ratio
-    if not r:
-        return StepRows(pt)
-    j, off = pt // r, pt % r
-    last = torch.clamp(self._iota(s).unsqueeze(1) + (r - 1 - off), max=s - 1)
-    complete = off == r - 1
-    return StepRows(pt, j, last, complete, (j + complete).t())
-
-# %% ../nbs/05_cache.ipynb #f33f0500
-@patch
-def _iota(self: CSACache, n: int) -> torch.Tensor:
-    "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
-    consts = self.__dict__.setdefault("_consts", {})
-    if n not in consts:
-        consts[n] = torch.arange(n, device=self.pos.device)
-    return consts[n]
-
-
-def _rows_of(t, i, dim):
-    return None if t is None else t.narrow(dim, i, 1)
-
-# %% ../nbs/05_cache.ipynb #262d1a8c
-@patch
-def sequence(self: CSACache, i: int) -> CSACache:
-    """Sequence `i` as a cache of one sequence sharing this one's storage (its prefill writes the parent). `i`: the
-    sequence's index in the batch, `0 … b − 1`. Returns a `CSACache`
-    with `b = 1` whose tensors are views of this one's."""
-    i = check_int("i", i, 0, self.batch_size - 1)
-
-    def ring(r):
-        return None if r is None else tuple(_rows_of(t, i, 1) for t in r)
-
-    return dataclasses.replace(
-        self,
-        kv=_rows_of(self.kv, i, 1),
-        pos=_rows_of(self.pos, i, 0),
-        comp_ring=ring(self.comp_ring),
-        index_ring=ring(self.index_ring),
-        index_keys=_rows_of(self.index_keys, i, 0),
-        index_keys8=None if self.index_keys8 is None else tuple(_rows_of(t, i, 0) for t in self.index_keys8),
-        index_bad=_rows_of(self.index_bad, i, 0),
-        rows=(self.rows[i],),
-    )
-
-# %% ../nbs/05_cache.ipynb #ca9e462f
-@patch
-def reset(self: CSACache) -> CSACache:
-    "Forget every sequence (lengths 0); the buffers are reused as they are (nothing stale is ever read: see above)."
-    self.pos.zero_()
-    if self.index_bad is not None:
-        self.index_bad.zero_()
-    for i in self.rows:
-        self.host_lengths[i] = 0
-    return self
-
 # %% ../nbs/05_cache.ipynb #5d195db5
 def _ring(module, b, device, dtype):
     "The `(a, g)` projection ring of a compressor module: `2·ratio` token slots with the overlap, else `ratio`."
@@ -222,6 +131,97 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
                 torch.ones(b, E, dtype=torch.float32, **kw),
             )
     return cache
+
+# %% ../nbs/05_cache.ipynb #ffe761cc
+class StepRows(NamedTuple):
+    """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
+    every write and by the index. The four last fields are `None` for a layer without compression (ratio 0).
+
+    `positions [s, b]` int64: the rows' global positions, `pos + t`; `entry [s, b]` int64: each row's block
+    (the compressed entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose
+    entry stands once the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the
+    number of entries the row sees (entries `e < visible`)."""
+
+    positions: torch.Tensor
+    entry: torch.Tensor | None = None
+    last: torch.Tensor | None = None
+    complete: torch.Tensor | None = None
+    visible: torch.Tensor | None = None
+
+
+@patch
+def step_positions(self: CSACache, n: int) -> torch.Tensor:
+    """The positions of a step's `n` new tokens per sequence. `n`: the number of new tokens. Returns `[n, b]` int64 on
+    the cache's device: `pos + t`, row `t` of sequence `i` at `pos[i] + t`."""
+    return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
+
+# %% ../nbs/05_cache.ipynb #f33f0500
+@patch
+def _iota(self: CSACache, n: int) -> torch.Tensor:
+    "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
+    consts = self.__dict__.setdefault("_consts", {})
+    if n not in consts:
+        consts[n] = torch.arange(n, device=self.pos.device)
+    return consts[n]
+
+
+def _rows_of(t, i, dim):
+    return None if t is None else t.narrow(dim, i, 1)
+
+# %% ../nbs/05_cache.ipynb #7321b4b7
+@patch
+def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
+    """Global positions of the next `n` tokens of each sequence: rope `query` and `key` at them. `n`: the number of new
+    tokens, an int >= 1. Returns `[n, b, 1]` int64 on the cache's device (`pos + t`, no host read)."""
+    check_int("n", n, 1)
+    return self.step_positions(n).unsqueeze(-1)
+
+# %% ../nbs/05_cache.ipynb #38f5765d
+@patch
+def step_rows(self: CSACache, s: int) -> StepRows:
+    """The rows of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read). `s`: the
+    step's new tokens per sequence (`s <= MAX_STEP`). Returns their `StepRows` (positions only for ratio 0)."""
+    pt, r = self.step_positions(s), self.ratio
+    if not r:
+        return StepRows(pt)
+    j, off = pt // r, pt % r
+    last = torch.clamp(self._iota(s).unsqueeze(1) + (r - 1 - off), max=s - 1)
+    complete = off == r - 1
+    return StepRows(pt, j, last, complete, (j + complete).t())
+
+# %% ../nbs/05_cache.ipynb #262d1a8c
+@patch
+def sequence(self: CSACache, i: int) -> CSACache:
+    """Sequence `i` as a cache of one sequence sharing this one's storage (its prefill writes the parent). `i`: the
+    sequence's index in the batch, `0 … b − 1`. Returns a `CSACache`
+    with `b = 1` whose tensors are views of this one's."""
+    i = check_int("i", i, 0, self.batch_size - 1)
+
+    def ring(r):
+        return None if r is None else tuple(_rows_of(t, i, 1) for t in r)
+
+    return dataclasses.replace(
+        self,
+        kv=_rows_of(self.kv, i, 1),
+        pos=_rows_of(self.pos, i, 0),
+        comp_ring=ring(self.comp_ring),
+        index_ring=ring(self.index_ring),
+        index_keys=_rows_of(self.index_keys, i, 0),
+        index_keys8=None if self.index_keys8 is None else tuple(_rows_of(t, i, 0) for t in self.index_keys8),
+        index_bad=_rows_of(self.index_bad, i, 0),
+        rows=(self.rows[i],),
+    )
+
+# %% ../nbs/05_cache.ipynb #ca9e462f
+@patch
+def reset(self: CSACache) -> CSACache:
+    "Forget every sequence (lengths 0); the buffers are reused as they are (nothing stale is ever read: see above)."
+    self.pos.zero_()
+    if self.index_bad is not None:
+        self.index_bad.zero_()
+    for i in self.rows:
+        self.host_lengths[i] = 0
+    return self
 
 # %% ../nbs/05_cache.ipynb #a7c0e51d
 @patch
