@@ -9,15 +9,15 @@ Usage:
 First the indexer section (`--index-rows 0`: none; `--index-only`: it alone): `_deterministic_index_dk` at one block of
 a long sequence (B 1, `--index-rows` rows and as many keys, H 64, D 128, 512 distinct random entries per row, random
 `target`/`predict` softmaxes), each of `INDEX_CONFIGS` (segments, fixed point, …) timed the same way, with whether 3
-runs are bitwise equal, the similarity of its `d_k` to the segment sum's (the first config), and of `d_k`, `d_w` to
-cuDNN's indexer backward (non-deterministic; its time, which includes `d_q`, for reference); it stops starting configs
-after a fifth of `--budget`. Then the sparse-attention backward: builds the problem of
-`deterministic.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128 window slots, then 512
-random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times cuDNN's non-deterministic backward
-and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of `--iters`), then the dq kernel's tiles of
-`DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are bitwise equal and how `dq`, `dkv`, `d_sink` agree with
-cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3); one line per variant, then the fastest that repeats and agrees,
-the `_DET_DEFAULT` line that makes it the default (nbs/04_deterministic.ipynb), a kernel breakdown of it
+runs are bitwise equal and the similarity of its `d_k` to the segment sum's (the first config); it stops starting
+configs after a fifth of `--budget`; then cuDNN's indexer backward (non-deterministic; its time, which includes `d_q`,
+for reference) and the similarity of each config's `d_k`, `d_w` to cuDNN's. Then the sparse-attention backward: builds
+the problem of `deterministic.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128 window slots,
+then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times cuDNN's non-deterministic
+backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of `--iters`), then the dq kernel's tiles
+of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are bitwise equal and how `dq`, `dkv`, `d_sink` agree
+with cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3); one line per variant, then the fastest that repeats and
+agrees, the `_DET_DEFAULT` line that makes it the default (nbs/04_deterministic.ipynb), a kernel breakdown of it
 (torch.profiler), and the best two again at `--long` rows. A variant that fails (compile error, out of memory) prints
 its error's first line; the sweep goes on. Variants not yet run when their share of `--budget` seconds has passed are
 skipped (said so); Triton's cache makes a second run quicker (`--budget 200` then runs them all).
@@ -64,6 +64,7 @@ INDEX_CONFIGS = [  # `_deterministic_index_dk`'s keywords: the first is the refe
     dict(accumulate="segments"),  # `_DET_INDEX_DEFAULT` now
     dict(accumulate="fixed_point"),
     dict(accumulate="fixed_point", num_warps=8),
+    dict(accumulate="segments", num_warps=8),
     dict(accumulate="segments", part_bytes=1 << 33),  # one chunk (a 4.3 GB buffer at 16,384 rows × 512 slots)
 ]
 
@@ -167,18 +168,19 @@ def index_cudnn(args, iters, label):
         ref = (dk.clone(), dw.float())
         ms = median_ms(lambda: indexer_bwd(*args, d_index_k=dk), iters)
     except Exception as e:
-        print(f"{label} cuDNN's indexer backward FAILED {first_line(e)}")
+        print(f"{label} FAILED {first_line(e)}")
         return None, None
-    print(f"{label} cuDNN's indexer backward (d_q, d_w, d_k; non-deterministic) {ms:8.3f} ms")
+    print(f"{label} (d_q, d_w, d_k; non-deterministic): {ms:.3f} ms")
     return ref, ms
 
 
 def index_sweep(o, t0, budget):
-    "`_deterministic_index_dk`'s `INDEX_CONFIGS` at `o.index_rows` rows and keys, 512 slots; cuDNN's for reference."
+    """`_deterministic_index_dk`'s `INDEX_CONFIGS` at `o.index_rows` rows and keys, 512 slots (no config started after
+    `budget` seconds); then cuDNN's indexer backward for reference (its JIT last: it does not eat our configs' time)."""
     args = index_problem(o.index_rows, o.index_rows)
-    ref, cudnn = index_cudnn(args, o.iters, f"[indexer: s = s_k = {o.index_rows}, H 64, K 512]")
-    print(f"{'ms':>8} {'x cuDNN':>8} {'repeat':>6} {'sim seg':>10} {'sim dk':>10} {'sim dw':>10}  (vs cuDNN)  variant")
-    seg = None
+    print(f"[indexer: s = s_k = {o.index_rows}, H 64, K 512]")
+    print(f"{'ms':>8} {'repeat':>6} {'sim seg':>10}  variant")
+    done, seg = [], None
     for cfg in INDEX_CONFIGS:
         if time.time() - t0 > budget:
             print(f"{'':>8} skipped (past the {budget:.0f} s budget)  {name(cfg)}")
@@ -191,15 +193,20 @@ def index_sweep(o, t0, budget):
             runs = [fn() for _ in range(3)]
             repeat = all(torch.equal(a, b) for r in runs[1:] for a, b in zip(runs[0], r))
             seg = runs[0] if seg is None else seg
-            sims = [det._similarity(runs[0][0], seg[0])]
-            sims += [det._similarity(a, b) for a, b in zip(runs[0], ref)] if ref else [float("nan")] * 2
+            sim, out = det._similarity(runs[0][0], seg[0]), runs[0]
             del runs
             ms = median_ms(fn, o.iters)
         except Exception as e:  # a config that does not compile or run: say so, go on
             print(f"{'':>8} FAILED {first_line(e)}  {name(cfg)}")
             continue
-        x = ms / cudnn if cudnn else float("nan")
-        print(f"{ms:8.3f} {x:8.2f} {str(repeat):>6} {sims[0]:10.7f} {sims[1]:10.7f} {sims[2]:10.7f}  {name(cfg)}")
+        done.append((ms, cfg, out))
+        print(f"{ms:8.3f} {str(repeat):>6} {sim:10.7f}  {name(cfg)}")
+    ref, cudnn = index_cudnn(args, o.iters, "cuDNN's indexer backward")
+    if ref is not None:
+        print(f"{'ms':>8} {'x cuDNN':>8} {'sim dk':>10} {'sim dw':>10}  (vs cuDNN)  variant")
+        for ms, cfg, out in done:
+            sims = [det._similarity(a, b) for a, b in zip(out, ref)]
+            print(f"{ms:8.3f} {ms / cudnn:8.2f} {sims[0]:10.7f} {sims[1]:10.7f}  {name(cfg)}")
     print(
         'to make fixed point the default (nbs/04_deterministic.ipynb, then export): _DET_INDEX_DEFAULT = "fixed_point"'
     )
