@@ -612,6 +612,9 @@ if triton is not None:
         sel_ptr,
         part_ptr,
         dw_ptr,
+        fx_ptr,
+        bad_ptr,
+        two_e_ptr,
         row0,
         S,
         H,
@@ -622,10 +625,12 @@ if triton is not None:
         BLOCK_H: tl.constexpr,
         BLOCK_K: tl.constexpr,
         UPCAST: tl.constexpr,
+        FIXED: tl.constexpr,
     ):
-        """Indexer row `row0 + r` of `[B·S]`,
-        slots `[kb·BLOCK_K, …)`: `σ Σ_h g·w_h·[q_h·k > 0]·q_h` into `part [R·K, D]`, and the block's
-        `σ Σ_slots g·relu(q_h·k)` into `dw [R, n_blocks, BLOCK_H]`."""
+        """Indexer row `row0 + r` of `[B·S]`, slots `[kb·BLOCK_K, …)`: the contributions `σ Σ_h g·w_h·[q_h·k > 0]·q_h`
+        stored into `part [R·K, D]`, or with `FIXED` added as integers `round(c·2^e)` into `fx [B·S_k, D]` int64
+        (`2^e` at `two_e_ptr`; the key rows that get a non-finite contribution marked in `bad [B·S_k]`); and the
+        block's `σ Σ_slots g·relu(q_h·k)` into `dw [R, n_blocks, BLOCK_H]`."""
         r = tl.program_id(0)
         t = (row0 + r).to(tl.int64)
         ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -648,13 +653,22 @@ if triton is not None:
             c = tl.dot(tl.trans(da), q)
         else:
             c = tl.dot(tl.trans(da).to(q.dtype), q)
-        tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=valid[:, None])
+        if FIXED:  # integer addition: associative, so the order of the atomics does not matter
+            bad = tl.max(tl.where(tl.abs(c) < float("inf"), 0, 1), 1)  # [BLOCK_K]
+            fx = tl.floor(c * tl.load(two_e_ptr) + 0.5).to(tl.int64)
+            tl.atomic_add(fx_ptr + rows[:, None] * D + dd[None, :], fx, mask=valid[:, None], sem="relaxed")
+            tl.store(bad_ptr + rows, bad, mask=valid & (bad > 0))  # every writer writes 1
+        else:
+            tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=valid[:, None])
         live = hm[:, None] & valid[None, :]
         dw = tl.sum(tl.where(live, tl.maximum(s, 0.0) * g[None, :], 0.0), 1) * scale  # [BLOCK_H], in one program
         tl.store(dw_ptr + (r.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * BLOCK_H + hs, dw)
 
 # %% ../nbs/04_deterministic.ipynb #58ced17d
 _CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of target and prediction
+# the indexer d_k's accumulation by default: "segments" (measured on the H200) until `tools/det_sweep.py`'s indexer
+# section shows "fixed_point" faster at the 65K shape
+_DET_INDEX_DEFAULT = "segments"
 
 
 def _index_score_grad(target, predict, scale):
@@ -663,51 +677,70 @@ def _index_score_grad(target, predict, scale):
     return g - predict * g.sum(-1, keepdim=True)
 
 
+def _index_dk_bound(q, w, g, valid, sm_scale):
+    """`b [B·S]` float64: per indexer row `σ · Σ_h |w_h|·max_d|q_h| · Σ_slots |g|` over its valid slots, a bound of
+    `Σ_slots |contribution|` of every element; NaN factors count 0 (the contributions they reach are non-finite and
+    marked), `inf` stays. Torch reductions: the same order every run, no host sync."""
+    nan0 = lambda t: torch.nan_to_num(t, nan=0.0, posinf=float("inf"))
+    mq = q.abs().nan_to_num_(nan=0.0, posinf=float("inf")).amax(-1).double()  # [B, S, H]
+    a = nan0(nan0(w.abs().double()) * mq).sum(-1)  # [B, S]: Σ_h, a 0·inf (w_h = 0) counted 0
+    gs = nan0(torch.where(valid, g.abs(), 0.0).double()).sum(-1)  # [B, S]
+    return nan0(a * gs * abs(sm_scale)).flatten()
+
+# %% ../nbs/04_deterministic.ipynb #d1c4a7e2
 def _deterministic_index_dk(
-    q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, part_bytes: int = 1 << 30
+    q,
+    w,
+    k,
+    target,
+    predict,
+    indices,
+    grad_loss,
+    sm_scale,
+    loss_coeff,
+    part_bytes: int = 1 << 30,
+    accumulate: str | None = None,
+    num_warps: int = 4,
 ):
     """The sparse indexer loss's `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32, bitwise repeatable, on the cuDNN
     indexer backward's checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`,
     `predict [B,S,K]` fp32, local `indices [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it
-    differentiates `loss_coeff · mean`)."""
+    differentiates `loss_coeff · mean`); `part_bytes`: the budget of one chunk's contribution buffer (segments);
+    `accumulate`: `"segments"` or `"fixed_point"` (None: `_DET_INDEX_DEFAULT`); `num_warps`: the kernel's warps."""
+    accumulate = accumulate or _DET_INDEX_DEFAULT
+    if accumulate not in _ACCUMULATE:
+        raise ValueError(f"`accumulate` must be one of {_ACCUMULATE}, got {accumulate!r}")
+    fixed = accumulate == "fixed_point"
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
     g = _index_score_grad(target.float(), predict.float(), loss_coeff / (b * s) * grad_loss[0]).contiguous()
     q, w, k, idx = (t.contiguous() for t in (q, w, k, indices))
-    acc = torch.zeros(b * sk, d, dtype=torch.float32, device=dev)
+    acc = torch.zeros(b * sk, d, dtype=torch.int64 if fixed else torch.float32, device=dev)
+    bad = torch.zeros(b * sk, dtype=torch.int32, device=dev)
     n_rows, bh, up, nkb = b * s, max(16, triton.next_power_of_2(h)), _interpreted(), triton.cdiv(kk, 64)
     dw = torch.zeros(n_rows, nkb, bh, dtype=torch.float32, device=dev)  # per row and block of 64 slots
+    valid = (idx >= 0) & (idx < sk)
+    e, bsum = _fixed_point_exponent(_index_dk_bound(q, w, g, valid, sm_scale)) if fixed else (None, None)
+    two_e = torch.exp2(e).float().reshape(1) if fixed else dw.new_zeros(1)
+    done = lambda: (
+        (_from_fixed_point(acc, bad, e, bsum, torch.float32) if fixed else acc).view(b, sk, d),
+        dw.sum(1)[:, :h].view(b, s, h),  # the blocks in order (one torch reduction)
+    )
     if not (n_rows and kk and sk):
-        return acc.view(b, sk, d), dw.sum(1)[:, :h].view(b, s, h)
-    rows = max(1, min(n_rows, part_bytes // (4 * kk * d)))
-    flat = idx.view(n_rows, kk).long()
-    base = (torch.arange(n_rows, device=dev) // s * sk)[:, None]
+        return done()
+    rows = n_rows if fixed else max(1, min(n_rows, part_bytes // (4 * kk * d)))  # fixed point: no buffer
+    base = (torch.arange(b, device=dev) * sk)[:, None, None]  # segments: global key rows, `b·sk` for none
+    tgt = None if fixed else torch.where(valid, idx.long() + base, b * sk).view(n_rows, kk)
     for r0 in range(0, n_rows, rows):
         r1 = min(n_rows, r0 + rows)
-        part = torch.empty((r1 - r0) * kk, d, dtype=torch.float32, device=dev)
+        part = acc if fixed else torch.empty((r1 - r0) * kk, d, dtype=torch.float32, device=dev)
         _det_index_dk_kernel[(r1 - r0, nkb)](
-            q,
-            w,
-            k,
-            g,
-            idx,
-            part,
-            dw[r0:r1],
-            r0,
-            s,
-            h,
-            kk,
-            sk,
-            sm_scale,
-            D=d,
-            BLOCK_H=bh,
-            BLOCK_K=64,
-            UPCAST=up,
-            num_warps=4,
-        )
-        sel = flat[r0:r1]
-        _segment_sum(torch.where((sel >= 0) & (sel < sk), sel + base[r0:r1], b * sk).flatten(), b * sk, part, acc)
-    return acc.view(b, sk, d), dw.sum(1)[:, :h].view(b, s, h)  # the blocks in order (one torch reduction)
+            q, w, k, g, idx, part, dw[r0:r1], acc, bad, two_e, r0, s, h, kk, sk, sm_scale,
+            D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, FIXED=fixed, num_warps=num_warps,
+        )  # fmt: skip
+        if not fixed:
+            _segment_sum(tgt[r0:r1].flatten(), b * sk, part, acc)
+    return done()
 
 
 @_op(

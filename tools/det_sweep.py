@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
-"""Sweep of the deterministic sparse-attention backward's variants (accumulation, tiles) on one GPU (H200).
+"""Sweep of the deterministic sparse-attention backward's and indexer d_k's variants (accumulation, tiles) on one GPU.
 
 Usage:
 
     python tools/det_sweep.py [--sq 4096] [--long 16384] [--iters 20] [--budget 70] [--no-profile]
+                              [--index-rows 16384] [--index-only]
 
-Builds the problem of `deterministic.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128
-window slots, then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times
-cuDNN's non-deterministic backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of
-`--iters`), then the dq kernel's tiles of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are
-bitwise equal and how `dq`, `dkv`, `d_sink` agree with cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3);
-one line per variant, then the fastest that repeats and agrees, the `_DET_DEFAULT` line that makes it the default
-(nbs/04_deterministic.ipynb), a kernel breakdown of it (torch.profiler), and the best two again at `--long` rows.
-A variant that fails (compile error, out of memory) prints its error's first line; the sweep goes on. Variants
-not yet run when their share of `--budget` seconds has passed are skipped (said so); Triton's cache makes a
-second run quicker (`--budget 200` then runs them all).
+First the indexer section (`--index-rows 0`: none; `--index-only`: it alone): `_deterministic_index_dk` at one block of
+a long sequence (B 1, `--index-rows` rows and as many keys, H 64, D 128, 512 distinct random entries per row, random
+`target`/`predict` softmaxes), each of `INDEX_CONFIGS` (segments, fixed point, …) timed the same way, with whether 3
+runs are bitwise equal and the similarity of its `d_k` to the segment sum's (the first config); it stops starting
+configs after a fifth of `--budget`; then cuDNN's indexer backward (non-deterministic; its time, which includes `d_q`,
+for reference) and the similarity of each config's `d_k`, `d_w` to cuDNN's. Then the sparse-attention backward: builds
+the problem of `deterministic.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128 window slots,
+then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times cuDNN's non-deterministic
+backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of `--iters`), then the dq kernel's tiles
+of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are bitwise equal and how `dq`, `dkv`, `d_sink` agree
+with cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3); one line per variant, then the fastest that repeats and
+agrees, the `_DET_DEFAULT` line that makes it the default (nbs/04_deterministic.ipynb), a kernel breakdown of it
+(torch.profiler), and the best two again at `--long` rows. A variant that fails (compile error, out of memory) prints
+its error's first line; the sweep goes on. Variants not yet run when their share of `--budget` seconds has passed are
+skipped (said so); Triton's cache makes a second run quicker (`--budget 200` then runs them all).
 """
 
 import argparse
@@ -30,27 +36,36 @@ import torch  # noqa: E402
 from fused_csa_nb import deterministic as det  # noqa: E402
 from fused_csa_nb.kernels import _sparse_bwd  # noqa: E402
 
+# the tiles of the first default (`_det_blocks` at H 64): a variant's keys not given come from `_DET_DEFAULT`
+OLD = dict(BLOCK_K=64, num_warps=4, num_stages=None, dq_BLOCK_D=128, dq_num_warps=4)
+BIG = dict(BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8)  # `_DET_DEFAULT`'s tiles
 CONFIGS = [  # `_deterministic_sparse_bwd`'s variant keywords, most promising first (the budget may cut the tail);
-    # "no spills": ptxas -v (sm_90a, Triton 3.9) reports none for the ds kernel; the old default spills ~70-200 bytes
-    dict(accumulate="segments"),  # the chapter's default as measured (10.25 ms)
-    dict(accumulate="fixed_point", num_warps=8, num_stages=2),  # no spills, 187 registers
-    dict(accumulate="fixed_point", BLOCK_K=128, num_warps=8, num_stages=2),  # no spills
-    dict(accumulate="fixed_point", num_warps=8, num_stages=3),
-    dict(accumulate="fixed_point", BLOCK_K=32, num_stages=2),  # no spills
-    dict(accumulate="fixed_point", BLOCK_K=128, num_warps=8, num_stages=3),
-    dict(accumulate="fixed_point", BLOCK_K=32),  # no spills
-    dict(accumulate="fixed_point"),  # the old tiles
-    dict(accumulate="segments", num_warps=8),  # no spills
-    dict(accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=2),  # no spills
-    dict(accumulate="fixed_point", num_warps=8),
-    dict(accumulate="fixed_point", num_stages=2),
-    dict(accumulate="fixed_point", BLOCK_D=128, num_warps=8, num_stages=2),
+    # "no spills": ptxas -v (sm_90a, Triton 3.9) reports none for the ds kernel; the old tiles spill ~70-200 bytes
+    # the segment sum at the big tiles first: the chapter's bench measured it at 7.67 ms vs fixed point's 8.54
+    BIG | dict(accumulate="segments"),
+    BIG | dict(accumulate="segments", num_stages=2),
+    BIG | dict(accumulate="segments", BLOCK_K=64),
+    BIG | dict(accumulate="fixed_point"),  # the default (8.58 ms)
+    BIG | dict(accumulate="segments", BLOCK_K=64, num_stages=2),
+    BIG | dict(accumulate="fixed_point", num_stages=2),  # no spills
+    BIG | dict(accumulate="fixed_point", BLOCK_K=64, num_stages=2),  # no spills, 187 registers
+    BIG | dict(accumulate="fixed_point", BLOCK_K=32, num_warps=4, num_stages=2),  # no spills
+    OLD | dict(accumulate="segments"),  # the chapter's first default (10.25 ms)
+    OLD | dict(accumulate="fixed_point"),
+    BIG | dict(accumulate="fixed_point", BLOCK_K=64, BLOCK_D=128, num_stages=2),
 ]
-DQ_CONFIGS = [  # the dq kernel's tiles, tried on top of the fastest of CONFIGS
-    dict(dq_BLOCK_D=256, dq_num_warps=8),
+DQ_CONFIGS = [  # the dq kernel's tiles, tried on top of the fastest of CONFIGS (most have dq_BLOCK_D 256, 8 warps)
+    dict(dq_BLOCK_D=128, dq_num_warps=8),
     dict(dq_BLOCK_K=128, dq_num_warps=8),
-    dict(dq_num_warps=8),
+    dict(dq_BLOCK_D=256, dq_num_warps=4),
     dict(dq_BLOCK_K=32, dq_BLOCK_D=256, dq_num_warps=8),
+]
+INDEX_CONFIGS = [  # `_deterministic_index_dk`'s keywords: the first is the reference of `sim seg`
+    dict(accumulate="segments"),  # `_DET_INDEX_DEFAULT` now
+    dict(accumulate="fixed_point"),
+    dict(accumulate="fixed_point", num_warps=8),
+    dict(accumulate="segments", num_warps=8),
+    dict(accumulate="segments", part_bytes=1 << 33),  # one chunk (a 4.3 GB buffer at 16,384 rows × 512 slots)
 ]
 
 
@@ -124,6 +139,79 @@ def profile(cfg, args):
     print(p.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=60))
 
 
+def index_problem(s: int, sk: int, kk: int = 512, heads: int = 64, d: int = 128, seed: int = 0):
+    """The indexer backward's arguments of one block of a long sequence on the GPU: random bf16 `q [1, s, heads, d]`,
+    `w [1, s, heads]`, `k [1, sk, d]`, `kk` distinct random local entries per row, random `target`/`predict`
+    softmaxes over them, `grad_loss` ones(1), `sm_scale` d^-1/2, `loss_coeff` 1."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, device="cuda", generator=gen)
+
+    q, w, k = rnd(1, s, heads, d).bfloat16(), rnd(1, s, heads).bfloat16(), rnd(1, sk, d).bfloat16()
+    idx = [torch.rand(min(4096, s - r), sk, device="cuda", generator=gen).topk(kk).indices for r in range(0, s, 4096)]
+    target, predict = (torch.softmax(rnd(1, s, kk), -1) for _ in range(2))
+    return q, w, k, target, predict, torch.cat(idx).int().view(1, s, kk), torch.ones(1, device="cuda"), d**-0.5, 1.0
+
+
+def first_line(e: Exception) -> str:
+    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:150]}"
+
+
+def index_cudnn(args, iters, label):
+    "`((d_k, d_w) fp32, ms)` of cuDNN's indexer backward (non-deterministic; it computes `d_q` too), or `(None, None)`."
+    from fused_csa_nb.kernels import indexer_bwd
+
+    try:
+        dk = torch.zeros(args[2].shape, dtype=torch.float32, device="cuda")
+        _, dw, _ = indexer_bwd(*args, d_index_k=dk)
+        ref = (dk.clone(), dw.float())
+        ms = median_ms(lambda: indexer_bwd(*args, d_index_k=dk), iters)
+    except Exception as e:
+        print(f"{label} FAILED {first_line(e)}")
+        return None, None
+    print(f"{label} (d_q, d_w, d_k; non-deterministic): {ms:.3f} ms")
+    return ref, ms
+
+
+def index_sweep(o, t0, budget):
+    """`_deterministic_index_dk`'s `INDEX_CONFIGS` at `o.index_rows` rows and keys, 512 slots (no config started after
+    `budget` seconds); then cuDNN's indexer backward for reference (its JIT last: it does not eat our configs' time)."""
+    args = index_problem(o.index_rows, o.index_rows)
+    print(f"[indexer: s = s_k = {o.index_rows}, H 64, K 512]")
+    print(f"{'ms':>8} {'repeat':>6} {'sim seg':>10}  variant")
+    done, seg = [], None
+    for cfg in INDEX_CONFIGS:
+        if time.time() - t0 > budget:
+            print(f"{'':>8} skipped (past the {budget:.0f} s budget)  {name(cfg)}")
+            continue
+
+        def fn():
+            return det._deterministic_index_dk(*args, **cfg)
+
+        try:
+            runs = [fn() for _ in range(3)]
+            repeat = all(torch.equal(a, b) for r in runs[1:] for a, b in zip(runs[0], r))
+            seg = runs[0] if seg is None else seg
+            sim, out = det._similarity(runs[0][0], seg[0]), runs[0]
+            del runs
+            ms = median_ms(fn, o.iters)
+        except Exception as e:  # a config that does not compile or run: say so, go on
+            print(f"{'':>8} FAILED {first_line(e)}  {name(cfg)}")
+            continue
+        done.append((ms, cfg, out))
+        print(f"{ms:8.3f} {str(repeat):>6} {sim:10.7f}  {name(cfg)}")
+    ref, cudnn = index_cudnn(args, o.iters, "cuDNN's indexer backward")
+    if ref is not None:
+        print(f"{'ms':>8} {'x cuDNN':>8} {'sim dk':>10} {'sim dw':>10}  (vs cuDNN)  variant")
+        for ms, cfg, out in done:
+            sims = [det._similarity(a, b) for a, b in zip(out, ref)]
+            print(f"{ms:8.3f} {ms / cudnn:8.2f} {sims[0]:10.7f} {sims[1]:10.7f}  {name(cfg)}")
+    print(
+        'to make fixed point the default (nbs/04_deterministic.ipynb, then export): _DET_INDEX_DEFAULT = "fixed_point"'
+    )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sq", type=int, default=4096)
@@ -131,9 +219,20 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--budget", type=float, default=70.0, help="seconds after which untried variants are skipped")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--index-rows", type=int, default=16384, help="the indexer section's rows and keys; 0: none")
+    ap.add_argument("--index-only", action="store_true", help="the indexer section alone")
     o = ap.parse_args()
     t0 = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if o.index_rows:
+        try:
+            index_sweep(o, t0, o.budget * 0.2)
+        except Exception as e:  # e.g. out of memory building the problem
+            print(f"indexer section FAILED {first_line(e)}")
+        torch.cuda.empty_cache()
+        print()
+    if o.index_only:
+        return
     args = problem(o.sq)
     rows, cudnn = sweep(args, CONFIGS, o.iters, t0, o.budget * 0.6, f"s_q {o.sq}")
     good = [r for r in rows if r[1]]
