@@ -353,8 +353,7 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
         raise ValueError(f"unknown variant keys {unknown}")
-    if v["accumulate"] not in _ACCUMULATE:
-        raise ValueError(f"`accumulate` must be one of {_ACCUMULATE}, got {v['accumulate']!r}")
+    check_choice("accumulate", v["accumulate"], _ACCUMULATE)
     _, bk, warps = _det_blocks(h)
     bd, bdq = v.get("BLOCK_D", _BLOCK_D), v.get("dq_BLOCK_D", 128 if d % 128 == 0 else _BLOCK_D)
     return dict(
@@ -707,10 +706,7 @@ def _deterministic_index_dk(
     `predict [B,S,K]` fp32, local `indices [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it
     differentiates `loss_coeff · mean`); `part_bytes`: the budget of one chunk's contribution buffer (segments);
     `accumulate`: `"segments"` or `"fixed_point"` (None: `_DET_INDEX_DEFAULT`); `num_warps`: the kernel's warps."""
-    accumulate = accumulate or _DET_INDEX_DEFAULT
-    if accumulate not in _ACCUMULATE:
-        raise ValueError(f"`accumulate` must be one of {_ACCUMULATE}, got {accumulate!r}")
-    fixed = accumulate == "fixed_point"
+    fixed = check_choice("accumulate", accumulate or _DET_INDEX_DEFAULT, _ACCUMULATE) == "fixed_point"
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
     g = _index_score_grad(target.float(), predict.float(), loss_coeff / (b * s) * grad_loss[0]).contiguous()
