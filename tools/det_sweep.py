@@ -41,11 +41,11 @@ OLD = dict(BLOCK_K=64, num_warps=4, num_stages=None, dq_BLOCK_D=128, dq_num_warp
 BIG = dict(BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8)  # `_DET_DEFAULT`'s tiles
 CONFIGS = [  # `_deterministic_sparse_bwd`'s variant keywords, most promising first (the budget may cut the tail);
     # "no spills": ptxas -v (sm_90a, Triton 3.9) reports none for the ds kernel; the old tiles spill ~70-200 bytes
-    # the segment sum at the big tiles first: the chapter's bench measured it at 7.67 ms vs fixed point's 8.54
+    # the segment sum at the big tiles first: the default (6.96 ms in one chunk, 7.65 in 1 GiB chunks; fixed point 8.44)
     BIG | dict(accumulate="segments"),
     BIG | dict(accumulate="segments", num_stages=2),
     BIG | dict(accumulate="segments", BLOCK_K=64),
-    BIG | dict(accumulate="fixed_point"),  # the default (8.58 ms)
+    BIG | dict(accumulate="fixed_point"),  # the default until the segment sum in one chunk (8.44 ms)
     BIG | dict(accumulate="segments", BLOCK_K=64, num_stages=2),
     BIG | dict(accumulate="fixed_point", num_stages=2),  # no spills
     BIG | dict(accumulate="fixed_point", BLOCK_K=64, num_stages=2),  # no spills, 187 registers
@@ -61,11 +61,11 @@ DQ_CONFIGS = [  # the dq kernel's tiles, tried on top of the fastest of CONFIGS 
     dict(dq_BLOCK_K=32, dq_BLOCK_D=256, dq_num_warps=8),
 ]
 INDEX_CONFIGS = [  # `_deterministic_index_dk`'s keywords: the first is the reference of `sim seg`
-    dict(accumulate="segments"),  # `_DET_INDEX_DEFAULT` now
+    dict(accumulate="segments"),  # `_DET_INDEX_DEFAULT` now: one chunk (8 GiB `part_bytes`; 4.3 GB used here)
     dict(accumulate="fixed_point"),
     dict(accumulate="fixed_point", num_warps=8),
     dict(accumulate="segments", num_warps=8),
-    dict(accumulate="segments", part_bytes=1 << 33),  # one chunk (a 4.3 GB buffer at 16,384 rows × 512 slots)
+    dict(accumulate="segments", part_bytes=1 << 30),  # 1 GiB chunks (the first default)
 ]
 
 
@@ -207,9 +207,12 @@ def index_sweep(o, t0, budget):
         for ms, cfg, out in done:
             sims = [det._similarity(a, b) for a, b in zip(out, ref)]
             print(f"{ms:8.3f} {ms / cudnn:8.2f} {sims[0]:10.7f} {sims[1]:10.7f}  {name(cfg)}")
-    print(
-        'to make fixed point the default (nbs/04_deterministic.ipynb, then export): _DET_INDEX_DEFAULT = "fixed_point"'
-    )
+    if done:
+        best = min(done, key=lambda r: r[0])[1]["accumulate"]
+        print(
+            f"the fastest accumulation; to make it the default (nbs/04_deterministic.ipynb, then export): "
+            f'_DET_INDEX_DEFAULT = "{best}"'
+        )
 
 
 def main():
