@@ -359,7 +359,7 @@ def new_cache(
         raise TypeError(f"`dtype` must be a floating torch.dtype, got {dtype!r}")
     return make_cache(self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype)
 
-
+# %% ../nbs/06_attention.ipynb #9f37ab2a
 @patch
 def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_seqlen=None):
     """The cache of a forward with `cache=`: this layer's, in eval mode,
@@ -430,7 +430,7 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
         ]
     return (outs[0] if len(outs) == 1 else torch.cat(outs)), None
 
-
+# %% ../nbs/06_attention.ipynb #2c02119f
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
     "The ordinary forward over a prompt (inference), its keys then stored in the empty `cache` (`CSACache.fill`)."
@@ -450,7 +450,7 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
     )
     return out
 
-
+# %% ../nbs/06_attention.ipynb #d4039daf
 @patch
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
     """One batched step of `s <= MAX_STEP` new tokens per sequence

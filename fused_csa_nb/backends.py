@@ -158,7 +158,7 @@ def _selection(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
     )
     return None, idx, poison
 
-
+# %% ../nbs/05_backends.ipynb #4ea0f954
 @patch
 def _teacher_lse(self: NativeBackend, query, keys: KeySet, rows: QueryRows, window, lse, sink, block: int):
     """The teacher's `LSE_full [b, n, H]` (with the sink; no gradient). Sparse:
@@ -242,7 +242,7 @@ class _Kernels(NamedTuple):
     lim: object  # kernels.KernelLimits
     heads: int  # the padded query heads FlashMLA runs
 
-
+# %% ../nbs/05_backends.ipynb #bb47be67
 class FusedBackend:
     """The fused backend of a ratio-`ratio` layer under `cfg` (see above): FlashMLA + cuDNN DSA kernels on bf16 tensors.
 

@@ -93,7 +93,7 @@ def _ring(module, b, device, dtype):
     s = 2 * module.ratio if module.overlap else module.ratio
     return tuple(torch.zeros(s, b, module.wkv.out_features, device=device, dtype=dtype) for _ in range(2))
 
-
+# %% ../nbs/05_cache.ipynb #b6387a9c
 def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=None, module_dtype=None) -> CSACache:
     """The empty `CSACache` of a layer for `batch_size` sequences
     of up to `max_seq_len` tokens (the layer's `new_cache`).
@@ -341,7 +341,7 @@ def _ring_copy(buf, vals, p0: int):
     if n < k:
         buf[: k - n] = vals[n:]
 
-
+# %% ../nbs/05_cache.ipynb #52484a81
 @patch
 @torch.no_grad()
 def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=()):
@@ -436,7 +436,7 @@ def grow(self: CSACache, max_seq_len: int) -> CSACache:
         rows=tuple(range(b)),
     )
 
-
+# %% ../nbs/05_cache.ipynb #ee8eaeb6
 def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
     """`cache.grow(max_seq_len)`, once `cache` is checked to be a `CSACache` of `layer`.
 
