@@ -260,6 +260,11 @@ def _csa_cache(attn, past, layer, b, n_new, device, dtype):
             "was installed, or the cache filled by HF's own attention or a training forward, mid-conversation): "
             "run the whole conversation again through the bridged model with a fresh cache"
         )
+    elif not c.belongs_to(layer):
+        raise ValueError(
+            f"layer {idx}: this cache was filled by an earlier use_fused_csa (each installation builds new layers): "
+            "run the whole conversation again with a fresh cache"
+        )
     elif c.batch_size != b:
         raise ValueError(
             f"the call has {b} sequences but the cache holds {c.batch_size}: continue a cache with its own batch"
@@ -378,6 +383,32 @@ class _Forward:
         return _csa_attention_forward(self.attn, *args, **kwargs)
 
 
+class _RestoredGuard:
+    """Forward pre-hook (with kwargs) of a `DeepseekV4Attention` that `restore_hf_attention` switched back: HF's own
+    attention refuses to continue a cache whose tokens the bridge stored. HF's cache then holds only their count and
+    keys, not HF's compressor and indexer state, so HF's output would be silently wrong."""
+
+    def __call__(self, module, args, kwargs):
+        past = kwargs.get("past_key_values", kwargs.get("cache"))
+        if getattr(past, "__dict__", {}).get("_fused_csa", {}).get(module.layer_idx, (None, 0))[1]:
+            raise ValueError(
+                f"layer {module.layer_idx}: this cache was filled through the fused CSA bridge, and HF's own attention "
+                "cannot continue it (HF's compressor and indexer state was never stored): run the whole conversation "
+                "again with a fresh cache"
+            )
+
+
+def _hooks(module, cls):
+    "The ids of `module`'s forward pre-hooks that are `cls` instances."
+    return [k for k, h in module._forward_pre_hooks.items() if isinstance(h, cls)]
+
+
+def _drop_hooks(module, cls):
+    for k in _hooks(module, cls):
+        module._forward_pre_hooks.pop(k)
+        module._forward_pre_hooks_with_kwargs.pop(k, None)
+
+
 def _attention_layers(model):
     cls = _deepseek_v4().DeepseekV4Attention
     return [m for m in model.modules() if isinstance(m, cls)]
@@ -417,6 +448,7 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
         attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)  # not a submodule: the state dict stays HF's
         attn.__dict__["_fused_csa_loss"] = None
         attn.forward = _Forward(attn)
+        _drop_hooks(attn, _RestoredGuard)  # the bridge continues its own caches
     hooked = {id(m) for m, _ in _model_hooks(model)}
     for m in model.modules():
         if isinstance(m, _deepseek_v4().DeepseekV4Model) and id(m) not in hooked:
@@ -427,13 +459,15 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
 def restore_hf_attention(model: nn.Module) -> nn.Module:
     """Undo `use_fused_csa`: every attention layer runs HF's own
     forward again. `model`: a module `use_fused_csa` switched.
-    Returns `model`, switched back in place."""
+    Returns `model`, switched back in place. A cache the bridge filled cannot be continued by HF's attention (it lacks
+    HF's compressor and indexer state): the layers refuse it with a `ValueError` rather than decode wrongly."""
     for attn in _attention_layers(model):
         for k in ("forward", "_fused_csa", "_fused_csa_loss"):
             attn.__dict__.pop(k, None)
-    for m, k in _model_hooks(model):
-        m._forward_pre_hooks.pop(k)
-        m._forward_pre_hooks_with_kwargs.pop(k, None)
+        if not _hooks(attn, _RestoredGuard):
+            attn.register_forward_pre_hook(_RestoredGuard(), with_kwargs=True)
+    for m, _ in _model_hooks(model):
+        _drop_hooks(m, _ModelHook)
     return model
 
 
