@@ -347,7 +347,7 @@ def csa_indexer_loss(
         row = torch.where(row_mask, row, torch.zeros((), dtype=row.dtype, device=dev))
     # non-finite inputs are never hidden (reference chapter): a NaN/Inf visible score poisons the loss even where
     # no support uses it (`0 · Σ visible scores` is 0 otherwise, with zero gradient); no device sync
-    visible = _causal_visible(0, sq, n_comp, ratio, dev)
+    visible = _causal_visible(off, off + sq, n_comp, ratio, dev)  # the block's own rows
     if row_mask is not None:
         visible = visible & row_mask[:, :, None]
     total = row.sum() + 0.0 * torch.where(visible, index_scores.to(work), torch.zeros((), dtype=work, device=dev)).sum()
