@@ -13,8 +13,9 @@ from torch import nn
 
 from .attention import CompressedSparseAttention
 from .cache import grow_cache
-from .checks import check_int
+from .checks import check_bool, check_int
 from .config import CSAConfig
+from .graphs import capture_decode
 
 # %% auto #0
 __all__ = ['layer_ratio', 'csa_config_from_hf', 'csa_layer_from_hf', 'use_fused_csa', 'restore_hf_attention', 'indexer_loss']
@@ -291,6 +292,25 @@ def _whole(layer, q, kv, x, qr, padding):
     return out.new_zeros(S * B, out.shape[-1]).index_copy(0, rows.flat, out).view(S, B, -1), loss
 
 
+def _graphed_step(past, idx, layer, cache, *ins):
+    """One decode step of layer `idx` as a replay of its CUDA graph (`capture_decode`): captured at the first step of
+    each cache and shape (and again when the cache grows into a new one), kept on HF's `past` → `out [S, B, H·D]`."""
+    store = past.__dict__.setdefault("_fused_csa_graphs", {})
+    owner, graphs = store.get(idx, (None, None))
+    if owner is not cache:  # a new or grown cache: its tensors are new, so are the graphs
+        graphs = {}
+        store[idx] = (cache, graphs)
+    key = tuple(None if t is None else tuple(t.shape) for t in ins)
+    if key not in graphs:
+        static = [None if t is None else t.clone() for t in ins]
+        graphs[key] = (capture_decode(layer, cache, *static), static)
+    graph, static = graphs[key]
+    for s, t in zip(static, ins):
+        if s is not None:
+            s.copy_(t)
+    return graph.replay().clone()  # the graph rewrites its output at the next replay
+
+
 @torch.no_grad()
 def _cached(attn, layer, past, q, kv, x, qr, padding):
     """The layer through its decode cache on HF's `past` → `out [S, B, H·D]`;
@@ -303,6 +323,8 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
             "padding among the new tokens of a continued cache: only a prompt (the first call) may be padded"
         )
     if rows is None:
+        if not fresh and attn.__dict__.get("_fused_csa_graphs") and layer.fused and q.is_cuda:
+            return _graphed_step(past, attn.layer_idx, layer, cache, q, kv, x, qr)
         return layer(q, kv, x, qr, cache=cache)[0]
     out = q.new_zeros(S, B, layer.cfg.num_heads * layer.cfg.v_head_dim)
     for i, (a, n) in enumerate(zip(rows.starts, rows.lengths)):
@@ -426,14 +448,19 @@ def _model_hooks(model):
     ]
 
 # %% ../nbs/10_hf.ipynb #ff0402af
-def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrides) -> nn.Module:
+def use_fused_csa(
+    model: nn.Module, dsa_kernel_backend: str = "cudnn", decode_graphs: bool = True, **overrides
+) -> nn.Module:
     """Run the CSA core of every DeepSeek-V4 attention layer on this package (see above) → `model`, switched in place.
     `model`: a transformers module tree holding `DeepseekV4Attention`s (`DeepseekV4ForCausalLM`, `DeepseekV4Model`, a
     layer); `dsa_kernel_backend`: `"cudnn"` (fused; bf16 CUDA models) or `"none"` (native, any dtype and device);
+    `decode_graphs`: on the fused backend, run each layer's decode steps (after the prompt) as replays of a CUDA graph
+    captured at the first step (`capture_decode`), `False`: eagerly (the native backend always decodes eagerly);
     `overrides`: `CSAConfig` fields the HF config does not set (`indexer_loss_coeff`, `indexer_use_sparse_loss`,
     `indexer_precision`, …)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"`model` must be a torch.nn.Module, got {_type_name(model)}")
+    check_bool("decode_graphs", decode_graphs)
     layers = _attention_layers(model)
     if not layers:
         raise ValueError("`model` holds no DeepseekV4Attention layer (a transformers DeepSeek-V4 model is expected)")
@@ -447,6 +474,7 @@ def use_fused_csa(model: nn.Module, dsa_kernel_backend: str = "cudnn", **overrid
     for attn in layers:
         attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)  # not a submodule: the state dict stays HF's
         attn.__dict__["_fused_csa_loss"] = None
+        attn.__dict__["_fused_csa_graphs"] = decode_graphs
         attn.forward = _Forward(attn)
         _drop_hooks(attn, _RestoredGuard)  # the bridge continues its own caches
     hooked = {id(m) for m, _ in _model_hooks(model)}
@@ -462,7 +490,7 @@ def restore_hf_attention(model: nn.Module) -> nn.Module:
     Returns `model`, switched back in place. A cache the bridge filled cannot be continued by HF's attention (it lacks
     HF's compressor and indexer state): the layers refuse it with a `ValueError` rather than decode wrongly."""
     for attn in _attention_layers(model):
-        for k in ("forward", "_fused_csa", "_fused_csa_loss"):
+        for k in ("forward", "_fused_csa", "_fused_csa_loss", "_fused_csa_graphs"):
             attn.__dict__.pop(k, None)
         if not _hooks(attn, _RestoredGuard):
             attn.register_forward_pre_hook(_RestoredGuard(), with_kwargs=True)
