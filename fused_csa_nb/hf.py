@@ -439,13 +439,7 @@ def _attention_layers(model):
 def _model_hooks(model):
     "`[(module, hook id)]` of the `_ModelHook`s on `model`'s `DeepseekV4Model`s."
     cls = _deepseek_v4().DeepseekV4Model
-    return [
-        (m, k)
-        for m in model.modules()
-        if isinstance(m, cls)
-        for k, h in m._forward_pre_hooks.items()
-        if isinstance(h, _ModelHook)
-    ]
+    return [(m, k) for m in model.modules() if isinstance(m, cls) for k in _hooks(m, _ModelHook)]
 
 # %% ../nbs/10_hf.ipynb #ff0402af
 def use_fused_csa(
