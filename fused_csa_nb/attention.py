@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from torch import nn
 
 from .backends import KeySet, make_backend
-from .cache import MAX_STEP, CSACache, _nonfinite, make_cache
+from .cache import MAX_STEP, CSACache, make_cache
 from .checks import check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig
 from fused_csa_nb.context_parallel import (
@@ -457,18 +457,15 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink
     (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
     s, rows = query.shape[0], cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
-    cache.write_keys(key[:, :, 0], rows)
+    comp = index = selected = None
     if self.compressor is not None:  # the module steps read the rings; the cache then writes them
-        entries, a, g = self.compressor.step(x, rows.positions, *cache.comp_ring)
-        cache.write_ring(cache.comp_ring, a, g, rows)
-        cache.write_entries(entries, rows)
-    selected = poison = None
+        comp = self.compressor.step(x, rows.positions, *cache.comp_ring)  # (entries, a, g)
     if self.indexer is not None:
         q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring)
-        cache.write_ring(cache.index_ring, a, g, rows)
-        bad = cache.write_index_keys(k_i, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)  # [s, b]
+        index = (k_i, a, g, q_i, w_i)
+    poison = cache.write_step(rows, key[:, :, 0], comp, index)  # [b, s] NaN / 0 with the indexer, else None
+    if index is not None:
         selected = self.backend.decode_select(q_i, w_i, cache, rows.visible)  # [b, s, k]
-        poison = torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
-    out = self.backend.decode_attend(query, cache.kv, sink, cache.step_index(rows, selected), poison)
+    out = self.backend.decode_attend(query, cache, rows, selected, sink, poison)
     cache.advance(s)
     return out

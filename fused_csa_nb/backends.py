@@ -13,13 +13,13 @@ from torch.utils.checkpoint import checkpoint
 
 from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
-from .kernels import _radix_topk, kernel_limits, padded_num_heads, sm_major
+from .checks import _triton_runs_on
+from .kernels import _decode_scores, _radix_topk, kernel_limits, padded_num_heads, sm_major
 from fused_csa_nb.layout import (
     QueryRows,
     _block_rows_of,
     _check_int32_range,
     _entry_slots,
-    _flat_global,
     _row_blocks,
     cached_index,
     compressed_topk_idxs,
@@ -389,14 +389,17 @@ def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
 
 # %% ../nbs/05_backends.ipynb #c3faf396
 @patch
-def decode_attend(self: NativeBackend, query, kv, sink, idx, poison=None):
-    """A decode step's attention over the cache: the reference sparse attention with the sink.
+def decode_attend(self: NativeBackend, query, cache, rows, selected, sink, poison=None):
+    """A decode step's attention over the cache: the reference sparse attention with the sink, over the local slots
+    `cache.step_index(rows, selected)`.
 
-    `query [s, b, H, D]`: the step's queries; `kv [R + E, b, D]`: the cache's `kv` (the window ring, then the entries);
-    `sink [H]` (float): one sink logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots
-    (`CSACache.step_index`; `-1`: none); `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs are not
-    finite, 0 elsewhere (added to the rows' output). Returns `out [s, b, H·D]` in `query`'s dtype."""
-    return _poisoned(unfused_csa_attention(query, kv, sink, idx, softmax_scale=self.cfg.scale), poison)
+    `query [s, b, H, D]`: the step's queries; `cache`: the layer's `CSACache`, the step's keys written; `rows`: the
+    step's `StepRows`; `selected [b, s, k]` (integer) or `None`: the entries each row attends to (`decode_select`;
+    `None`: every visible one, or none for ratio 0); `sink [H]` (float): one sink logit per query head; `poison [b, s]`
+    fp32 or `None`: NaN on rows whose indexer inputs are not finite, 0 elsewhere (added to the rows' output). Returns
+    `out [s, b, H·D]` in `query`'s dtype."""
+    idx = cache.step_index(rows, selected)  # [b, s, K] local slots of cache.kv
+    return _poisoned(unfused_csa_attention(query, cache.kv, sink, idx, softmax_scale=self.cfg.scale), poison)
 
 
 def _bmm_f32(a, b):
@@ -407,52 +410,55 @@ def _bmm_f32(a, b):
 # %% ../nbs/05_backends.ipynb #244e3a42
 @patch
 def decode_select(self: FusedBackend, q_i, w_i, cache, visible):  # noqa: F811 (@patch: FusedBackend's method)
-    """`NativeBackend.decode_select` on the GPU: the scores of the step's `s` rows per sequence as two batched products
-    (bf16 inputs, float32 out: cuDNN's indexer spends ~200 µs on a single row)
-    — FP8 on the cache's e4m3 keys —, radix top-k.
+    """`NativeBackend.decode_select` on the GPU: the step's `s · b` score rows in one kernel (`kernels._decode_scores`:
+    bf16 products, float32 sums, the logits never stored; cuDNN's indexer spends ~200 µs on a single row) — FP8 on the
+    cache's e4m3 keys —, then the radix top-k. Off CUDA (the stand-in kernels) the scores are two batched products.
 
-    `q_i [s, b, Hi, Di]` bf16: the step's indexer queries; `w_i [s, b, Hi]`:
-    their per-head weights; `cache`: the layer's
-    `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
+    `q_i [s, b, Hi, Di]` bf16: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the
+    layer's `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
     (`StepRows.visible`). Returns the selected entry ids `[b, s, k]` int32 (`-1` padded; `k = min(index_topk, E)`)."""
-    cfg, E, (s, b, Hi, Di) = self.cfg, cache.entries, q_i.shape
-    scale = w_i.float() * cfg.index_scale  # [s, b, Hi]
+    cfg, E, (s, b) = self.cfg, cache.entries, q_i.shape[:2]
+    qs = ks = None
     if cfg.indexer_precision == "fp8":
         q8, qs = fp8_rows(q_i)
-        q, (keys, ks), scale = q8.to(torch.bfloat16), cache.index_keys8, scale * qs
+        q, (keys, ks) = q8.to(torch.bfloat16), cache.index_keys8
     else:
-        q, keys, ks = q_i, cache.index_keys, None
+        q, keys = q_i, cache.index_keys
+    if _triton_runs_on(q) and q.dtype == keys.dtype == torch.bfloat16:
+        scores, lengths = _decode_scores(q, w_i, keys, visible, cfg.index_scale, qs, ks)  # [b·s, E], [b·s]
+    else:
+        scores, lengths = _decode_scores_bmm(q, w_i, keys, visible, cfg.index_scale, qs, ks)
+    return _radix_topk(scores, lengths, min(cfg.index_topk, E)).view(b, s, -1)
+
+
+def _decode_scores_bmm(q, w, keys, visible, scale: float, q_scale=None, k_scale=None):
+    "`kernels._decode_scores` (same arguments and results) as two batched products: any device."
+    (s, b, Hi, Di), E = q.shape, keys.shape[1]
+    wt = w.float() * scale if q_scale is None else w.float() * scale * q_scale  # [s, b, Hi]
     logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()  # [b, s·Hi, E]
-    scores = torch.bmm(scale.transpose(0, 1).reshape(b * s, 1, Hi), logits.view(b * s, Hi, E)).view(b, s, E)
-    if ks is not None:
-        scores = scores * ks.unsqueeze(1)
+    scores = torch.bmm(wt.transpose(0, 1).reshape(b * s, 1, Hi), logits.view(b * s, Hi, E)).view(b, s, E)
+    if k_scale is not None:
+        scores = scores * k_scale.unsqueeze(1)
     visible = visible.clamp(max=E)  # [b, s]
-    scores = scores.masked_fill(cache._iota(E) >= visible.unsqueeze(-1), float("-inf"))
-    return _radix_topk(scores.view(b * s, E), visible.reshape(b * s).to(torch.int32), min(cfg.index_topk, E)).view(
-        b, s, -1
-    )
+    scores = scores.masked_fill(torch.arange(E, device=q.device) >= visible.unsqueeze(-1), float("-inf"))
+    return scores.view(b * s, E), visible.reshape(b * s).to(torch.int32)
 
 # %% ../nbs/05_backends.ipynb #cffd21f7
 @patch
-def decode_attend(self: FusedBackend, query, kv, sink, idx, poison=None):  # noqa: F811 (@patch: FusedBackend's method)
-    """`NativeBackend.decode_attend` on FlashMLA's sparse kernel (flat slots of the cache's `kv`).
+def decode_attend(self: FusedBackend, query, cache, rows, selected, sink, poison=None):  # noqa: F811 (FusedBackend's)
+    """`NativeBackend.decode_attend` on FlashMLA's sparse kernel, over the flat slots
+    `cache.step_flat_index(rows, selected)` (one kernel on CUDA).
 
-    `query [s, b, H, D]` bf16: the step's queries; `kv [R + E, b, D]` bf16: the cache's `kv`; `sink [H]` (float): one
-    sink logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots (`-1`: none); `poison [b, s]` fp32
-    or `None`: NaN on rows whose indexer inputs are not finite, 0 elsewhere. Returns `out [s, b, H·D]` bf16."""
+    `query [s, b, H, D]` bf16: the step's queries; `cache`: the layer's `CSACache` (bf16 `kv`), the step's keys
+    written; `rows`: the step's `StepRows`; `selected [b, s, k]` int32 or `None`: the entries each row attends to
+    (`None`: every visible one, or none for ratio 0); `sink [H]` (float): one sink logit per query head; `poison [b, s]`
+    fp32 or `None`: NaN on rows whose indexer inputs are not finite, 0 elsewhere. Returns `out [s, b, H·D]` bf16."""
     lim, heads = self.kernels(query.device)
-    kv = kv.contiguous()  # a one-sequence view of a batch cache: its own copy
+    kv = cache.kv.contiguous()  # a one-sequence view of a batch cache: its own copy
     _check_int32_range(kv.shape[0], kv.shape[1])
+    idx = cache.step_flat_index(rows, selected, lim.topk_multiple)
     return _sparse_attn(
-        query.contiguous(),
-        kv,
-        sink,
-        _flat_global(idx, kv.shape[0]),
-        self.cfg.scale,
-        None,
-        poison,
-        heads=heads,
-        multiple=lim.topk_multiple,
+        query.contiguous(), kv, sink, idx, self.cfg.scale, None, poison, heads=heads, multiple=lim.topk_multiple
     )
 
 # %% ../nbs/05_backends.ipynb #86239e92
@@ -485,12 +491,13 @@ class Backend(Protocol):
         `CSACache`; `visible [b, s]` int64: the entries each row sees (`StepRows.visible`). Returns the selected entry
         ids `[b, s, k]` (`-1` padded)."""
 
-    def decode_attend(self, query, kv, sink, idx, poison=None) -> torch.Tensor:
+    def decode_attend(self, query, cache, rows, selected, sink, poison=None) -> torch.Tensor:
         """A decode step's attention over the cache (`NativeBackend.decode_attend`).
 
-        `query [s, b, H, D]`: the step's queries; `kv [R + E, b, D]`: the cache's `kv`; `sink [H]` (float): one sink
-        logit per query head; `idx [b, s, K]` (integer): each row's local `kv` slots (`-1`: none); `poison [b, s]` fp32
-        or `None`: NaN on rows whose indexer inputs are not finite. Returns `out [s, b, H·D]`."""
+        `query [s, b, H, D]`: the step's queries; `cache`: the layer's `CSACache`, the step's keys written; `rows`: the
+        step's `StepRows`; `selected [b, s, k]` or `None`: the entries each row attends to (`decode_select`); `sink
+        [H]` (float): one sink logit per query head; `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs
+        are not finite. Returns `out [s, b, H·D]`."""
 
 # %% ../nbs/05_backends.ipynb #eeafc2f5
 def make_backend(cfg: CSAConfig, ratio: int) -> Backend:

@@ -12,7 +12,9 @@ from typing import NamedTuple
 import torch
 from fastcore.basics import patch
 
-from .checks import check_int
+from .checks import _triton_runs_on, check_int
+from .kernels import _step_flat_index, _step_rows, _step_writes, round_up
+from .layout import _flat_global, _pad_idx
 from .reference import fp8_rows
 
 # %% auto #0
@@ -140,13 +142,15 @@ class StepRows(NamedTuple):
     `positions [s, b]` int64: the rows' global positions, `pos + t`; `entry [s, b]` int64: each row's block
     (the compressed entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose
     entry stands once the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the
-    number of entries the row sees (entries `e < visible`)."""
+    number of entries the row sees (entries `e < visible`); `packed [4, s, b]` int64 or `None`: positions, entry, last
+    and visible (as `[s, b]`) in one buffer, as the decode-step kernels read them (`None` off CUDA)."""
 
     positions: torch.Tensor
     entry: torch.Tensor | None = None
     last: torch.Tensor | None = None
     complete: torch.Tensor | None = None
     visible: torch.Tensor | None = None
+    packed: torch.Tensor | None = None
 
 
 @patch
@@ -179,9 +183,14 @@ def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
 # %% ../nbs/05_cache.ipynb #38f5765d
 @patch
 def step_rows(self: CSACache, s: int) -> StepRows:
-    """The rows of a step of `s` new tokens per sequence at `pos …` (a few small device ops, no host read). `s`: the
-    step's new tokens per sequence (`s <= MAX_STEP`). Returns their `StepRows` (positions only for ratio 0)."""
-    pt, r = self.step_positions(s), self.ratio
+    """The rows of a step of `s` new tokens per sequence at `pos …` (no host read): one kernel on CUDA
+    (`kernels._step_rows`), a few small ops elsewhere. `s`: the step's new tokens per sequence (`s <= MAX_STEP`).
+    Returns their `StepRows` (positions only for ratio 0)."""
+    r = self.ratio
+    if _triton_runs_on(self.kv):
+        rows, complete = _step_rows(self.pos, s, r)
+        return StepRows(rows[0], rows[1], rows[2], complete, rows[3].t(), rows) if r else StepRows(rows[0], packed=rows)
+    pt = self.step_positions(s)
     if not r:
         return StepRows(pt)
     j, off = pt // r, pt % r
@@ -323,12 +332,53 @@ def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torc
     bi = self._iota(self.batch_size)
     self.index_keys[bi, j] = k.to(self.index_keys.dtype)
     if self.index_keys8 is not None:
-        k8, ks = fp8_rows(k)
-        self.index_keys8[0][bi, j], self.index_keys8[1][bi, j] = k8.to(self.index_keys8[0].dtype), ks
+        self._write_keys8(k, rows)
     bad = rows.complete & _nonfinite(keys, -1)  # [s, b]: a completed key, not finite
     rows_bad = self.index_bad | (bad.cumsum(0) > 0)
     self.index_bad |= rows_bad[-1]
     return rows_bad
+
+
+@patch
+def _write_keys8(self: CSACache, k: torch.Tensor, rows: StepRows):
+    "The FP8 form of `k [s, b, Di]`, the indexer keys of the rows' blocks (`write_index_keys`), into `index_keys8`."
+    k8, ks = fp8_rows(k)
+    bi, j = self._iota(self.batch_size), rows.entry
+    self.index_keys8[0][bi, j], self.index_keys8[1][bi, j] = k8.to(self.index_keys8[0].dtype), ks
+
+# %% ../nbs/05_cache.ipynb #56116ae7
+@patch
+@torch.no_grad()
+def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, index=None):
+    """Every write of a decode step (the four methods above, in their order) and the rows' poison: one kernel on CUDA
+    (`kernels._step_writes`, the FP8 form of the indexer keys after it), the four methods elsewhere.
+
+    `rows`: the step's `StepRows`; `key [s, b, D]`: the rows' raw keys; `comp`: `(entries, a, g)` as `Compressor.step`
+    returns them, or `None` (ratio 0); `index`: `(keys, a, g, q_i, w_i)` — `CSAIndexer.step`'s keys `[s, b, Di]` and
+    ring projections, the rows' indexer queries `[s, b, Hi, Di]` and head weights `[s, b, Hi]` — or `None` (no
+    indexer). Returns with `index` the rows' poison `[b, s]` fp32: NaN where a complete indexer key of the sequence so
+    far, or the row's own indexer query or weights, is not finite, else 0; `None` without."""
+    if rows.packed is not None and _triton_runs_on(self.kv):
+        c = None if comp is None else (*self.comp_ring, comp[1], comp[2], comp[0])
+        i = (
+            None
+            if index is None
+            else (*self.index_ring, *index[1:3], index[0], self.index_keys, self.index_bad, *index[3:])
+        )
+        poison = _step_writes(self.kv, self.slots, key, rows.packed, rows.complete, c, i)
+        if index is not None and self.index_keys8 is not None:
+            self._write_keys8(index[0].gather(0, rows.last.unsqueeze(-1).expand_as(index[0])), rows)
+        return poison
+    self.write_keys(key, rows)
+    if comp is not None:
+        self.write_ring(self.comp_ring, comp[1], comp[2], rows)
+        self.write_entries(comp[0], rows)
+    if index is None:
+        return None
+    keys, a, g, q_i, w_i = index
+    self.write_ring(self.index_ring, a, g, rows)
+    bad = self.write_index_keys(keys, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)  # [s, b]
+    return torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
 
 # %% ../nbs/05_cache.ipynb #b3f1d2a0
 def _ring_copy(buf, vals, p0: int):
@@ -394,6 +444,21 @@ def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
             selected = torch.where(e < rows.visible.unsqueeze(-1), e, -1)
         parts.append(torch.where(selected >= 0, selected + self.slots, -1))
     return torch.cat(parts, -1)
+
+# %% ../nbs/05_cache.ipynb #457ff2ec
+@patch
+def step_flat_index(self: CSACache, rows: StepRows, selected=None, multiple: int = 1) -> torch.Tensor:
+    """`step_index` as the fused attention reads it: flat global slots `slot · b + i` of `kv`
+    (`layout.local_to_global_flat`), flat rows `t · b + i`, padded with `-1`; one kernel on CUDA
+    (`kernels._step_flat_index`).
+
+    `rows`, `selected`: as for `step_index`; `multiple`: the column count is rounded up to a multiple of it (FlashMLA's
+    top-k granularity). Returns `[s·b, K']` int32, `K' = round_up(K, multiple)`."""
+    if rows.packed is not None and _triton_runs_on(self.kv):
+        E = self.entries if self.ratio else 0
+        return _step_flat_index(rows.positions, self.slots, self.window, E, selected, rows.visible, multiple)
+    idx = _flat_global(self.step_index(rows, selected), self.kv.shape[0])
+    return _pad_idx(idx, round_up(idx.shape[1], multiple))
 
 # %% ../nbs/05_cache.ipynb #715de266
 @patch

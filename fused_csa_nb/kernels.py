@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib
+import os
 
 import torch
 
@@ -371,6 +372,8 @@ def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
 from .checks import _TRITON_IMPORT_ERROR, tl, triton  # the package's one guarded triton import
+
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter runs the kernels (CPU tests)
 
 # %% ../nbs/03_kernels.ipynb #6a8eec0d
 if triton is not None:
@@ -1353,3 +1356,231 @@ def dense_indexer_bwd(
         qco if qco is not None else 0,
         d_index_k,
     )
+
+# %% ../nbs/03_kernels.ipynb #89fdfd48
+if triton is not None:
+
+    @triton.jit
+    def _copy_row(dst_ptr, src_ptr, N, BLOCK: tl.constexpr):
+        "Row `src_ptr[0 : N]` into `dst_ptr[0 : N]` (unit stride), cast to the destination's dtype."
+        for c0 in range(0, N, BLOCK):
+            i = c0 + tl.arange(0, BLOCK)
+            v = tl.load(src_ptr + i, mask=i < N)
+            tl.store(dst_ptr + i, v.to(dst_ptr.dtype.element_ty), mask=i < N)
+
+    @triton.jit
+    def _row_nonfinite(src_ptr, N, BLOCK: tl.constexpr):
+        "Whether row `src_ptr[0 : N]` holds a NaN or ±Inf (`0·x` is NaN exactly there; a sum keeps it)."
+        acc = tl.zeros((BLOCK,), tl.float32)
+        for c0 in range(0, N, BLOCK):
+            i = c0 + tl.arange(0, BLOCK)
+            acc += tl.load(src_ptr + i, mask=i < N, other=0.0).to(tl.float32) * 0.0
+        z = tl.sum(acc, 0)
+        return z != z
+
+# %% ../nbs/03_kernels.ipynb #21566a8e
+if triton is not None:
+
+    @triton.jit
+    def _step_rows_kernel(out_ptr, done_ptr, pos_ptr, s, B, R):
+        "Sequence `bb`'s rows into `out [4, s, B]` int64 (positions, entry, last, visible) and `done [s, B]` (uint8)."
+        bb = tl.program_id(0)
+        p0, fs = tl.load(pos_ptr + bb), s * B
+        for t in range(0, s):
+            p, o = p0 + t, t * B + bb
+            tl.store(out_ptr + o, p)
+            if R > 0:
+                j, off = p // R, p % R
+                done = (off == R - 1).to(tl.int64)
+                tl.store(out_ptr + fs + o, j)
+                tl.store(out_ptr + 2 * fs + o, tl.minimum(t + (R - 1 - off), s - 1))
+                tl.store(out_ptr + 3 * fs + o, j + done)
+                tl.store(done_ptr + o, done.to(tl.uint8))
+
+
+def _step_rows(pos: torch.Tensor, s: int, ratio: int):
+    """The rows of a step of `s` tokens per sequence at `pos [b]` int64 (unit stride), for ratio `ratio` (0: positions
+    only) → `(rows [4, s, b] int64: positions, entry, last, visible; complete [s, b] bool)`."""
+    b = pos.shape[0]
+    rows = torch.empty(4, s, b, dtype=torch.int64, device=pos.device)
+    complete = torch.empty(s, b, dtype=torch.bool, device=pos.device)
+    _step_rows_kernel[(b,)](rows, complete.view(torch.uint8), pos, s, b, ratio)
+    return rows, complete
+
+# %% ../nbs/03_kernels.ipynb #95b9407f
+if triton is not None:
+
+    @triton.jit
+    def _step_writes_kernel(
+        kv_ptr, key_ptr, rows_ptr, done_ptr,
+        ca_ptr, cg_ptr, na_ptr, ng_ptr, ent_ptr,
+        ia_ptr, ig_ptr, ma_ptr, mg_ptr, ik_ptr, keys_ptr, bad_ptr, q_ptr, w_ptr, poison_ptr,
+        s, B, SLOTS, D, WC, SC, WI, SI, DI, QN, HI,
+        kv0, kv1, k0, k1, ca0, ca1, na0, na1, e0, e1, ia0, ia1, ma0, ma1, ik0, ik1, kk0, kk1, q0, q1, w0, w1,
+        HAS_COMP: tl.constexpr, HAS_INDEX: tl.constexpr, BLOCK: tl.constexpr,
+    ):  # fmt: skip
+        "Sequence `bb`'s writes of a step of `s` rows (`_step_writes`)."
+        bb = tl.program_id(0)
+        b64, fs = bb.to(tl.int64), s * B
+        if HAS_INDEX:
+            bad = tl.load(bad_ptr + bb) != 0
+        for t in range(0, s):
+            o = t * B + bb
+            p = tl.load(rows_ptr + o)
+            _copy_row(kv_ptr + (p % SLOTS) * kv0 + b64 * kv1, key_ptr + t * k0 + b64 * k1, D, BLOCK)
+            if HAS_COMP or HAS_INDEX:
+                e, last = tl.load(rows_ptr + fs + o), tl.load(rows_ptr + 2 * fs + o)
+            if HAS_COMP:
+                if t >= s - SC:
+                    _copy_row(ca_ptr + (p % SC) * ca0 + b64 * ca1, na_ptr + t * na0 + b64 * na1, WC, BLOCK)
+                    _copy_row(cg_ptr + (p % SC) * ca0 + b64 * ca1, ng_ptr + t * na0 + b64 * na1, WC, BLOCK)
+                _copy_row(kv_ptr + (SLOTS + e) * kv0 + b64 * kv1, ent_ptr + last * e0 + b64 * e1, D, BLOCK)
+            if HAS_INDEX:
+                if t >= s - SI:
+                    _copy_row(ia_ptr + (p % SI) * ia0 + b64 * ia1, ma_ptr + t * ma0 + b64 * ma1, WI, BLOCK)
+                    _copy_row(ig_ptr + (p % SI) * ia0 + b64 * ia1, mg_ptr + t * ma0 + b64 * ma1, WI, BLOCK)
+                _copy_row(ik_ptr + b64 * ik0 + e * ik1, keys_ptr + last * kk0 + b64 * kk1, DI, BLOCK)
+                done = tl.load(done_ptr + o) != 0
+                bad = bad | (done & _row_nonfinite(keys_ptr + t * kk0 + b64 * kk1, DI, BLOCK))
+                row_bad = bad | _row_nonfinite(q_ptr + t * q0 + b64 * q1, QN, BLOCK)
+                row_bad = row_bad | _row_nonfinite(w_ptr + t * w0 + b64 * w1, HI, BLOCK)
+                tl.store(poison_ptr + b64 * s + t, tl.where(row_bad, float("nan"), 0.0))
+        if HAS_INDEX:
+            tl.store(bad_ptr + bb, bad.to(tl.uint8))
+
+# %% ../nbs/03_kernels.ipynb #9f461fbd
+def _unit(t):
+    "`t` with a unit last stride (a copy only when it has none)."
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _step_writes(kv, slots: int, key, rows, complete, comp=None, index=None):
+    """All cache writes of a step of `s` rows per sequence (checked tensors of one CUDA device; see above).
+
+    `kv [R + E, b, D]`: the cache's window ring then entries; `slots`: `R`; `key [s, b, D]`: the rows' raw keys;
+    `rows [4, s, b]` int64, `complete [s, b]` bool (`None` for ratio 0): `_step_rows`'s; `comp`: `(ring_a, ring_g, a,
+    g, entries)` — the compressor ring `[S, b, W]` twice, the rows' projections `[s, b, W]` and entries `[s, b, D]` —
+    or `None`; `index`: `(ring_a, ring_g, a, g, keys, index_keys, index_bad, q_i, w_i)` — the indexer ring,
+    projections and keys `[s, b, Di]`, the cache's `index_keys [b, E, Di]` and `index_bad [b]` bool, the rows'
+    queries `[s, b, Hi, Di]` and weights `[s, b, Hi]` — or `None`. Returns the rows' poison `[b, s]` fp32 (NaN or 0)
+    with `index`, else `None`."""
+    s, b, d = key.shape
+    ca = cg = na = ng = ent = ia = ig = ma = mg = keys = ik = bad = q = w = poison = kv  # absent: never read
+    if comp is not None:
+        ca, cg, na, ng, ent = comp
+        na, ng, ent = _unit(na), _unit(ng), _unit(ent)
+    if index is not None:
+        ia, ig, ma, mg, keys, ik, index_bad, q, w = index
+        ma, mg, keys, q, w = (_unit(x) for x in (ma, mg, keys, q, w))
+        q, bad = q.flatten(2), index_bad.view(torch.uint8)
+        poison = torch.empty(b, s, dtype=torch.float32, device=kv.device)
+    key, done = _unit(key), (rows if complete is None else complete.view(torch.uint8))  # None: ratio 0, not read
+    _step_writes_kernel[(b,)](
+        kv, key, rows, done, ca, cg, na, ng, ent, ia, ig, ma, mg, ik, keys, bad, q, w, poison,
+        s, b, slots, d, ca.shape[-1], ca.shape[0], ia.shape[-1], ia.shape[0], keys.shape[-1], q.shape[-1], w.shape[-1],
+        *kv.stride()[:2], *key.stride()[:2], *ca.stride()[:2], *na.stride()[:2], *ent.stride()[:2],
+        *ia.stride()[:2], *ma.stride()[:2], *ik.stride()[:2], *keys.stride()[:2], *q.stride()[:2], *w.stride()[:2],
+        HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024,
+    )  # fmt: skip
+    return poison if index is not None else None
+
+# %% ../nbs/03_kernels.ipynb #3e86f032
+if triton is not None:
+
+    @triton.jit
+    def _step_index_kernel(
+        out_ptr, pos_ptr, sel_ptr, vis_ptr, B, SLOTS, WIN, K, KP, s0, s1, v0, v1,
+        MODE: tl.constexpr, BLOCK: tl.constexpr,
+    ):  # fmt: skip
+        "Flat row `r = t·B + bb`'s slots: window, then (MODE 1) the selected or (MODE 2) every visible entry."
+        r = tl.program_id(0)
+        t, bb = r // B, r % B
+        p = tl.load(pos_ptr + r)
+        if MODE == 2:
+            vis = tl.load(vis_ptr + bb * v0 + t * v1)
+        for c0 in range(0, KP, BLOCK):
+            j = c0 + tl.arange(0, BLOCK)
+            q = p - WIN + 1 + j
+            loc = tl.where(q >= 0, q % SLOTS, -1)
+            if MODE == 1:
+                sel = tl.load(sel_ptr + bb * s0 + t * s1 + (j - WIN), mask=(j >= WIN) & (j < K), other=-1)
+                loc = tl.where(j < WIN, loc, tl.where(sel >= 0, sel.to(tl.int64) + SLOTS, -1))
+            if MODE == 2:
+                e = (j - WIN).to(tl.int64)
+                loc = tl.where(j < WIN, loc, tl.where(e < vis, e + SLOTS, -1))
+            loc = tl.where(j < K, loc, -1)
+            flat = tl.where(loc >= 0, loc * B + bb, -1)
+            tl.store(out_ptr + r.to(tl.int64) * KP + j, flat.to(tl.int32), mask=j < KP)
+
+
+def _step_flat_index(positions, slots: int, window: int, entries: int, selected=None, visible=None, multiple: int = 1):
+    """The flat global `kv` slots of a step's rows (see above) → `[s·b, K']` int32, `K = W + k` (selected), `W + E`
+    (every visible entry) or `W`, padded to `K'`, a multiple of `multiple`.
+
+    `positions [s, b]` int64 (unit strides): the rows' positions; `slots`: `R`; `window`: `W`; `entries`: `E` (0:
+    none); `selected [b, s, k]` integer or `None`: the entries each row attends to (`-1` padded); `visible [b, s]`
+    int64: the entries each row sees (read without `selected`)."""
+    s, b = positions.shape
+    mode, k = (1, selected.shape[-1]) if selected is not None else (2, entries) if entries else (0, 0)
+    kp = round_up(window + k, multiple)
+    out = torch.empty(s * b, kp, dtype=torch.int32, device=positions.device)
+    sel = _unit(selected) if selected is not None else out
+    vis = visible if mode == 2 else positions
+    _step_index_kernel[(s * b,)](
+        out, positions, sel, vis, b, slots, window, window + k, kp, *sel.stride()[:2], *vis.stride()[:2],
+        MODE=mode, BLOCK=256,
+    )  # fmt: skip
+    return out
+
+# %% ../nbs/03_kernels.ipynb #6b0f00d0
+if triton is not None:
+
+    @triton.jit
+    def _decode_scores_kernel(
+        out_ptr, len_ptr, q_ptr, w_ptr, qs_ptr, k_ptr, ks_ptr, vis_ptr, scale, S, E,
+        q0, q1, w0, w1, k0, k1, ks0, v0, v1,
+        HI: tl.constexpr, DI: tl.constexpr, BLOCK_E: tl.constexpr, HAS_QS: tl.constexpr, HAS_KS: tl.constexpr,
+        WIDEN: tl.constexpr,
+    ):  # fmt: skip
+        "Row `r = bb·S + t`'s scores over entries `eb·BLOCK_E …`; block 0 also writes the row's length."
+        r, eb = tl.program_id(0), tl.program_id(1)
+        bb, t = r // S, r % S
+        n = tl.minimum(tl.load(vis_ptr + bb * v0 + t * v1), E)
+        h, d, e = tl.arange(0, HI), tl.arange(0, DI), eb * BLOCK_E + tl.arange(0, BLOCK_E)
+        q = tl.load(q_ptr + t * q0 + bb * q1 + h[:, None] * DI + d[None, :])
+        k = tl.load(k_ptr + bb * k0 + e[None, :] * k1 + d[:, None], mask=(e < E)[None, :], other=0.0)  # [DI, BLOCK_E]
+        if WIDEN:  # Triton's interpreter multiplies bf16 wrongly: the same exact products in fp32 there
+            q, k = q.to(tl.float32), k.to(tl.float32)
+        logits = tl.maximum(tl.dot(q, k, input_precision="ieee" if WIDEN else None), 0.0)  # [HI, BLOCK_E] fp32
+        w = tl.load(w_ptr + t * w0 + bb * w1 + h).to(tl.float32) * scale
+        if HAS_QS:
+            w = w * tl.load(qs_ptr + t * w0 + bb * w1 + h)
+        sc = tl.sum(logits * w[:, None], 0)
+        if HAS_KS:
+            sc = sc * tl.load(ks_ptr + bb * ks0 + e, mask=e < E, other=0.0)
+        tl.store(out_ptr + r.to(tl.int64) * E + e, tl.where(e < n, sc + 0.0, float("-inf")), mask=e < E)
+        if eb == 0:
+            tl.store(len_ptr + r, n.to(tl.int32))
+
+
+def _decode_scores(q, w, keys, visible, scale: float, q_scale=None, k_scale=None):
+    """Indexer scores of a step's rows over the cached keys (see above) → `(scores [b·s, E] fp32, lengths [b·s]
+    int32)`, rows `i·s + t`.
+
+    `q [s, b, Hi, Di]` bf16 (the heads contiguous): the rows' indexer queries (the e4m3 values under FP8); `w [s, b,
+    Hi]`: their head weights; `keys [b, E, Di]` bf16: the cached indexer keys (the e4m3 values under FP8); `visible
+    [b, s]` int64: the entries each row sees; `scale`: `σ`; `q_scale [s, b, Hi]`, `k_scale [b, E]` fp32 or `None`: the
+    FP8 scales (`w` and `q_scale` share strides)."""
+    s, b, hi, di = q.shape
+    E = keys.shape[1]
+    q = q if q.stride(3) == 1 and q.stride(2) == di else q.contiguous()
+    w = w if q_scale is None or w.stride() == q_scale.stride() else w.contiguous()
+    out = torch.empty(b * s, E, dtype=torch.float32, device=q.device)
+    lengths = torch.empty(b * s, dtype=torch.int32, device=q.device)
+    qs, ks = (q_scale if q_scale is not None else w), (k_scale if k_scale is not None else w)
+    _decode_scores_kernel[(b * s, triton.cdiv(E, 64))](
+        out, lengths, q, w, qs, keys, ks, visible, scale, s, E, *q.stride()[:2], *w.stride()[:2],
+        *keys.stride()[:2], ks.stride(0), *visible.stride(), HI=hi, DI=di, BLOCK_E=64,
+        HAS_QS=q_scale is not None, HAS_KS=k_scale is not None, WIDEN=_INTERPRETED,
+    )  # fmt: skip
+    return out, lengths
