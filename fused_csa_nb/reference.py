@@ -1008,100 +1008,94 @@ if triton is not None:
         return x, m
 
     @triton.jit
-    def _stream_pool_kernel(
-        ra_ptr,
-        rg_ptr,
-        na_ptr,
-        ng_ptr,
-        ape_ptr,
-        pos_ptr,
-        c_ptr,
-        B,
-        S,
-        W,
-        R,
-        D,
-        C0,
-        rs0,
-        rs1,
-        ns0,
-        ns1,
-        RP: tl.constexpr,
-        BLOCK_D: tl.constexpr,
-        OVERLAP: tl.constexpr,
-    ):
-        "The pooled entry of new token `t`'s block of sequence `bb` (channels of one block) → `c [s, B, D]` fp32."
-        t, bb = tl.program_id(0), tl.program_id(1)
-        ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
-        p0 = tl.load(pos_ptr + bb)
-        p = p0 + t
+    def _stream_block(
+        ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, p0, p, bb, S, W, R, D, C0, rs0, rs1, ns0, ns1, ch,
+        RP: tl.constexpr, OVERLAP: tl.constexpr,
+    ):  # fmt: skip
+        "Channels `ch` of the pooled entry of the block holding token `p` of sequence `bb` (fp32): a softmax pooling."
+        k = tl.arange(0, RP)
         q = (p // R) * R + k  # the block's tokens; those after `p` are not in yet
         a2, m2 = _stream_tile(ra_ptr, na_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, C0, D, (k < R) & (q <= p), ch)
         g2, _ = _stream_tile(rg_ptr, ng_ptr, q, p0, S, bb, rs0, rs1, ns0, ns1, C0, D, (k < R) & (q <= p), ch)
-        g2 = tl.where(
-            m2,
-            g2 + tl.load(ape_ptr + k[:, None] * W + C0 + ch[None, :], mask=m2, other=0.0).to(tl.float32),
-            float("-inf"),
-        )
+        ape2 = tl.load(ape_ptr + k[:, None] * W + C0 + ch[None, :], mask=m2, other=0.0).to(tl.float32)
+        g2 = tl.where(m2, g2 + ape2, float("-inf"))
         mx = tl.max(g2, 0)
         if OVERLAP:  # the previous block's first half (none before block 1)
             q1 = q - R
             a1, m1 = _stream_tile(ra_ptr, na_ptr, q1, p0, S, bb, rs0, rs1, ns0, ns1, 0, D, (k < R) & (q1 >= 0), ch)
             g1, _ = _stream_tile(rg_ptr, ng_ptr, q1, p0, S, bb, rs0, rs1, ns0, ns1, 0, D, (k < R) & (q1 >= 0), ch)
-            g1 = tl.where(
-                m1,
-                g1 + tl.load(ape_ptr + k[:, None] * W + ch[None, :], mask=m1, other=0.0).to(tl.float32),
-                float("-inf"),
-            )
+            ape1 = tl.load(ape_ptr + k[:, None] * W + ch[None, :], mask=m1, other=0.0).to(tl.float32)
+            g1 = tl.where(m1, g1 + ape1, float("-inf"))
             mx = tl.maximum(mx, tl.max(g1, 0))
             e1 = tl.exp(g1 - mx[None, :])
             num, den = tl.sum(e1 * a1, 0), tl.sum(e1, 0)
         else:
-            num, den = tl.zeros((BLOCK_D,), tl.float32), tl.zeros((BLOCK_D,), tl.float32)
+            num, den = tl.zeros(ch.shape, tl.float32), tl.zeros(ch.shape, tl.float32)
         e2 = tl.exp(g2 - mx[None, :])
-        num, den = num + tl.sum(e2 * a2, 0), den + tl.sum(e2, 0)
-        tl.store(c_ptr + (t * B + bb).to(tl.int64) * D + ch, num / den, mask=ch < D)
+        return (num + tl.sum(e2 * a2, 0)) / (den + tl.sum(e2, 0))
+
+    @triton.jit
+    def _stream_entry_kernel(
+        ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, pos_ptr, nw_ptr, freq_ptr, c_ptr, out_ptr,
+        B, S, W, R, D, C0, J0, rs0, rs1, ns0, ns1, eps,
+        RP: tl.constexpr, BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr,
+    ):  # fmt: skip
+        """The entry of new token `t`'s block of sequence `bb` → `out [s, B, D]`: the pooling block by block (into the
+        fp32 scratch `c`), then RMSNorm and the rotary at the block start, pair by pair."""
+        t, bb = tl.program_id(0), tl.program_id(1)
+        p0 = tl.load(pos_ptr + bb)
+        p, row = p0 + t, (t * B + bb).to(tl.int64) * D
+        ss = tl.zeros((BLOCK_D,), tl.float32)
+        for c0 in range(0, D, BLOCK_D):
+            ch = c0 + tl.arange(0, BLOCK_D)
+            c = _stream_block(
+                ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, p0, p, bb, S, W, R, D, C0, rs0, rs1, ns0, ns1, ch, RP, OVERLAP
+            )
+            c = tl.where(ch < D, c, 0.0)
+            ss += c * c
+            tl.store(c_ptr + row + ch, c, mask=ch < D)
+        rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / D + eps)
+        tl.debug_barrier()  # the scratch row is complete before it is read back in pairs
+        start = ((p // R) * R).to(tl.float64)  # the block start: the entry's rotary position
+        for j0 in range(0, D // 2, BLOCK_D // 2):
+            j = j0 + tl.arange(0, BLOCK_D // 2)
+            m = j < D // 2
+            y0 = tl.load(c_ptr + row + 2 * j, mask=m, other=0.0) * rstd * tl.load(nw_ptr + 2 * j, mask=m).to(tl.float32)
+            y1 = tl.load(c_ptr + row + 2 * j + 1, mask=m, other=0.0) * rstd
+            y1 = y1 * tl.load(nw_ptr + 2 * j + 1, mask=m).to(tl.float32)
+            turn = m & (j >= J0)
+            ang = start * tl.load(freq_ptr + (j - J0), mask=turn, other=0.0).to(tl.float64)
+            ang = ang - (ang * 0.15915494309189535).to(tl.int64).to(tl.float64) * 6.283185307179586  # into (−2π, 2π)
+            cs, sn = tl.cos(ang.to(tl.float32)), tl.sin(ang.to(tl.float32))
+            tl.store(out_ptr + row + 2 * j, (y0 * cs - y1 * sn).to(out_ptr.dtype.element_ty), mask=m)
+            tl.store(out_ptr + row + 2 * j + 1, (y0 * sn + y1 * cs).to(out_ptr.dtype.element_ty), mask=m)
 
 
-def _stream_pool(ring_a, ring_g, a, g, ape, pos, overlap: bool):
-    """`Compressor.step`'s pooling in one Triton pass: the entry of each new token's block from the rings `[S, b, W]`
-    and the new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64) → `[s, b, d]` fp32
-    (a block's tokens after the row's own are left out: a partial entry pools what is in)."""
+def _stream_entry(comp, ring_a, ring_g, a, g, pos, dtype):
+    """`Compressor.step`'s entries in one Triton pass: the pooling of each new token's block from the rings `[S, b, W]`
+    and the new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64), then the RMSNorm and the rotary
+    at the block start → `[s, b, d]` in `dtype` (a block's tokens after the row's own are left out: a partial entry
+    pools what is in). `comp`: the `Compressor` (its `ape`, norm weight, rotary table; `head_dim` even)."""
     s, b, w = a.shape
-    r, d = ape.shape[0], (w // 2 if overlap else w)
-    a, g, ape, pos = a.contiguous(), g.contiguous(), ape.contiguous(), pos.contiguous()
-    c = torch.empty(s, b, d, device=a.device, dtype=torch.float32)
+    r, d = comp.ratio, comp.head_dim
+    a, g, pos = a.contiguous(), g.contiguous(), pos.contiguous()
+    c = torch.empty(s, b, d, device=a.device, dtype=torch.float32)  # the pooled rows, before the norm
+    out = torch.empty(s, b, d, device=a.device, dtype=dtype)
     rp = triton.next_power_of_2(r)
     bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
-    _stream_pool_kernel[(s, b, triton.cdiv(d, bd))](
-        ring_a,
-        ring_g,
-        a,
-        g,
-        ape,
-        pos,
-        c,
-        b,
-        ring_a.shape[0],
-        w,
-        r,
-        d,
-        d if overlap else 0,
-        ring_a.stride(0),
-        ring_a.stride(1),
-        a.stride(0),
-        a.stride(1),
-        RP=rp,
-        BLOCK_D=bd,
-        OVERLAP=overlap,
-    )
-    return c
+    _stream_entry_kernel[(s, b)](
+        ring_a, ring_g, a, g, comp.ape, pos, comp.norm_weight, comp.inv_freq, c, out,
+        b, ring_a.shape[0], w, r, d, d if comp.overlap else 0, (d - comp.rotary_dim) // 2,
+        ring_a.stride(0), ring_a.stride(1), a.stride(0), a.stride(1), comp.eps,
+        RP=rp, BLOCK_D=bd, OVERLAP=comp.overlap,
+    )  # fmt: skip
+    return out
 
 # %% ../nbs/01_reference.ipynb #b38657bc
 def _stream_pool_torch(ring_a, ring_g, a_new, g_new, ape, positions, overlap: bool):
-    """`_stream_pool` in PyTorch ops: each new token's block (and with the overlap the block before it) gathered from
-    the ring `[S, b, W]` and the new projections `[s, b, W]`
-    (tokens at `positions [s, b]`), pooled as `_compress` pools →
+    """The pooling of `_stream_entry` in PyTorch ops: each new token's block (and with the overlap the block before
+    it) gathered from the ring `[S, b, W]` and the new projections `[s, b, W]` (tokens at `positions [s, b]`), pooled
+    as `_compress` pools →
     `[s, b, d]` in acc (a partial block's later slots hold unused values: its entry is read only once complete)."""
     s, b = positions.shape
     r, S = ape.shape[0], ring_a.shape[0]
@@ -1135,19 +1129,14 @@ def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: tor
     `g [s, b, width]` the new tokens' projections, for the rings (`CSACache.write_ring`)."""
     s, b = x.shape[:2]
     a_new, g_new = self.wkv(x), self.wgate(x)
-    fused = (
-        _triton_runs_on(a_new) and ring_a.stride(-1) == 1 and not torch.is_grad_enabled()
-    )  # the kernel has no backward
-    pool = _stream_pool if fused else _stream_pool_torch
-    c = pool(
-        ring_a,
-        ring_g,
-        a_new.to(ring_a.dtype),
-        g_new.to(ring_g.dtype),
-        self.ape,
-        positions[0] if pool is _stream_pool else positions,
-        self.overlap,
-    )  # [s, b, d] in acc
+    if (  # the kernel: no backward, unit-stride rings, pairs of channels
+        _triton_runs_on(a_new) and ring_a.stride(-1) == 1 and not torch.is_grad_enabled() and self.head_dim % 2 == 0
+    ):
+        c = _stream_entry(self, ring_a, ring_g, a_new.to(ring_a.dtype), g_new.to(ring_g.dtype), positions[0], x.dtype)
+        return c, a_new, g_new
+    c = _stream_pool_torch(
+        ring_a, ring_g, a_new.to(ring_a.dtype), g_new.to(ring_g.dtype), self.ape, positions, self.overlap
+    )
     j, d = positions // self.ratio, self.head_dim
     c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
     c = _rotate(
