@@ -17,7 +17,7 @@ import torch
 
 from .attention import CompressedSparseAttention
 from .checks import check_bool, check_device, check_int
-from .graphs import capture_decode, capture_step
+from .graphs import capture_decode, capture_step, decode_step_ops
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
 from .kernels import _indexer_fwd
 from .reference import fp8_rows
@@ -1238,6 +1238,8 @@ def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
         eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
         _rewind(cache, ctx)
         graphed = median_time_ms(capture_decode(layer, cache, *static).replay, warmup=warmup, iters=iters)
+        _rewind(cache, ctx)
+        kernels = decode_step_ops(layer, cache, *static)["kernels"]
     return dict(
         ratio=ratio,
         precision=prec if ratio == 4 else None,
@@ -1246,6 +1248,7 @@ def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
         s_new=s_new,
         eager_us=1e3 * eager,
         graph_us=1e3 * graphed,
+        kernels=kernels,
         cache_mib=cache.nbytes / 2**20,
         bytes_per_token=cache.nbytes / (b * cache.max_seq_len),
     )
@@ -1271,8 +1274,9 @@ def decode_rows(
     untimed steps per median; `seed`: the weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the
     new token's inputs'; `log`: called with each row as it is measured.
     Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `s_new`, `eager_us`,
-    `graph_us`, `cache_mib`, `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache holding `context`
-    plus room for the timed steps)."""
+    `graph_us`, `kernels` (device kernels of one step, copies included: `graphs.decode_step_ops`), `cache_mib`,
+    `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache holding `context` plus room for the timed
+    steps)."""
     if not torch.cuda.is_available():
         raise RuntimeError("decode_rows needs a CUDA GPU")
     rows = []
@@ -1330,14 +1334,14 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
         "median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
         "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.",
         "",
-        "| ratio | indexer precision | sequences | context | new tokens | eager µs | graphed µs | cache MiB "
-        "| cache bytes / token |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| ratio | indexer precision | sequences | context | new tokens | eager µs | graphed µs | kernels / step "
+        "| cache MiB | cache bytes / token |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     L += [
         f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r.get('s_new', 1)} | "
         f"{r['eager_us']:.1f} | "
-        f"{r['graph_us']:.1f} | "
+        f"{r['graph_us']:.1f} | {r.get('kernels', '–')} | "
         f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |"
         for r in rows
     ]
