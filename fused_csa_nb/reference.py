@@ -1035,60 +1035,81 @@ if triton is not None:
         return (num + tl.sum(e2 * a2, 0)) / (den + tl.sum(e2, 0))
 
     @triton.jit
+    def _norm_rope_store(out_ptr, row, x0, x1, j, m, rstd, nw_ptr, freq_ptr, start, J0):
+        """Channel pairs `(x0, x1) = (2j, 2j + 1)` of a pooled row (fp32, where `m`): the RMSNorm (`rstd`, the weight),
+        then the rotary of the pairs `j >= J0` at position `start` (float64) → `out_ptr + row` in its dtype."""
+        y0 = x0 * rstd * tl.load(nw_ptr + 2 * j, mask=m, other=0.0).to(tl.float32)
+        y1 = x1 * rstd * tl.load(nw_ptr + 2 * j + 1, mask=m, other=0.0).to(tl.float32)
+        ang = start * tl.load(freq_ptr + (j - J0), mask=m & (j >= J0), other=0.0).to(tl.float64)
+        ang = ang - (ang * 0.15915494309189535).to(tl.int64).to(tl.float64) * 6.283185307179586  # into (−2π, 2π)
+        cs, sn = tl.cos(ang.to(tl.float32)), tl.sin(ang.to(tl.float32))
+        tl.store(out_ptr + row + 2 * j, (y0 * cs - y1 * sn).to(out_ptr.dtype.element_ty), mask=m)
+        tl.store(out_ptr + row + 2 * j + 1, (y0 * sn + y1 * cs).to(out_ptr.dtype.element_ty), mask=m)
+
+    @triton.jit
     def _stream_entry_kernel(
         ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, pos_ptr, nw_ptr, freq_ptr, c_ptr, out_ptr,
         B, S, W, R, D, C0, J0, rs0, rs1, ns0, ns1, eps,
-        RP: tl.constexpr, BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr,
+        RP: tl.constexpr, BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr, FINISH: tl.constexpr,
     ):  # fmt: skip
-        """The entry of new token `t`'s block of sequence `bb` → `out [s, B, D]`: the pooling block by block (into the
-        fp32 scratch `c`), then RMSNorm and the rotary at the block start, pair by pair."""
-        t, bb = tl.program_id(0), tl.program_id(1)
+        """Channel block `cb` of the entry of new token `t`'s block of sequence `bb`: the pooling; with FINISH (one
+        block holds the row) also the RMSNorm and the rotary at the block start → `out [s, B, D]`, else the pooled
+        block into the fp32 scratch `c [s, B, D]` (`_entry_finish_kernel` ends the row)."""
+        t, bb, cb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
         p0 = tl.load(pos_ptr + bb)
         p, row = p0 + t, (t * B + bb).to(tl.int64) * D
-        ss = tl.zeros((BLOCK_D,), tl.float32)
-        for c0 in range(0, D, BLOCK_D):
-            ch = c0 + tl.arange(0, BLOCK_D)
-            c = _stream_block(
-                ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, p0, p, bb, S, W, R, D, C0, rs0, rs1, ns0, ns1, ch, RP, OVERLAP
-            )
-            c = tl.where(ch < D, c, 0.0)
-            ss += c * c
+        ch = cb * BLOCK_D + tl.arange(0, BLOCK_D)
+        c = _stream_block(
+            ra_ptr, rg_ptr, na_ptr, ng_ptr, ape_ptr, p0, p, bb, S, W, R, D, C0, rs0, rs1, ns0, ns1, ch, RP, OVERLAP
+        )
+        c = tl.where(ch < D, c, 0.0)
+        if FINISH:
+            rstd = 1.0 / tl.sqrt(tl.sum(c * c, 0) / D + eps)
+            x0, x1 = tl.split(tl.reshape(c, (BLOCK_D // 2, 2)))
+            j = tl.arange(0, BLOCK_D // 2)
+            start = ((p // R) * R).to(tl.float64)  # the block start: the entry's rotary position
+            _norm_rope_store(out_ptr, row, x0, x1, j, j < D // 2, rstd, nw_ptr, freq_ptr, start, J0)
+        else:
             tl.store(c_ptr + row + ch, c, mask=ch < D)
-        rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / D + eps)
-        tl.debug_barrier()  # the scratch row is complete before it is read back in pairs
-        start = ((p // R) * R).to(tl.float64)  # the block start: the entry's rotary position
-        for j0 in range(0, D // 2, BLOCK_D // 2):
-            j = j0 + tl.arange(0, BLOCK_D // 2)
-            m = j < D // 2
-            y0 = tl.load(c_ptr + row + 2 * j, mask=m, other=0.0) * rstd * tl.load(nw_ptr + 2 * j, mask=m).to(tl.float32)
-            y1 = tl.load(c_ptr + row + 2 * j + 1, mask=m, other=0.0) * rstd
-            y1 = y1 * tl.load(nw_ptr + 2 * j + 1, mask=m).to(tl.float32)
-            turn = m & (j >= J0)
-            ang = start * tl.load(freq_ptr + (j - J0), mask=turn, other=0.0).to(tl.float64)
-            ang = ang - (ang * 0.15915494309189535).to(tl.int64).to(tl.float64) * 6.283185307179586  # into (−2π, 2π)
-            cs, sn = tl.cos(ang.to(tl.float32)), tl.sin(ang.to(tl.float32))
-            tl.store(out_ptr + row + 2 * j, (y0 * cs - y1 * sn).to(out_ptr.dtype.element_ty), mask=m)
-            tl.store(out_ptr + row + 2 * j + 1, (y0 * sn + y1 * cs).to(out_ptr.dtype.element_ty), mask=m)
+
+    @triton.jit
+    def _entry_finish_kernel(c_ptr, out_ptr, pos_ptr, nw_ptr, freq_ptr, B, R, D, J0, eps, BLOCK_J: tl.constexpr):
+        "The RMSNorm and the rotary of pooled row `(t, bb)` of the scratch `c` → `out` (rows wider than one block)."
+        t, bb = tl.program_id(0), tl.program_id(1)
+        p, row = tl.load(pos_ptr + bb) + t, (t * B + bb).to(tl.int64) * D
+        j = tl.arange(0, BLOCK_J)
+        m = j < D // 2
+        x0 = tl.load(c_ptr + row + 2 * j, mask=m, other=0.0)
+        x1 = tl.load(c_ptr + row + 2 * j + 1, mask=m, other=0.0)
+        rstd = 1.0 / tl.sqrt((tl.sum(x0 * x0, 0) + tl.sum(x1 * x1, 0)) / D + eps)
+        _norm_rope_store(out_ptr, row, x0, x1, j, m, rstd, nw_ptr, freq_ptr, ((p // R) * R).to(tl.float64), J0)
 
 
 def _stream_entry(comp, ring_a, ring_g, a, g, pos, dtype):
-    """`Compressor.step`'s entries in one Triton pass: the pooling of each new token's block from the rings `[S, b, W]`
-    and the new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64), then the RMSNorm and the rotary
-    at the block start → `[s, b, d]` in `dtype` (a block's tokens after the row's own are left out: a partial entry
-    pools what is in). `comp`: the `Compressor` (its `ape`, norm weight, rotary table; `head_dim` even)."""
+    """`Compressor.step`'s entries in Triton: the pooling of each new token's block from the rings `[S, b, W]` and the
+    new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64), then the RMSNorm and the rotary at the
+    block start → `[s, b, d]` in `dtype` (a block's tokens after the row's own are left out: a partial entry pools
+    what is in). One launch when a program's channel block holds the row (ratio 4), else a pooling launch over
+    channel blocks and a finishing one. `comp`: the `Compressor` (its `ape`, norm weight, rotary table; `head_dim`
+    even)."""
     s, b, w = a.shape
     r, d = comp.ratio, comp.head_dim
     a, g, pos = a.contiguous(), g.contiguous(), pos.contiguous()
-    c = torch.empty(s, b, d, device=a.device, dtype=torch.float32)  # the pooled rows, before the norm
     out = torch.empty(s, b, d, device=a.device, dtype=dtype)
     rp = triton.next_power_of_2(r)
     bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
-    _stream_entry_kernel[(s, b)](
+    n_blocks, j0 = triton.cdiv(d, bd), (d - comp.rotary_dim) // 2
+    c = out if n_blocks == 1 else torch.empty(s, b, d, device=a.device, dtype=torch.float32)  # the pooled rows
+    _stream_entry_kernel[(s, b, n_blocks)](
         ring_a, ring_g, a, g, comp.ape, pos, comp.norm_weight, comp.inv_freq, c, out,
-        b, ring_a.shape[0], w, r, d, d if comp.overlap else 0, (d - comp.rotary_dim) // 2,
+        b, ring_a.shape[0], w, r, d, d if comp.overlap else 0, j0,
         ring_a.stride(0), ring_a.stride(1), a.stride(0), a.stride(1), comp.eps,
-        RP=rp, BLOCK_D=bd, OVERLAP=comp.overlap,
+        RP=rp, BLOCK_D=bd, OVERLAP=comp.overlap, FINISH=n_blocks == 1,
     )  # fmt: skip
+    if n_blocks > 1:
+        _entry_finish_kernel[(s, b)](
+            c, out, pos, comp.norm_weight, comp.inv_freq, b, r, d, j0, comp.eps, BLOCK_J=triton.next_power_of_2(d // 2)
+        )
     return out
 
 # %% ../nbs/01_reference.ipynb #b38657bc
