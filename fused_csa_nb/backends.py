@@ -25,6 +25,7 @@ from fused_csa_nb.layout import (
     compressed_topk_idxs,
 )
 from fused_csa_nb.reference import (
+    _fp8_rows_bf16,
     blocked_indexer_topk,
     _dequantized,
     decode_indexer_scores,
@@ -420,8 +421,7 @@ def decode_select(self: FusedBackend, q_i, w_i, cache, visible):  # noqa: F811 (
     cfg, E, (s, b) = self.cfg, cache.entries, q_i.shape[:2]
     qs = ks = None
     if cfg.indexer_precision == "fp8":
-        q8, qs = fp8_rows(q_i)
-        q, (keys, ks) = q8.to(torch.bfloat16), cache.index_keys8
+        (q, qs), (keys, ks) = _fp8_rows_bf16(q_i), cache.index_keys8
     else:
         q, keys = q_i, cache.index_keys
     if _triton_runs_on(q) and q.dtype == keys.dtype == torch.bfloat16:

@@ -15,7 +15,7 @@ from fastcore.basics import patch
 from .checks import _triton_runs_on, check_int
 from .kernels import _step_flat_index, _step_rows, _step_writes, round_up
 from .layout import _flat_global, _pad_idx
-from .reference import fp8_rows
+from .reference import _fp8_rows_bf16
 
 # %% auto #0
 __all__ = ['MAX_STEP', 'CSACache', 'make_cache', 'StepRows', 'grow_cache']
@@ -342,9 +342,9 @@ def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torc
 @patch
 def _write_keys8(self: CSACache, k: torch.Tensor, rows: StepRows):
     "The FP8 form of `k [s, b, Di]`, the indexer keys of the rows' blocks (`write_index_keys`), into `index_keys8`."
-    k8, ks = fp8_rows(k)
+    k8, ks = _fp8_rows_bf16(k)  # the e4m3 values in bf16
     bi, j = self._iota(self.batch_size), rows.entry
-    self.index_keys8[0][bi, j], self.index_keys8[1][bi, j] = k8.to(self.index_keys8[0].dtype), ks
+    self.index_keys8[0][bi, j], self.index_keys8[1][bi, j] = k8, ks
 
 # %% ../nbs/05_cache.ipynb #56116ae7
 @patch
@@ -420,8 +420,8 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
         keys = index_keys.transpose(0, 1)  # [b, s//r, Di]
         self.index_keys[:, : keys.shape[1]] = keys.to(self.index_keys.dtype)
         if self.index_keys8 is not None:
-            k8, ks = fp8_rows(keys)
-            self.index_keys8[0][:, : keys.shape[1]], self.index_keys8[1][:, : keys.shape[1]] = k8.to(torch.bfloat16), ks
+            k8, ks = _fp8_rows_bf16(keys)
+            self.index_keys8[0][:, : keys.shape[1]], self.index_keys8[1][:, : keys.shape[1]] = k8, ks
         self.index_bad |= _nonfinite(keys, (1, 2))
     self.advance(s)
     return self

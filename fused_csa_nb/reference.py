@@ -943,6 +943,56 @@ def selection_scores(
     with torch.no_grad():
         return fn(q_idx, k_idx, weights, ratio, softmax_scale, q_offset=q_offset)
 
+# %% ../nbs/01_reference.ipynb #9a24457a
+if triton is not None:
+
+    @triton.jit
+    def _fp8_quantize_kernel(y_ptr, x8_ptr, scale_ptr, R, N, MIN_AMAX: tl.constexpr, BLOCK_R: tl.constexpr,
+                             BLOCK_N: tl.constexpr):  # fmt: skip
+        "Rows `BLOCK_R·pid …` of `y [R, N]` (float32) → their e4m3 values `x8` (in `x8`'s dtype) and scales (float32)."
+        rows, cols = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R), tl.arange(0, BLOCK_N)
+        m = (rows < R)[:, None] & (cols < N)[None, :]
+        off = rows.to(tl.int64)[:, None] * N + cols[None, :]
+        y = tl.load(y_ptr + off, mask=m, other=0.0).to(tl.float32)
+        z = tl.sum(y * 0.0, 1)
+        bad = z != z  # a NaN or ±Inf in the row
+        t = tl.math.div_rn(tl.maximum(tl.max(tl.abs(y), 1), MIN_AMAX), 448.0)
+        bits = t.to(tl.int32, bitcast=True)
+        e = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)  # the biased exponent of 2^⌈log2 t⌉
+        scale, inv = (e << 23).to(tl.float32, bitcast=True), ((254 - e) << 23).to(tl.float32, bitcast=True)
+        q = tl.minimum(tl.abs(y) * inv[:, None], 448.0)
+        qe = tl.maximum(((q.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127, -6)  # the binade (subnormals: −6)
+        c = ((qe + 147) << 23).to(tl.float32, bitcast=True) * 1.5  # 1.5·2^23 × the spacing 2^(qe − 3)
+        q = (q + c) - c  # rounded to the e4m3 spacing, ties to even
+        q = tl.where(bad[:, None], float("nan"), tl.where(y < 0, -q, q))
+        tl.store(x8_ptr + off, q.to(x8_ptr.dtype.element_ty), mask=m)
+        tl.store(scale_ptr + rows, tl.where(bad, float("nan"), scale), mask=rows < R)
+
+
+def _fp8_quantize_bf16(y: torch.Tensor):
+    """`fp8_quantize` of float32 rows `y [..., n]` in one Triton pass (CUDA, or the interpreter), bitwise → `(x8
+    [..., n]` bf16 holding the e4m3 values, `scale [...]` float32)."""
+    n = y.shape[-1]
+    flat = y.reshape(-1, n).contiguous()
+    x8 = torch.empty(flat.shape, dtype=torch.bfloat16, device=y.device)
+    scale = torch.empty(flat.shape[0], dtype=torch.float32, device=y.device)
+    bn = triton.next_power_of_2(n)
+    br = max(1, min(32, 4096 // bn))
+    _fp8_quantize_kernel[(triton.cdiv(flat.shape[0], br),)](
+        flat, x8, scale, flat.shape[0], n, MIN_AMAX=FP8_MIN_AMAX, BLOCK_R=br, BLOCK_N=bn
+    )
+    return x8.view(y.shape), scale.view(y.shape[:-1])
+
+
+def _fp8_rows_bf16(x: torch.Tensor):
+    """`fp8_rows(x)` with the e4m3 values held in bf16 → `(x8 [..., n]` bf16, `scale [...]` float32): on CUDA the
+    rotation's GEMM and `_fp8_quantize_bf16`, elsewhere `fp8_rows` and a cast (the same values)."""
+    with torch.no_grad():
+        if _triton_runs_on(x):
+            return _fp8_quantize_bf16(hadamard_rotate(x))
+        x8, scale = fp8_rows(x)
+        return x8.to(torch.bfloat16), scale
+
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(
     q_idx: torch.Tensor,
