@@ -1512,7 +1512,7 @@ if triton is not None:
             flat = tl.where(loc >= 0, loc * B + bb, -1)
             tl.store(out_ptr + r.to(tl.int64) * KP + j, flat.to(tl.int32), mask=j < KP)
 
-
+# %% ../nbs/03_kernels.ipynb #974ea47a
 def _step_flat_index(positions, slots: int, window: int, entries: int, selected=None, visible=None, multiple: int = 1):
     """The flat global `kv` slots of a step's rows (see above) → `[s·b, K']` int32, `K = W + k` (selected), `W + E`
     (every visible entry) or `W`, padded to `K'`, a multiple of `multiple`.
@@ -1562,7 +1562,7 @@ if triton is not None:
         if eb == 0:
             tl.store(len_ptr + r, n.to(tl.int32))
 
-
+# %% ../nbs/03_kernels.ipynb #01ec31bb
 def _decode_scores(q, w, keys, visible, scale: float, q_scale=None, k_scale=None):
     """Indexer scores of a step's rows over the cached keys (see above) → `(scores [b·s, E] fp32, lengths [b·s]
     int32)`, rows `i·s + t`.

@@ -968,7 +968,7 @@ if triton is not None:
         tl.store(x8_ptr + off, q.to(x8_ptr.dtype.element_ty), mask=m)
         tl.store(scale_ptr + rows, tl.where(bad, float("nan"), scale), mask=rows < R)
 
-
+# %% ../nbs/01_reference.ipynb #2ffaf945
 def _fp8_quantize_bf16(y: torch.Tensor):
     """`fp8_quantize` of float32 rows `y [..., n]` in one Triton pass (CUDA, or the interpreter), bitwise → `(x8
     [..., n]` bf16 holding the e4m3 values, `scale [...]` float32)."""
@@ -1084,6 +1084,9 @@ if triton is not None:
         e2 = tl.exp(g2 - mx[None, :])
         return (num + tl.sum(e2 * a2, 0)) / (den + tl.sum(e2, 0))
 
+# %% ../nbs/01_reference.ipynb #77869ba8
+if triton is not None:
+
     @triton.jit
     def _norm_rope_store(out_ptr, row, x0, x1, j, m, rstd, nw_ptr, freq_ptr, start, J0):
         """Channel pairs `(x0, x1) = (2j, 2j + 1)` of a pooled row (fp32, where `m`): the RMSNorm (`rstd`, the weight),
@@ -1095,6 +1098,9 @@ if triton is not None:
         cs, sn = tl.cos(ang.to(tl.float32)), tl.sin(ang.to(tl.float32))
         tl.store(out_ptr + row + 2 * j, (y0 * cs - y1 * sn).to(out_ptr.dtype.element_ty), mask=m)
         tl.store(out_ptr + row + 2 * j + 1, (y0 * sn + y1 * cs).to(out_ptr.dtype.element_ty), mask=m)
+
+# %% ../nbs/01_reference.ipynb #e2714363
+if triton is not None:
 
     @triton.jit
     def _stream_entry_kernel(
@@ -1134,7 +1140,7 @@ if triton is not None:
         rstd = 1.0 / tl.sqrt((tl.sum(x0 * x0, 0) + tl.sum(x1 * x1, 0)) / D + eps)
         _norm_rope_store(out_ptr, row, x0, x1, j, m, rstd, nw_ptr, freq_ptr, ((p // R) * R).to(tl.float64), J0)
 
-
+# %% ../nbs/01_reference.ipynb #39c5b5f7
 def _stream_entry(comp, ring_a, ring_g, a, g, pos, dtype):
     """`Compressor.step`'s entries in Triton: the pooling of each new token's block from the rings `[S, b, W]` and the
     new projections `a`, `g [s, b, W]` (tokens `pos + t`, `pos [b]` int64), then the RMSNorm and the rotary at the
