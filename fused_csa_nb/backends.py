@@ -110,32 +110,34 @@ class NativeBackend:
         acc = 8 if dtype == torch.float64 else 4
         return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _NATIVE_BYTES_PER_ENTRY * acc)
 
-    def attend(self, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
-        """The attention of the query rows `rows` over `keys` (see above), and their indexer loss when asked.
+# %% ../nbs/05_backends.ipynb #946415eb
+@patch
+def attend(self: NativeBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
+    """The attention of the query rows `rows` over `keys` (see above), and their indexer loss when asked.
 
-        `query [n, b, H, D]`: the rows' queries, any float dtype; `keys`: their `KeySet` (raw keys, compressed entries,
-        indexer tensors); `rows`: which rows they are
-        (a `layout.QueryRows`: a sequence, a shard, or a pack's documents as a
-        padded batch with their loss `mask`);
-        `sink [H]` (float): one sink logit per query head; `train`: training with gradients; `loss`: compute the indexer
-        loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share
-        of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
-        r, (n, b) = self.ratio, query.shape[:2]
-        window = rows.window(self.window, keys.halo, b, query.device)  # the row set's window slots
-        attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
-        if not keys.n_comp:
-            return attn(window), None
-        if keys.indexer is None:  # ratio 128 or dense mode: all causal entries
-            entries = cached_index(_entry_rows, n, b, r, keys.slot0, rows.start, device=query.device)
-            return attn(torch.cat([window, entries], -1)), None
-        q_i, k_i, w_i = keys.indexer
-        block = self.block_rows(keys.n_comp, b, dtype=q_i.dtype)
-        scores, topk, poison = self._selection(q_i, k_i, w_i, rows, block)  # scores None: query blocks
-        idx = torch.cat([window, _entry_slots(topk, keys.slot0)], -1)
-        if not loss:
-            return _poisoned(attn(idx), poison), None
-        out, lse = attn(idx, return_lse=True)
-        return _poisoned(out, poison), self._loss(query, keys, rows, window, topk, scores, lse, sink, block)
+    `query [n, b, H, D]`: the rows' queries, any float dtype; `keys`: their `KeySet` (raw keys, compressed entries,
+    indexer tensors); `rows`: which rows they are
+    (a `layout.QueryRows`: a sequence, a shard, or a pack's documents as a
+    padded batch with their loss `mask`);
+    `sink [H]` (float): one sink logit per query head; `train`: training with gradients; `loss`: compute the indexer
+    loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share
+    of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
+    r, (n, b) = self.ratio, query.shape[:2]
+    window = rows.window(self.window, keys.halo, b, query.device)  # the row set's window slots
+    attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
+    if not keys.n_comp:
+        return attn(window), None
+    if keys.indexer is None:  # ratio 128 or dense mode: all causal entries
+        entries = cached_index(_entry_rows, n, b, r, keys.slot0, rows.start, device=query.device)
+        return attn(torch.cat([window, entries], -1)), None
+    q_i, k_i, w_i = keys.indexer
+    block = self.block_rows(keys.n_comp, b, dtype=q_i.dtype)
+    scores, topk, poison = self._selection(q_i, k_i, w_i, rows, block)  # scores None: query blocks
+    idx = torch.cat([window, _entry_slots(topk, keys.slot0)], -1)
+    if not loss:
+        return _poisoned(attn(idx), poison), None
+    out, lse = attn(idx, return_lse=True)
+    return _poisoned(out, poison), self._loss(query, keys, rows, window, topk, scores, lse, sink, block)
 
 # %% ../nbs/05_backends.ipynb #e493b40d
 @patch
@@ -282,29 +284,33 @@ class FusedBackend:
             k = self._by_major[major] = _Kernels(kernel_limits(major), padded_num_heads(self.cfg.num_heads, major))
         return k
 
-    def check_inputs(self, query: torch.Tensor):
-        """The kernels run bfloat16: anything else is refused (`TypeError`), before any work. `query [n, b, H, D]`: the
-        layer's query (only its dtype is read)."""
-        if query.dtype != torch.bfloat16:
-            raise TypeError(
-                f"the fused CSA path (dsa_kernel_backend='cudnn') runs bfloat16 tensors, got {query.dtype}: "
-                "cast the layer and its inputs to bfloat16, or use dsa_kernel_backend='none'"
-            )
+# %% ../nbs/05_backends.ipynb #a3e3a4ac
+@patch
+def check_inputs(self: FusedBackend, query: torch.Tensor):
+    """The kernels run bfloat16: anything else is refused (`TypeError`), before any work. `query [n, b, H, D]`: the
+    layer's query (only its dtype is read)."""
+    if query.dtype != torch.bfloat16:
+        raise TypeError(
+            f"the fused CSA path (dsa_kernel_backend='cudnn') runs bfloat16 tensors, got {query.dtype}: "
+            "cast the layer and its inputs to bfloat16, or use dsa_kernel_backend='none'"
+        )
 
-    def block_rows(self, n_comp: int, b: int, dense: bool = False, dtype=torch.bfloat16) -> int:
-        """Query rows per indexer block: `[b, rows, n_comp]` score
-        entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within
-        `cfg.indexer_block_bytes`.
 
-        `n_comp`: the compressed entries a row chooses among; `b`: the batch size; `dense`: the block computes the dense
-        indexer loss (32 bytes an entry, else 8); `dtype`: unused
-        (the native backend's signature: the kernels run bf16).
-        Returns the number of rows, at least 1."""
-        return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _FUSED_BYTES_PER_ENTRY[dense])
+@patch
+def block_rows(self: FusedBackend, n_comp: int, b: int, dense: bool = False, dtype=torch.bfloat16) -> int:
+    """Query rows per indexer block: `[b, rows, n_comp]` score
+    entries of `_FUSED_BYTES_PER_ENTRY[dense]` bytes within
+    `cfg.indexer_block_bytes`.
+
+    `n_comp`: the compressed entries a row chooses among; `b`: the batch size; `dense`: the block computes the dense
+    indexer loss (32 bytes an entry, else 8); `dtype`: unused
+    (the native backend's signature: the kernels run bf16).
+    Returns the number of rows, at least 1."""
+    return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _FUSED_BYTES_PER_ENTRY[dense])
 
 # %% ../nbs/05_backends.ipynb #1915b805
 @patch
-def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):
+def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):  # noqa: F811
     """The attention of the query rows `rows` over `keys` on
     path A, B or C (see above), and their indexer loss when asked.
 

@@ -65,29 +65,34 @@ class CSACache:
         "Tokens each sequence holds, on the host (no device read)."
         return [self.host_lengths[i] for i in self.rows]
 
-    def tensors(self) -> list:
-        "Every tensor the cache holds (what a step may write)."
-        ts = [
-            self.kv,
-            self.pos,
-            self.index_keys,
-            self.index_bad,
-            *(self.comp_ring or ()),
-            *(self.index_ring or ()),
-            *(self.index_keys8 or ()),
-        ]
-        return [t for t in ts if t is not None]
+# %% ../nbs/05_cache.ipynb #84df2f4d
+@patch
+def tensors(self: CSACache) -> list:
+    "Every tensor the cache holds (what a step may write)."
+    ts = [
+        self.kv,
+        self.pos,
+        self.index_keys,
+        self.index_bad,
+        *(self.comp_ring or ()),
+        *(self.index_ring or ()),
+        *(self.index_keys8 or ()),
+    ]
+    return [t for t in ts if t is not None]
 
-    @property
-    def nbytes(self) -> int:
-        "Bytes of device memory the cache holds."
-        return sum(t.numel() * t.element_size() for t in self.tensors())
 
-    def belongs_to(self, layer) -> bool:
-        """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module
-        to check, a `CompressedSparseAttention`. Returns `True` for
-        the cache's own layer (while it lives), else `False`."""
-        return self.owner is not None and self.owner() is layer
+@patch(as_prop=True)
+def nbytes(self: CSACache) -> int:
+    "Bytes of device memory the cache holds."
+    return sum(t.numel() * t.element_size() for t in self.tensors())
+
+
+@patch
+def belongs_to(self: CSACache, layer) -> bool:
+    """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module
+    to check, a `CompressedSparseAttention`. Returns `True` for
+    the cache's own layer (while it lives), else `False`."""
+    return self.owner is not None and self.owner() is layer
 
 # %% ../nbs/05_cache.ipynb #5d195db5
 def _ring(module, b, device, dtype):
