@@ -336,6 +336,9 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
     return out
 
 # %% ../nbs/10_hf.ipynb #9215712e
+_NO_MODEL = object()  # `fused_csa_padding` of a layer its DeepseekV4Model did not call (no hook ran)
+
+
 def _csa_attention_forward(
     self,
     hidden_states,
@@ -344,12 +347,21 @@ def _csa_attention_forward(
     attention_mask=None,
     past_key_values=None,
     cache=None,
-    fused_csa_padding=None,
+    fused_csa_padding=_NO_MODEL,
     **kwargs,
 ):
     """`DeepseekV4Attention.forward` with the CSA core on this
     package (see above) → `(output, None)`. HF's cache comes as
-    `past_key_values` (transformers 5.23) or `cache` (5.24 on); `fused_csa_padding` from the model's hook."""
+    `past_key_values` (transformers 5.23) or `cache` (5.24 on); `fused_csa_padding` from the model's hook (absent: the
+    layer was called on its own, which a mask refuses)."""
+    if fused_csa_padding is _NO_MODEL:  # called on its own: the model's 2-D mask, its padding, never came
+        if attention_mask is not None:
+            raise ValueError(
+                f"layer {self.layer_idx}: a bridged attention layer called outside its DeepseekV4Model gets no 2-D "
+                "attention_mask (the model's hook hands it on), so it cannot tell padding from tokens: call the "
+                "model, or pass attention_mask=None for a batch without padding (the sparse core is causal by itself)"
+            )
+        fused_csa_padding = None
     m, layer = _deepseek_v4(), self.__dict__["_fused_csa"]
     past = past_key_values if past_key_values is not None else cache
     B, S, _ = hidden_states.shape
