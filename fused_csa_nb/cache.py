@@ -312,6 +312,11 @@ def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, ro
     ring[1][slot, bi] = g[s - k :].to(ring[1].dtype)
 
 # %% ../nbs/05_cache.ipynb #f6a4b5c3
+def _at_last(t: torch.Tensor, rows: StepRows) -> torch.Tensor:
+    "`t [s, b, ·]` with row `t` replaced by its block's `last` row in the step: the value the block's slot keeps."
+    return t.gather(0, rows.last.unsqueeze(-1).expand_as(t))
+
+
 @patch
 @torch.no_grad()
 def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
@@ -320,7 +325,7 @@ def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
 
     `entries [s, b, D]`: row `t`'s entry of its block (`Compressor.step`, partial until the block completes); `rows`:
     the step's `StepRows`."""
-    e = entries.gather(0, rows.last.unsqueeze(-1).expand_as(entries))
+    e = _at_last(entries, rows)
     self.kv[self.slots + rows.entry, self._iota(self.batch_size)] = e.to(self.kv.dtype)
 
 
@@ -333,7 +338,7 @@ def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torc
     `keys [s, b, Di]`: row `t`'s indexer key of its block (`CSAIndexer.step`); `rows`: the step's `StepRows`. Returns
     `[s, b]` bool: a complete indexer key of the sequence up to row `t` is not finite (the sequence's rows from there on
     are poisoned)."""
-    j, k = rows.entry, keys.gather(0, rows.last.unsqueeze(-1).expand_as(keys))
+    j, k = rows.entry, _at_last(keys, rows)
     bi = self._iota(self.batch_size)
     self.index_keys[bi, j] = k.to(self.index_keys.dtype)
     if self.index_keys8 is not None:
@@ -372,7 +377,7 @@ def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, ind
         )
         poison = _step_writes(self.kv, self.slots, key, rows.packed, rows.complete, c, i)
         if index is not None and self.index_keys8 is not None:
-            self._write_keys8(index[0].gather(0, rows.last.unsqueeze(-1).expand_as(index[0])), rows)
+            self._write_keys8(_at_last(index[0], rows), rows)
         return poison
     self.write_keys(key, rows)
     if comp is not None:
