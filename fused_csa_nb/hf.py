@@ -335,10 +335,24 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
         out[a : a + n, i : i + 1] = layer(seq(q), seq(kv), seq(x), seq(qr), cache=cache.sequence(i))[0]
     return out
 
-# %% ../nbs/10_hf.ipynb #9215712e
+# %% ../nbs/10_hf.ipynb #453105ee
 _NO_MODEL = object()  # `fused_csa_padding` of a layer its DeepseekV4Model did not call (no hook ran)
 
 
+def _padding(attn, attention_mask, padding):
+    """The padding of a bridged attention call: the model hook's `_Padding` (or `None`) as it came; for a layer called
+    on its own (`padding is _NO_MODEL`) `None` without a mask, and a `ValueError` with one (its padding is unknown)."""
+    if padding is not _NO_MODEL:
+        return padding
+    if attention_mask is not None:
+        raise ValueError(
+            f"layer {attn.layer_idx}: a bridged attention layer called outside its DeepseekV4Model gets no 2-D "
+            "attention_mask (the model's hook hands it on), so it cannot tell padding from tokens: call the "
+            "model, or pass attention_mask=None for a batch without padding (the sparse core is causal by itself)"
+        )
+    return None
+
+# %% ../nbs/10_hf.ipynb #9215712e
 def _csa_attention_forward(
     self,
     hidden_states,
@@ -354,14 +368,7 @@ def _csa_attention_forward(
     package (see above) → `(output, None)`. HF's cache comes as
     `past_key_values` (transformers 5.23) or `cache` (5.24 on); `fused_csa_padding` from the model's hook (absent: the
     layer was called on its own, which a mask refuses)."""
-    if fused_csa_padding is _NO_MODEL:  # called on its own: the model's 2-D mask, its padding, never came
-        if attention_mask is not None:
-            raise ValueError(
-                f"layer {self.layer_idx}: a bridged attention layer called outside its DeepseekV4Model gets no 2-D "
-                "attention_mask (the model's hook hands it on), so it cannot tell padding from tokens: call the "
-                "model, or pass attention_mask=None for a batch without padding (the sparse core is causal by itself)"
-            )
-        fused_csa_padding = None
+    fused_csa_padding = _padding(self, attention_mask, fused_csa_padding)
     m, layer = _deepseek_v4(), self.__dict__["_fused_csa"]
     past = past_key_values if past_key_values is not None else cache
     B, S, _ = hidden_states.shape
