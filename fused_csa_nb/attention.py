@@ -5,6 +5,10 @@
 # %% ../nbs/06_attention.ipynb #3ad9db43
 from __future__ import annotations
 
+import itertools
+import warnings
+from typing import NamedTuple
+
 import torch
 import torch.distributed as dist
 from fastcore.basics import patch
@@ -100,6 +104,12 @@ def _apply(self: CompressedSparseAttention, fn, recurse=True):
         if self.attn_sink.grad is not None:
             self.attn_sink.grad = self.attn_sink.grad.float()
     return self
+
+
+@patch
+def _sink(self: CompressedSparseAttention) -> torch.Tensor:
+    "The sink logits `[H]` the attention reads: float32 (float64 in a float64 layer), however the parameter was cast."
+    return self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
 
 # %% ../nbs/06_attention.ipynb #61fe65b4
 def _real_rows(t, real):
@@ -206,7 +216,7 @@ def forward(
         self.training and torch.is_grad_enabled(),
         self._wants_indexer_loss(),
     )
-    sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
+    sink = self._sink()
     res = [
         self.backend.attend(query[rows_of], k, rows, sink, train=train, loss=loss)
         for (rows_of, rows), k in zip(segments, keys)
@@ -337,13 +347,15 @@ def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
 # %% ../nbs/06_attention.ipynb #c2dfc74a
 @patch
 def new_cache(
-    self: CompressedSparseAttention, batch_size: int, max_seq_len: int, *, device=None, dtype=None
+    self: CompressedSparseAttention, batch_size: int, max_seq_len: int, *, device=None, dtype=None, graphs: bool = True
 ) -> CSACache:
     """An empty decode cache of this layer for `batch_size` sequences of up to `max_seq_len` tokens (see above).
     `dtype`: of `query` / `key` (default: the layer's parameters' dtype; a ratio-0 layer has none: float64 for a float64
     layer, bf16 on the fused backend, else the default dtype);
     `device`: default the layer's. Its memory: `cache.nbytes`.
-    `batch_size`: b, the sequences decoded together (>= 1); `max_seq_len`: the most tokens each sequence may reach.
+    `batch_size`: b, the sequences decoded together (>= 1); `max_seq_len`: the most tokens each sequence may reach;
+    `graphs`: a fused layer on CUDA replays each decode step as a CUDA graph captured at the first step of its size
+    (`False`: every step eager; see below).
     Returns the empty `CSACache`."""
     p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
     module_dtype = p.dtype if p is not None else None
@@ -357,7 +369,9 @@ def new_cache(
         )
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"`dtype` must be a floating torch.dtype, got {dtype!r}")
-    return make_cache(self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype)
+    return make_cache(
+        self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype, graphs=graphs
+    )
 
 # %% ../nbs/06_attention.ipynb #9f37ab2a
 @patch
@@ -416,27 +430,26 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
         )
         return query.new_zeros(0, b, query.shape[2] * self.cfg.v_head_dim), None
     query, key, x, qr, _ = self._check_inputs(query, key, x, qr)
-    sink = self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
     with torch.no_grad():
         if s > 1 and not any(cache.lengths):
-            return self._prefill(query, key, x, qr, cache, sink), None
+            return self._prefill(query, key, x, qr, cache), None
 
         def at(t, c):
             return None if t is None else t[c]
 
         outs = [
-            self._decode_step(query[c], key[c], at(x, c), at(qr, c), cache, sink)
+            self._step(query[c], key[c], at(x, c), at(qr, c), cache)
             for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))
         ]
     return (outs[0] if len(outs) == 1 else torch.cat(outs)), None
 
 # %% ../nbs/06_attention.ipynb #2c02119f
 @patch
-def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
+def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     "The ordinary forward over a prompt (inference), its keys then stored in the empty `cache` (`CSACache.fill`)."
     segments = self._segments(query)
     keys = self._keys(key, x, qr, segments)[0]
-    out, _ = self.backend.attend(query, keys, segments[0][1], sink, train=False, loss=False)
+    out, _ = self.backend.attend(query, keys, segments[0][1], self._sink(), train=False, loss=False)
     s, rings = query.shape[0], []
     for m, ring in ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring)):
         if m is not None:  # the projections of the last tokens the streaming step needs
@@ -452,7 +465,7 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
 
 # %% ../nbs/06_attention.ipynb #d4039daf
 @patch
-def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink):
+def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
     """One batched step of `s <= MAX_STEP` new tokens per sequence
     (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
@@ -466,6 +479,62 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache, sink
     poison = cache.write_step(rows, key[:, :, 0], comp, index)  # [b, s] NaN / 0 with the indexer, else None
     if index is not None:
         selected = self.backend.decode_select(q_i, w_i, cache, rows.visible)  # [b, s, k]
-    out = self.backend.decode_attend(query, cache, rows, selected, sink, poison)
+    out = self.backend.decode_attend(query, cache, rows, selected, self._sink(), poison)
     cache.advance(s)
     return out
+
+# %% ../nbs/06_attention.ipynb #920a9be6
+class _StepGraph(NamedTuple):
+    "A decode step recorded in a CUDA graph: its static inputs, its static output, the layer's tensor addresses."
+
+    graph: object  # torch.cuda.CUDAGraph, or None when the recording failed (the steps of that key stay eager)
+    inputs: tuple  # static (query, key, x, qr); None where the step takes none
+    out: torch.Tensor | None  # [s, b, H·D], rewritten by every replay
+    tensors: tuple  # data_ptr() of the layer's parameters and buffers when recorded
+
+
+@patch
+def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
+    "Where the layer's parameters and buffers live: a recorded graph reads them there."
+    return tuple(t.data_ptr() for t in itertools.chain(self.parameters(), self.buffers()))
+
+# %% ../nbs/06_attention.ipynb #22e0188b
+@patch
+def _step(self: CompressedSparseAttention, query, key, x, qr, cache):
+    "One decode step (`_decode_step`): a replay of its CUDA graph where the cache keeps graphs (see above), else eager."
+    if not (cache.graphs and self.fused and query.is_cuda) or torch.cuda.is_current_stream_capturing():
+        return self._decode_step(query, key, x, qr, cache)
+    k = (query.shape[0], torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cuda"))
+    g, ptrs = cache.step_graphs.get(k), self._tensor_ptrs()
+    if g is None or g.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
+        out = self._decode_step(query, key, x, qr, cache)  # also the recording's warm-up (kernels built, plans made)
+        cache.step_graphs[k] = self._record_step(cache, (query, key, x, qr), ptrs)
+        return out
+    if g.graph is None:
+        return self._decode_step(query, key, x, qr, cache)
+    for s, t in zip(g.inputs, (query, key, x, qr)):
+        if s is not None:
+            s.copy_(t)
+    g.graph.replay()
+    cache.advance(query.shape[0], host_only=True)
+    return g.out.clone()
+
+# %% ../nbs/06_attention.ipynb #52566221
+@patch
+def _record_step(self: CompressedSparseAttention, cache, inputs, ptrs) -> _StepGraph:
+    """The decode step on `inputs` recorded in a CUDA graph (nothing runs: the cache's tensors are untouched, its host
+    lengths restored) → `_StepGraph`; a failed recording warns and keeps that step size eager."""
+    static, lengths = tuple(None if t is None else t.clone() for t in inputs), list(cache.host_lengths)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            out = self._decode_step(*static, cache)
+    except RuntimeError as e:
+        warnings.warn(
+            f"a decode step of {inputs[0].shape[0]} tokens could not be recorded in a CUDA graph and runs "
+            f"eagerly ({str(e).splitlines()[0]}); new_cache(..., graphs=False) does so without trying"
+        )
+        graph, out = None, None
+    finally:
+        cache.host_lengths[:] = lengths  # the recording advanced the mirror; the replays will
+    return _StepGraph(graph, static, out, ptrs)

@@ -1235,7 +1235,10 @@ def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
         mk(s_new, b, cfg.q_lora_rank),
     )
     with torch.no_grad():
-        eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
+        with cache.eager_steps():
+            eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
+        _rewind(cache, ctx)
+        call = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
         _rewind(cache, ctx)
         graphed = median_time_ms(capture_decode(layer, cache, *static).replay, warmup=warmup, iters=iters)
         _rewind(cache, ctx)
@@ -1247,6 +1250,7 @@ def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
         context=ctx,
         s_new=s_new,
         eager_us=1e3 * eager,
+        call_us=1e3 * call,
         graph_us=1e3 * graphed,
         kernels=kernels,
         cache_mib=cache.nbytes / 2**20,
@@ -1264,8 +1268,8 @@ def decode_rows(
     log=_silent,
 ) -> list[dict]:
     """One fused decode step per `(ratio, batch, context)` of `cases`
-    (and per indexer precision at ratio 4): `eager_us`,
-    `graph_us` (median µs per step), `cache_mib` (the cache of that batch and context), `bytes_per_token`.
+    (and per indexer precision at ratio 4): `eager_us`, `call_us`,
+    `graph_us` (median µs per step: see above), `cache_mib` (the cache of that batch and context), `bytes_per_token`.
 
     `cases`: `(ratio, batch, context)` triples, the layer's ratio (0, 4 or 128), the sequences decoded together and
     the tokens already in each sequence's cache; `precisions`: the ratio-4 rows' `indexer_precision`s (`'bf16'`,
@@ -1273,10 +1277,10 @@ def decode_rows(
     timed on the ratio-4 bf16 rows of one sequence (what a speculative round verifies); `iters`, `warmup`: timed and
     untimed steps per median; `seed`: the weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the
     new token's inputs'; `log`: called with each row as it is measured.
-    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `s_new`, `eager_us`,
-    `graph_us`, `kernels` (device kernels of one step, copies included: `graphs.decode_step_ops`), `cache_mib`,
-    `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache holding `context` plus room for the timed
-    steps)."""
+    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `s_new`, `eager_us` (the
+    cache's graphs off), `call_us` (a plain call: the cache's graphs), `graph_us` (`capture_decode`), `kernels` (device
+    kernels of one step, copies included: `graphs.decode_step_ops`), `cache_mib`, `bytes_per_token` (cache bytes over
+    `batch · max_seq_len`, the cache holding `context` plus room for the timed steps)."""
     if not torch.cuda.is_available():
         raise RuntimeError("decode_rows needs a CUDA GPU")
     rows = []
@@ -1331,16 +1335,18 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
         "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the "
         "context, one "
         "new token per sequence (`new tokens` > 1: one multi-token step, each new row seeing the rows before it); "
-        "median µs of CUDA events, eager and as a captured CUDA graph (`capture_decode`). "
+        "median µs of CUDA events: eager (the cache's graphs off), a plain call (`layer(..., cache=cache)`: "
+        "a replay of the graph the cache recorded at its first step, the call's checks and copies included) "
+        "and a replay of a captured CUDA graph alone (`capture_decode`). "
         "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.",
         "",
-        "| ratio | indexer precision | sequences | context | new tokens | eager µs | graphed µs | kernels / step "
-        "| cache MiB | cache bytes / token |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| ratio | indexer precision | sequences | context | new tokens | eager µs | call µs | graphed µs "
+        "| kernels / step | cache MiB | cache bytes / token |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     L += [
         f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r.get('s_new', 1)} | "
-        f"{r['eager_us']:.1f} | "
+        f"{r['eager_us']:.1f} | {'–' if r.get('call_us') is None else format(r['call_us'], '.1f')} | "
         f"{r['graph_us']:.1f} | {r.get('kernels', '–')} | "
         f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |"
         for r in rows

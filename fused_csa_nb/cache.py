@@ -5,6 +5,7 @@
 # %% ../nbs/05_cache.ipynb #28437702
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import weakref
 from typing import NamedTuple
@@ -12,7 +13,7 @@ from typing import NamedTuple
 import torch
 from fastcore.basics import patch
 
-from .checks import _triton_runs_on, check_int
+from .checks import _triton_runs_on, check_bool, check_int
 from .kernels import _step_flat_index, _step_rows, _step_writes, round_up
 from .layout import _flat_global, _pad_idx
 from .reference import _fp8_rows_bf16
@@ -50,6 +51,7 @@ class CSACache:
     host_lengths: list = dataclasses.field(default_factory=list)  # the host mirror of `pos` (shared by views)
     rows: tuple = ()  # which entries of `host_lengths` are this cache's sequences
     slots: int = 0  # R: the window ring's slots
+    graphs: bool = True  # a fused layer on CUDA replays its decode steps as CUDA graphs (below)
 
     @property
     def batch_size(self) -> int:
@@ -101,7 +103,9 @@ def _ring(module, b, device, dtype):
     return tuple(torch.zeros(s, b, module.wkv.out_features, device=device, dtype=dtype) for _ in range(2))
 
 # %% ../nbs/05_cache.ipynb #b6387a9c
-def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=None, module_dtype=None) -> CSACache:
+def make_cache(
+    layer, batch_size: int, max_seq_len: int, *, device=None, dtype=None, module_dtype=None, graphs: bool = True
+) -> CSACache:
     """The empty `CSACache` of a layer for `batch_size` sequences
     of up to `max_seq_len` tokens (the layer's `new_cache`).
 
@@ -109,7 +113,8 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
     becomes the cache's owner); `batch_size`: `b`, the number of sequences, an int >= 1; `max_seq_len`: the tokens a
     sequence may hold, an int >= 1 (it sizes the `ceil(max_seq_len / ratio)` entry slots); `device`: where it lives
     (default: the layer's); `dtype`: of the raw keys and entries (the layer's `query` / `key` dtype); `module_dtype`: of
-    the compressor and indexer state (their parameters' dtype). Returns the `CSACache`, every sequence at length 0."""
+    the compressor and indexer state (their parameters' dtype); `graphs`: whether a fused layer on CUDA replays the
+    cache's decode steps as CUDA graphs (`step_graphs`). Returns the `CSACache`, every sequence at length 0."""
     b, n = check_int("batch_size", batch_size, 1), check_int("max_seq_len", max_seq_len, 1)
     cfg, r, W = layer.cfg, layer.ratio, layer.cfg.window_size
     E, R = (-(-n // r) if r else 0), W + MAX_STEP - 1
@@ -125,6 +130,7 @@ def make_cache(layer, batch_size: int, max_seq_len: int, *, device=None, dtype=N
         host_lengths=[0] * b,
         rows=tuple(range(b)),
         slots=R,
+        graphs=check_bool("graphs", graphs),
     )
     if layer.compressor is not None:
         cache.comp_ring = _ring(layer.compressor, b, dev, module_dtype)
@@ -224,6 +230,7 @@ def sequence(self: CSACache, i: int) -> CSACache:
         index_keys8=None if self.index_keys8 is None else tuple(_rows_of(t, i, 0) for t in self.index_keys8),
         index_bad=_rows_of(self.index_bad, i, 0),
         rows=(self.rows[i],),
+        graphs=False,  # a view serves one prompt: a graph per view would be captured, and used, once
     )
 
 # %% ../nbs/05_cache.ipynb #ca9e462f
@@ -271,6 +278,23 @@ def __deepcopy__(self: CSACache, memo):
         host_lengths=list(self.host_lengths),
     )
 
+# %% ../nbs/05_cache.ipynb #124775b9
+@patch(as_prop=True)
+def step_graphs(self: CSACache) -> dict:
+    "The captured decode steps of this cache, by step key (the attention chapter's `_step`); copies have their own."
+    return self.__dict__.setdefault("_graphs", {})
+
+
+@patch
+@contextlib.contextmanager
+def eager_steps(self: CSACache):
+    "Within it, the layer runs this cache's decode steps eagerly: nothing is captured or replayed."
+    was, self.graphs = self.graphs, False
+    try:
+        yield self
+    finally:
+        self.graphs = was
+
 # %% ../nbs/05_cache.ipynb #e84f72de
 def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:
     """Whether `t` holds a NaN or ±Inf over `dims` (bool, the other dims kept): `0·x`
@@ -279,10 +303,11 @@ def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:
 
 
 @patch
-def advance(self: CSACache, n: int = 1):
+def advance(self: CSACache, n: int = 1, *, host_only: bool = False):
     """Every sequence holds `n` more tokens (device counter and host mirror). `n`: the tokens the step added per
-    sequence (default 1)."""
-    self.pos += n
+    sequence (default 1); `host_only`: the host mirror alone (a replayed step's graph advanced the counter)."""
+    if not host_only:
+        self.pos += n
     for i in self.rows:
         self.host_lengths[i] += n
 

@@ -93,8 +93,7 @@ class DecodeGraph:
                 f"a step adds {self.n}"
             )
         self.graph.replay()
-        for i in c.rows:
-            c.host_lengths[i] += self.n
+        c.advance(self.n, host_only=True)
         return self.out
 
 
@@ -120,7 +119,8 @@ def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2
         )
     saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
     try:
-        graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
+        with cache.eager_steps():  # the warm-up steps run eagerly, not as the cache's own graphs
+            graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     finally:
         for t, s in zip(cache.tensors(), saved):
             t.copy_(s)
@@ -171,7 +171,7 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
 
     res = {}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), cache.eager_steps():  # the step's own kernels, not a replay of the cache's graph
             step()
             restore()
             with _OpCounter() as c:

@@ -15,7 +15,6 @@ from .attention import CompressedSparseAttention
 from .cache import grow_cache
 from .checks import check_bool, check_int
 from .config import CSAConfig
-from .graphs import capture_decode
 
 # %% auto #0
 __all__ = ['layer_ratio', 'csa_config_from_hf', 'csa_layer_from_hf', 'use_fused_csa', 'restore_hf_attention', 'indexer_loss']
@@ -252,7 +251,7 @@ def _csa_cache(attn, past, layer, b, n_new, device, dtype):
     book, seen, idx = past.__dict__.setdefault("_fused_csa", {}), past.get_seq_length(attn.layer_idx), attn.layer_idx
     c, count = book.get(idx, (None, None))
     if seen == 0:
-        c = layer.new_cache(b, _capacity(n_new), device=device, dtype=dtype)
+        c = layer.new_cache(b, _capacity(n_new), device=device, dtype=dtype, graphs=attn.__dict__["_fused_csa_graphs"])
         if not isinstance(past.__dict__.get("reorder_cache"), _Reorder):
             past.reorder_cache = _Reorder(past)
     elif c is None or count != seen:
@@ -292,25 +291,6 @@ def _whole(layer, q, kv, x, qr, padding):
     return out.new_zeros(S * B, out.shape[-1]).index_copy(0, rows.flat, out).view(S, B, -1), loss
 
 
-def _graphed_step(past, idx, layer, cache, *ins):
-    """One decode step of layer `idx` as a replay of its CUDA graph (`capture_decode`): captured at the first step of
-    each cache and shape (and again when the cache grows into a new one), kept on HF's `past` → `out [S, B, H·D]`."""
-    store = past.__dict__.setdefault("_fused_csa_graphs", {})
-    owner, graphs = store.get(idx, (None, None))
-    if owner is not cache:  # a new or grown cache: its tensors are new, so are the graphs
-        graphs = {}
-        store[idx] = (cache, graphs)
-    key = tuple(None if t is None else tuple(t.shape) for t in ins)
-    if key not in graphs:
-        static = [None if t is None else t.clone() for t in ins]
-        graphs[key] = (capture_decode(layer, cache, *static), static)
-    graph, static = graphs[key]
-    for s, t in zip(static, ins):
-        if s is not None:
-            s.copy_(t)
-    return graph.replay().clone()  # the graph rewrites its output at the next replay
-
-
 @torch.no_grad()
 def _cached(attn, layer, past, q, kv, x, qr, padding):
     """The layer through its decode cache on HF's `past` → `out [S, B, H·D]`;
@@ -322,9 +302,7 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
         raise ValueError(
             "padding among the new tokens of a continued cache: only a prompt (the first call) may be padded"
         )
-    if rows is None:
-        if not fresh and attn.__dict__.get("_fused_csa_graphs") and layer.fused and q.is_cuda:
-            return _graphed_step(past, attn.layer_idx, layer, cache, q, kv, x, qr)
+    if rows is None:  # decode steps replay the cache's CUDA graphs (fused, CUDA) unless decode_graphs=False
         return layer(q, kv, x, qr, cache=cache)[0]
     out = q.new_zeros(S, B, layer.cfg.num_heads * layer.cfg.v_head_dim)
     for i, (a, n) in enumerate(zip(rows.starts, rows.lengths)):
@@ -467,8 +445,9 @@ def use_fused_csa(
     """Run the CSA core of every DeepSeek-V4 attention layer on this package (see above) → `model`, switched in place.
     `model`: a transformers module tree holding `DeepseekV4Attention`s (`DeepseekV4ForCausalLM`, `DeepseekV4Model`, a
     layer); `dsa_kernel_backend`: `"cudnn"` (fused; bf16 CUDA models) or `"none"` (native, any dtype and device);
-    `decode_graphs`: on the fused backend, run each layer's decode steps (after the prompt) as replays of a CUDA graph
-    captured at the first step (`capture_decode`), `False`: eagerly (the native backend always decodes eagerly);
+    `decode_graphs`: on the fused backend on CUDA, each layer's decode steps (after the prompt) replay a CUDA graph its
+    cache records at the first step of each size (`new_cache(graphs=...)`), `False`: eagerly (the native backend
+    always decodes eagerly);
     `overrides`: `CSAConfig` fields the HF config does not set (`indexer_loss_coeff`, `indexer_use_sparse_loss`,
     `indexer_precision`, …)."""
     if not isinstance(model, nn.Module):
