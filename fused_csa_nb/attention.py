@@ -5,7 +5,6 @@
 # %% ../nbs/06_attention.ipynb #3ad9db43
 from __future__ import annotations
 
-import itertools
 import warnings
 from typing import NamedTuple
 
@@ -495,8 +494,14 @@ class _StepGraph(NamedTuple):
 
 @patch
 def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
-    "Where the layer's parameters and buffers live: a recorded graph reads them there."
-    return tuple(t.data_ptr() for t in itertools.chain(self.parameters(), self.buffers()))
+    """Where the layer's parameters and buffers live (a recorded graph reads them there): read through the modules'
+    own tables, listed once, so that a replaced parameter is seen and a step pays no module walk."""
+    slots = self.__dict__.get("_tensor_slots")
+    if slots is None:
+        slots = self.__dict__["_tensor_slots"] = [
+            (table, name) for m in self.modules() for table in (m._parameters, m._buffers) for name in table
+        ]
+    return tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
 
 # %% ../nbs/06_attention.ipynb #22e0188b
 @patch
