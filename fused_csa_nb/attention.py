@@ -517,9 +517,8 @@ def _step(self: CompressedSparseAttention, query, key, x, qr, cache):
         return out
     if g.graph is None:
         return self._decode_step(query, key, x, qr, cache)
-    for s, t in zip(g.inputs, (query, key, x, qr)):
-        if s is not None:
-            s.copy_(t)
+    pairs = [(s, t) for s, t in zip(g.inputs, (query, key, x, qr)) if s is not None]
+    torch._foreach_copy_([s for s, _ in pairs], [t for _, t in pairs])  # the step's inputs in one kernel
     g.graph.replay()
     cache.advance(query.shape[0], host_only=True)
     return g.out.clone()

@@ -308,6 +308,28 @@ def block_rows(self: FusedBackend, n_comp: int, b: int, dense: bool = False, dty
     Returns the number of rows, at least 1."""
     return _block_rows_of(self.cfg.indexer_block_bytes, n_comp, b, _FUSED_BYTES_PER_ENTRY[dense])
 
+# %% ../nbs/05_backends.ipynb #a8799419
+@patch
+def _settings_b(self: FusedBackend, k: int, block: int, rows, slot0: int, kernels: _Kernels, loss: bool) -> _PathB:
+    """Path B's settings for one call: the backend's bound constants, with the call's top-k `k`, query block `block`,
+    row set `rows`, first entry slot `slot0`, the device's `kernels` and whether the loss is wanted."""
+    return _PathB(
+        index_topk=k,
+        ratio=self.ratio,
+        scale=self.scale,
+        isc=self.index_scale,
+        coeff=self.coeff if loss else 0.0,
+        sparse_loss=self.sparse_loss,
+        per_token=self.per_token,
+        block_rows=block,
+        rows=rows,
+        slot0=slot0,
+        heads=kernels.heads,
+        lim=kernels.lim,
+        fp8=self.fp8,
+        deterministic=self.deterministic,
+    )
+
 # %% ../nbs/05_backends.ipynb #1915b805
 @patch
 def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):  # noqa: F811
@@ -322,7 +344,8 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     (the layer wants one). Returns `(out [n, b, H·D], loss)`: the bf16 output (a pack's padding rows zeroed) and the
     rows' share of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
     r, b, dev = self.ratio, query.shape[1], query.device
-    lim, heads = self.kernels(dev)
+    kern = self.kernels(dev)  # the device's kernel limits and padded heads
+    lim, heads = kern
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
     _check_int32_range(kv_full.shape[0], b)  # every slot·b + batch fits int32
     attn = lambda idx, tlen=None, poison=None: rows.keep(
@@ -353,22 +376,7 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     E = rows.entries(keys.n_comp, r)  # the entries a row chooses among
     block, k = self.block_rows(E, b, dense), min(self.topk, E)  # k_eff: memory ∝ it
     if train:  # path B
-        settings = _PathB(
-            index_topk=k,
-            ratio=r,
-            scale=self.scale,
-            isc=self.index_scale,
-            coeff=self.coeff if loss else 0.0,
-            sparse_loss=self.sparse_loss,
-            per_token=self.per_token,
-            block_rows=block,
-            rows=rows,
-            slot0=keys.slot0,
-            heads=heads,
-            lim=lim,
-            fp8=self.fp8,
-            deterministic=self.deterministic,
-        )
+        settings = self._settings_b(k, block, rows, keys.slot0, kern, loss)
         out, iloss, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return rows.keep(out), (iloss if loss else None)
     sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)  # path C

@@ -353,7 +353,7 @@ def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
     e = _at_last(entries, rows)
     self.kv[self.slots + rows.entry, self._iota(self.batch_size)] = e.to(self.kv.dtype)
 
-
+# %% ../nbs/05_cache.ipynb #423016b8
 @patch
 @torch.no_grad()
 def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torch.Tensor:
