@@ -115,6 +115,26 @@ def _real_rows(t, real):
     "`t [T, ...]` with its padding rows (`real` False) zeroed: what they hold (NaN, Inf) never reaches any arithmetic."
     return torch.where(real.view(-1, *[1] * (t.dim() - 1)), t, 0)
 
+# %% ../nbs/06_attention.ipynb #3de4e010
+@patch
+def _check_query(self: CompressedSparseAttention, query, cu_seqlens=None, max_seqlen=None) -> int | None:
+    """The forward's `query` in its layout — SBHD `[sq, b, H, D]`, or THD `[T, H, D]` with `cu_seqlens` (checked, with
+    `max_seqlen`) — → the pack's `max_seqlen` (`None` for SBHD). The messages speak the caller's layout."""
+    cfg = self.cfg
+    if cu_seqlens is not None:  # THD: [T, ...] tensors, the messages in THD words
+        check_tensor(
+            "query", query, floating=True, shape=(None, cfg.num_heads, cfg.head_dim), what="[T, H, D] (packed)"
+        )
+        if self.cp_group is not None:
+            raise NotImplementedError("packed sequences (cu_seqlens) under context parallelism are not implemented")
+        return check_cu_seqlens(cu_seqlens, query.shape[0], max_seqlen, device=query.device)
+    if max_seqlen is not None:
+        raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack")
+    check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
+    if query.shape[1] == 0:
+        raise ValueError("`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
+    return None
+
 # %% ../nbs/06_attention.ipynb #1790f887
 @patch
 def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens=None, max_seqlen=None):
@@ -122,21 +142,7 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens
     kernels trust them) → `(query, key, x, qr, pack)`: a pack's inputs come back as one sequence of `b = 1`, their
     padding rows zeroed (on the device, before any arithmetic), with its `PackRows`; else `pack` is `None`."""
     cfg, thd = self.cfg, cu_seqlens is not None
-    if thd:  # THD: [T, ...] tensors, the messages in THD words
-        check_tensor(
-            "query", query, floating=True, shape=(None, cfg.num_heads, cfg.head_dim), what="[T, H, D] (packed)"
-        )
-        if self.cp_group is not None:
-            raise NotImplementedError("packed sequences (cu_seqlens) under context parallelism are not implemented")
-        max_seqlen = check_cu_seqlens(cu_seqlens, query.shape[0], max_seqlen, device=query.device)
-    elif max_seqlen is not None:
-        raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack")
-    else:
-        check_tensor(
-            "query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]"
-        )
-        if query.shape[1] == 0:
-            raise ValueError("`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
+    max_seqlen = self._check_query(query, cu_seqlens, max_seqlen)
     rows, lead = (query.shape[:1], "T") if thd else (query.shape[:2], "sq, b")
     same = dict(floating=True, like=query, like_name="the query")
     check_tensor("key", key, shape=(*rows, 1, cfg.head_dim), what=f"[{lead}, 1, D]", **same)
@@ -343,6 +349,20 @@ def _padded(self: CompressedSparseAttention, query, key, x, qr, pack):
     flat = pack.pos.clamp(max=m - 1) * N + pack.doc.clamp(max=N - 1)  # each row's slot
     return torch.where(pack.real.view(T, 1), out.reshape(m * N, -1)[flat], 0), iloss
 
+# %% ../nbs/06_attention.ipynb #55b8a831
+@patch
+def _cache_dtypes(self: CompressedSparseAttention) -> tuple:
+    """`(module dtype, default cache dtype)` of `new_cache`: the parameters' dtype (`None` without module parameters),
+    and the cache's default — the parameters' dtype, or for a ratio-0 layer (no module parameters) float64 for a
+    float64 layer, bf16 on the fused backend, else the default dtype."""
+    p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
+    module_dtype = p.dtype if p is not None else None
+    if module_dtype is not None:
+        return module_dtype, module_dtype
+    if self.attn_sink.dtype == torch.float64:
+        return None, torch.float64
+    return None, torch.bfloat16 if self.fused else torch.get_default_dtype()
+
 # %% ../nbs/06_attention.ipynb #c2dfc74a
 @patch
 def new_cache(
@@ -356,16 +376,8 @@ def new_cache(
     `graphs`: a fused layer on CUDA replays each decode step as a CUDA graph captured at the first step of its size
     (`False`: every step eager; see below).
     Returns the empty `CSACache`."""
-    p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
-    module_dtype = p.dtype if p is not None else None
-    if dtype is None:  # a ratio-0 layer has no module parameters: its sink or the backend decides
-        dtype = module_dtype or (
-            torch.float64
-            if self.attn_sink.dtype == torch.float64
-            else torch.bfloat16
-            if self.fused
-            else torch.get_default_dtype()
-        )
+    module_dtype, default = self._cache_dtypes()
+    dtype = default if dtype is None else dtype
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"`dtype` must be a floating torch.dtype, got {dtype!r}")
     return make_cache(
