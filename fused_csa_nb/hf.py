@@ -371,7 +371,8 @@ def _csa_attention_forward(
     )
     qr = sbhd(qr) if layer.indexer is not None else None
     train = self.training and torch.is_grad_enabled()  # generate (no_grad) decodes in train mode too
-    layer.train(train)
+    if layer.training != train:  # a module walk otherwise paid by every layer at every token
+        layer.train(train)
     if past is not None and not train:
         out, loss = _cached(self, layer, past, q, kv, x, qr, fused_csa_padding), None
     else:
