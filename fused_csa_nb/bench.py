@@ -1295,10 +1295,10 @@ def decode_rows(
     return rows
 
 # %% ../nbs/07_bench.ipynb #eae61421
-def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_silent) -> list[dict]:
+def prefill_rows(seqlens=(4096, 65536), iters: int = 30, seed: int = 0, log=_silent) -> list[dict]:
     """A ratio-4 prompt through the cache against the plain inference forward (fused, V4-Flash shapes, b = 1): ms each.
 
-    `seqlens`: prompt lengths; `iters`: timed calls per median (after one warm-up call); `seed`: the layer's and the
+    `seqlens`: prompt lengths; `iters`: timed calls per median (after three warm-up calls); `seed`: the layer's and the
     inputs' seed (`long_context_layer`); `log`: called with each row as it is measured.
     Returns one dict per length: `sq`, `plain_ms` (the inference forward), `cached_ms` (the same forward into an empty
     cache of `sq` tokens), `ratio_to_plain`."""
@@ -1308,8 +1308,8 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 5, seed: int = 0, log=_sile
         layer.eval()
         cache = layer.new_cache(1, sq)
         with torch.no_grad():
-            plain = median_time_ms(lambda: layer(*ins[:4]), warmup=1, iters=iters)
-            cached = median_time_ms(lambda: layer(*ins[:4], cache=cache.reset()), warmup=1, iters=iters)
+            plain = median_time_ms(lambda: layer(*ins[:4]), warmup=3, iters=iters)
+            cached = median_time_ms(lambda: layer(*ins[:4], cache=cache.reset()), warmup=3, iters=iters)
         rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain))
         log(rows[-1])
         layer = ins = cache = None
