@@ -504,15 +504,30 @@ class _StepGraph(NamedTuple):
     tensors: tuple  # data_ptr() of the layer's parameters and buffers when recorded
 
 
+_STRUCTURE = [0]  # bumped by every submodule, parameter or buffer registered anywhere: listed tables may be stale
+
+
+def _structure_changed(*args):
+    _STRUCTURE[0] += 1
+
+
+for _register in (
+    torch.nn.modules.module.register_module_module_registration_hook,
+    torch.nn.modules.module.register_module_parameter_registration_hook,
+    torch.nn.modules.module.register_module_buffer_registration_hook,
+):
+    _register(_structure_changed)
+
+
 @patch
 def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
     """Where the layer's parameters and buffers live (a recorded graph reads them there): read through the modules'
-    own tables, listed once, so that a replaced parameter is seen and a step pays no module walk."""
-    slots = self.__dict__.get("_tensor_slots")
-    if slots is None:
-        slots = self.__dict__["_tensor_slots"] = [
-            (table, name) for m in self.modules() for table in (m._parameters, m._buffers) for name in table
-        ]
+    own tables, listed again only after a module, parameter or buffer was registered somewhere (a replaced
+    submodule or parameter), so that a step pays no module walk."""
+    version, slots = self.__dict__.get("_tensor_slots", (None, None))
+    if version != _STRUCTURE[0]:
+        slots = [(table, name) for m in self.modules() for table in (m._parameters, m._buffers) for name in table]
+        self.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
     return tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
 
 # %% ../nbs/06_attention.ipynb #22e0188b
