@@ -330,6 +330,20 @@ def _padding(attn, attention_mask, padding):
         )
     return None
 
+# %% ../nbs/10_hf.ipynb #c2cf5843
+def _projections(attn, hidden_states, cos, sin) -> tuple:
+    """HF's projections of a `DeepseekV4Attention` on `hidden_states [B, S, hidden]`, roped with its `cos`, `sin` →
+    `(q [B, S, H, D], kv [B, S, 1, D], qr [B, S, q_lora_rank])`: what the package layer takes (in SBHD)."""
+    m, (B, S, _) = _deepseek_v4(), hidden_states.shape
+    qr = attn.q_a_norm(attn.q_a_proj(hidden_states))
+    q = m.apply_rotary_pos_emb(
+        attn.q_b_norm(attn.q_b_proj(qr).view(B, S, -1, attn.head_dim)), cos, sin, unsqueeze_dim=2
+    )
+    kv = m.apply_rotary_pos_emb(
+        attn.kv_norm(attn.kv_proj(hidden_states)).view(B, S, 1, attn.head_dim), cos, sin, unsqueeze_dim=2
+    )
+    return q, kv, qr
+
 # %% ../nbs/10_hf.ipynb #9215712e
 def _csa_attention_forward(
     self,
@@ -351,13 +365,7 @@ def _csa_attention_forward(
     past = past_key_values if past_key_values is not None else cache
     B, S, _ = hidden_states.shape
     cos, sin = position_embeddings[self.rope_layer_type]
-    qr = self.q_a_norm(self.q_a_proj(hidden_states))
-    q = m.apply_rotary_pos_emb(
-        self.q_b_norm(self.q_b_proj(qr).view(B, S, -1, self.head_dim)), cos, sin, unsqueeze_dim=2
-    )
-    kv = m.apply_rotary_pos_emb(
-        self.kv_norm(self.kv_proj(hidden_states)).view(B, S, 1, self.head_dim), cos, sin, unsqueeze_dim=2
-    )
+    q, kv, qr = _projections(self, hidden_states, cos, sin)
     if layer.attn_sink.device != hidden_states.device:
         layer.to(hidden_states.device)
 
