@@ -147,7 +147,7 @@ class _OpCounter(TorchDispatchMode):
             self.n += 1
         return func(*args, **(kwargs or {}))
 
-
+# %% ../nbs/08_graphs.ipynb #deb91b83
 def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
     """What one decode step `layer(query, key, x, qr, cache=cache)`
     dispatches (see above) → `{"ops": int}`, plus on CUDA
