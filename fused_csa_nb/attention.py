@@ -15,7 +15,7 @@ from torch import nn
 
 from .backends import KeySet, make_backend
 from .cache import MAX_STEP, CSACache, make_cache
-from .checks import check_choice, check_like_module, check_tensor
+from .checks import _triton_runs_on, check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig
 from fused_csa_nb.context_parallel import (
     CP_LAYOUTS,
@@ -25,6 +25,7 @@ from fused_csa_nb.context_parallel import (
     _shard_rows,
     _with_halo,
 )
+from .kernels import _linears
 from .layout import QueryRows, _pack_rows, check_cu_seqlens
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
@@ -474,6 +475,22 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     )
     return out
 
+# %% ../nbs/06_attention.ipynb #17a74cbf
+@patch
+def _step_projections(self: CompressedSparseAttention, x) -> list | None:
+    """`x [s, b, hidden]`'s projections of a decode step in one kernel (see above): the compressor's `wkv`, `wgate`,
+    then the indexer compressor's `wkv`, `wgate` and the indexer's `weights_proj`, those the layer has → a list of
+    `[s, b, N_i]` views; `None` where the modules project it themselves (native, not CUDA, not bf16, autocast)."""
+    if x is None or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
+        return None
+    mods = [m for m in (self.compressor, self.indexer and self.indexer.compressor) if m is not None]
+    ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + (
+        [self.indexer.weights_proj.weight] if self.indexer else []
+    )
+    if not ws or x.dtype != torch.bfloat16 or any(w.dtype != x.dtype or not w.is_contiguous() for w in ws):
+        return None
+    return _linears(x, ws)
+
 # %% ../nbs/06_attention.ipynb #d4039daf
 @patch
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
@@ -482,10 +499,11 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`."""
     s, rows = query.shape[0], cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
     comp = index = selected = None
+    proj = self._step_projections(x)  # x through every weight that reads it, one kernel; None: the modules do it
     if self.compressor is not None:  # the module steps read the rings; the cache then writes them
-        comp = self.compressor.step(x, rows.positions, *cache.comp_ring)  # (entries, a, g)
+        comp = self.compressor.step(x, rows.positions, *cache.comp_ring, proj=proj and proj[:2])  # (entries, a, g)
     if self.indexer is not None:
-        q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring)
+        q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring, proj=proj and proj[-3:])
         index = (k_i, a, g, q_i, w_i)
     poison = cache.write_step(rows, key[:, :, 0], comp, index)  # [b, s] NaN / 0 with the indexer, else None
     if index is not None:

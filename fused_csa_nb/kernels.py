@@ -16,12 +16,12 @@ from .checks import first_order_only, check_bool, check_float, check_int, check_
 from .layout import _pad_heads, _pad_idx, cached_index
 
 # %% auto #0
-__all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'FusedUnavailableError', 'kernel_status', 'kernels_available',
-           'sm_major', 'detected_capability', 'detected_kernels', 'KernelLimits', 'kernel_limits', 'round_up',
-           'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd',
-           'indexer_fwd', 'indexer_fwd_thd', 'radix_topk', 'compactify', 'sparse_attn_score_recompute',
-           'sparse_indexer_predict', 'dense_attn_score_recompute', 'dense_indexer_score_recompute', 'indexer_bwd',
-           'dense_indexer_bwd']
+__all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'LINEARS_MAX', 'FusedUnavailableError', 'kernel_status',
+           'kernels_available', 'sm_major', 'detected_capability', 'detected_kernels', 'KernelLimits', 'kernel_limits',
+           'round_up', 'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd',
+           'cudnn_sparse_attn_bwd', 'indexer_fwd', 'indexer_fwd_thd', 'radix_topk', 'compactify',
+           'sparse_attn_score_recompute', 'sparse_indexer_predict', 'dense_attn_score_recompute',
+           'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
 
 # %% ../nbs/03_kernels.ipynb #ae650b13
 class FusedUnavailableError(RuntimeError):
@@ -1584,3 +1584,69 @@ def _decode_scores(q, w, keys, visible, scale: float, q_scale=None, k_scale=None
         HAS_QS=q_scale is not None, HAS_KS=k_scale is not None, WIDEN=_INTERPRETED,
     )  # fmt: skip
     return out, lengths
+
+# %% ../nbs/03_kernels.ipynb #99e554b7
+if triton is not None:
+
+    @triton.jit
+    def _linears_kernel(
+        x_ptr, out_ptr, w0, w1, w2, w3, w4, t1, t2, t3, t4, c1, c2, c3, c4, n0, n1, n2, n3, n4, M, K, x_row, o_row,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WIDEN: tl.constexpr,
+    ):  # fmt: skip
+        "Tile `pid` of weight `i` (`t_i <= pid < t_(i+1)`): `x @ w_i[rows].T` into output columns `c_i + rows`."
+        pid, pm = tl.program_id(0), tl.program_id(1)
+        z = pid * 0  # every branch's integers the same runtime int32 (an argument of 1 would be a constant)
+        w_ptr, tile, col, n = w0, pid, z, n0 + z
+        if pid >= t1:
+            w_ptr, tile, col, n = w1, pid - t1, c1 + z, n1 + z
+        if pid >= t2:
+            w_ptr, tile, col, n = w2, pid - t2, c2 + z, n2 + z
+        if pid >= t3:
+            w_ptr, tile, col, n = w3, pid - t3, c3 + z, n3 + z
+        if pid >= t4:
+            w_ptr, tile, col, n = w4, pid - t4, c4 + z, n4 + z
+        rm, rn = pm * BLOCK_M + tl.arange(0, BLOCK_M), tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + tl.arange(0, BLOCK_K)
+            a = tl.load(
+                x_ptr + rm[:, None] * x_row + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0
+            )
+            w = tl.load(
+                w_ptr + rn[None, :].to(tl.int64) * K + kk[:, None],
+                mask=(rn[None, :] < n) & (kk[:, None] < K),
+                other=0.0,
+            )
+            if WIDEN:  # the interpreter's bf16 products: the same exact products in fp32
+                a, w = a.to(tl.float32), w.to(tl.float32)
+            acc += tl.dot(a, w, input_precision="ieee" if WIDEN else None)
+        out = acc.to(out_ptr.dtype.element_ty)
+        tl.store(out_ptr + rm[:, None] * o_row + col + rn[None, :], out, mask=(rm[:, None] < M) & (rn[None, :] < n))
+
+# %% ../nbs/03_kernels.ipynb #6979df5f
+LINEARS_MAX = 5  # weights one `_linears` launch takes
+
+
+def _linears(x: torch.Tensor, weights) -> list:
+    """`[x @ w.T for w in weights]` in one kernel (see above): float32 sums, outputs in `x`'s dtype, views of one
+    `[*lead, ΣN]` tensor.
+
+    `x [*lead, K]` bf16 (rows of unit stride): the input; `weights`: up to `LINEARS_MAX` contiguous `[N_i, K]`
+    tensors of `x`'s dtype and device. Returns `[*lead, N_i]` per weight."""
+    lead, K = x.shape[:-1], x.shape[-1]
+    x2 = x.reshape(-1, K)
+    x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
+    M, ns, bn = x2.shape[0], [w.shape[0] for w in weights], 16
+    cols, tiles = [0], [0]
+    for n in ns:
+        cols.append(cols[-1] + n)
+        tiles.append(tiles[-1] + triton.cdiv(n, bn))
+    out = torch.empty(M, cols[-1], dtype=x.dtype, device=x.device)
+    pad = LINEARS_MAX - len(weights)
+    ws, ts, cs = list(weights) + [weights[0]] * pad, tiles[1:-1] + [tiles[-1]] * pad, cols[1:-1] + [0] * pad
+    bm = min(64, max(16, triton.next_power_of_2(M)))
+    _linears_kernel[(tiles[-1], triton.cdiv(M, bm))](
+        x2, out, *ws, *ts, *cs, *(ns + [0] * pad), M, K, x2.stride(0), out.stride(0),
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=256 if K >= 256 else triton.next_power_of_2(K), WIDEN=_INTERPRETED,
+    )  # fmt: skip
+    return [out[:, a:b].view(*lead, b - a) for a, b in zip(cols, cols[1:])]

@@ -1150,7 +1150,9 @@ def _stream_entry(comp, ring_a, ring_g, a, g, pos, dtype):
     even)."""
     s, b, w = a.shape
     r, d = comp.ratio, comp.head_dim
-    a, g, pos = a.contiguous(), g.contiguous(), pos.contiguous()
+    if a.stride(-1) != 1 or g.stride() != a.stride():  # the kernel reads both with a's strides, channels unit
+        a, g = a.contiguous(), g.contiguous()
+    pos = pos.contiguous()
     out = torch.empty(s, b, d, device=a.device, dtype=dtype)
     rp = triton.next_power_of_2(r)
     bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
@@ -1193,19 +1195,22 @@ def _stream_pool_torch(ring_a, ring_g, a_new, g_new, ape, positions, overlap: bo
 
 
 @patch
-def step(self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor):
+def step(
+    self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor, proj=None
+):
     """The streaming compressor (see above), on the state it is given (it writes nothing): `s` new tokens per sequence
     after the earlier tokens' projections in the rings.
 
     `x [s, b, hidden_size]`: the new tokens' layer input; `positions [s, b]` int64: their global positions, consecutive
     per sequence (`pos + t`); `ring_a [S, b, width]`: the earlier tokens' `wkv` projections (token `p` at slot `p % S`;
     `S = 2·ratio` with the overlap, else `ratio`; `width = 2·head_dim` with the overlap, else `head_dim`);
-    `ring_g [S, b, width]`: their `wgate` projections, in the same slots. Returns `(entries [s, b, head_dim], a, g)`:
+    `ring_g [S, b, width]`: their `wgate` projections, in the same slots; `proj`: `(wkv(x), wgate(x))` when the
+    caller made them already (`None`: made here). Returns `(entries [s, b, head_dim], a, g)`:
     row `t` is the entry of token `t`'s block
     (roped at the block start; equal to `_compress`'s once the block is complete, partial before), in `x`'s dtype; `a`,
     `g [s, b, width]` the new tokens' projections, for the rings (`CSACache.write_ring`)."""
     s, b = x.shape[:2]
-    a_new, g_new = self.wkv(x), self.wgate(x)
+    a_new, g_new = (self.wkv(x), self.wgate(x)) if proj is None else proj
     if (  # the kernel: no backward, unit-stride rings, pairs of channels
         _triton_runs_on(a_new) and ring_a.stride(-1) == 1 and not torch.is_grad_enabled() and self.head_dim % 2 == 0
     ):
@@ -1230,6 +1235,7 @@ def step(  # noqa: F811 (@patch: CSAIndexer's method)
     positions: torch.Tensor,
     ring_a: torch.Tensor,
     ring_g: torch.Tensor,
+    proj=None,
 ):
     """The streaming indexer: the queries, head weights and compressed keys of `s` new tokens per sequence, on the ring
     state it is given (it writes nothing).
@@ -1237,7 +1243,8 @@ def step(  # noqa: F811 (@patch: CSAIndexer's method)
     `x [s, b, hidden_size]`: the new tokens' layer input; `qr [s, b, q_lora_rank]`: their query
     latent; `positions [s, b]` int64: their global positions (`pos + t`); `ring_a [S, b, width]`: the earlier
     tokens' `wkv` projections in its compressor's ring (as for `Compressor.step`); `ring_g [S, b, width]`: their `wgate`
-    projections. Returns `(q_i [s, b, Hi, Di], w_i [s, b, Hi],
+    projections; `proj`: `(compressor.wkv(x), compressor.wgate(x), weights_proj(x))` when the caller made them
+    already (`None`: made here). Returns `(q_i [s, b, Hi, Di], w_i [s, b, Hi],
     keys [s, b, Di], (a, g))`: the queries roped at their positions, the head weights (`weights_proj(x) · Hi ** -0.5`),
     then the keys and ring projections of its compressor's `step`."""
     s, b = x.shape[:2]
@@ -1247,8 +1254,9 @@ def step(  # noqa: F811 (@patch: CSAIndexer's method)
         self.rotary_dim,
         self.compressor.inv_freq,
     ).view(s, b, self.n_heads, self.head_dim)
-    keys, a, g = self.compressor.step(x, positions, ring_a, ring_g)
-    return q, self.weights_proj(x) * self.n_heads**-0.5, keys, (a, g)
+    keys, a, g = self.compressor.step(x, positions, ring_a, ring_g, None if proj is None else proj[:2])
+    w = self.weights_proj(x) if proj is None else proj[2]
+    return q, w * self.n_heads**-0.5, keys, (a, g)
 
 # %% ../nbs/01_reference.ipynb #db4f9e3e
 def decode_indexer_scores(
