@@ -14,7 +14,14 @@ from torch.utils.checkpoint import checkpoint
 from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
 from .checks import _triton_runs_on
-from .kernels import _decode_scores, _radix_topk, kernel_limits, padded_num_heads, sm_major
+from fused_csa_nb.kernels import (
+    _decode_scores,
+    _radix_topk,
+    _split_sparse_fwd,
+    kernel_limits,
+    padded_num_heads,
+    sm_major,
+)
 from fused_csa_nb.layout import (
     QueryRows,
     _block_rows_of,
@@ -457,11 +464,27 @@ def _decode_scores_bmm(q, w, keys, visible, scale: float, q_scale=None, k_scale=
     scores = scores.masked_fill(torch.arange(E, device=q.device) >= visible.unsqueeze(-1), float("-inf"))
     return scores.view(b * s, E), visible.reshape(b * s).to(torch.int32)
 
+# %% ../nbs/05_backends.ipynb #591944b0
+_SM_COUNT: dict = {}  # CUDA device → its SMs
+
+
+def _decode_splits(rows: int, heads: int, query) -> int:
+    """The parts each of a decode step's `rows` query rows' keys are cut into (see above): `SMs // (rows · heads /
+    64)`, at least 1; 1 off CUDA. `rows`: the step's `s·b` rows; `heads`: the padded head count FlashMLA runs;
+    `query`: the step's query (its device)."""
+    if not _triton_runs_on(query):
+        return 1
+    d = query.device
+    if d not in _SM_COUNT:
+        _SM_COUNT[d] = torch.cuda.get_device_properties(d).multi_processor_count
+    return max(1, _SM_COUNT[d] // (rows * max(1, heads // 64)))
+
 # %% ../nbs/05_backends.ipynb #cffd21f7
 @patch
 def decode_attend(self: FusedBackend, query, cache, rows, selected, sink, poison=None):  # noqa: F811 (FusedBackend's)
     """`NativeBackend.decode_attend` on FlashMLA's sparse kernel, over the flat slots
-    `cache.step_flat_index(rows, selected)` (one kernel on CUDA).
+    `cache.step_flat_index(rows, selected)` (one kernel on CUDA), each row's keys in parts that fill the GPU
+    (`_decode_splits`, `kernels._split_sparse_fwd`).
 
     `query [s, b, H, D]` bf16: the step's queries; `cache`: the layer's `CSACache` (bf16 `kv`), the step's keys
     written; `rows`: the step's `StepRows`; `selected [b, s, k]` int32 or `None`: the entries each row attends to
@@ -470,10 +493,21 @@ def decode_attend(self: FusedBackend, query, cache, rows, selected, sink, poison
     lim, heads = self.kernels(query.device)
     kv = cache.kv.contiguous()  # a one-sequence view of a batch cache: its own copy
     _check_int32_range(kv.shape[0], kv.shape[1])
-    idx = cache.step_flat_index(rows, selected, lim.topk_multiple)
-    return _sparse_attn(
-        query.contiguous(), kv, sink, idx, self.cfg.scale, None, poison, heads=heads, multiple=lim.topk_multiple
+    idx = cache.step_flat_index(rows, selected, lim.topk_multiple)  # [s·b, K'], rows t·b + i
+    (s, b, h, d), n = query.shape, idx.shape[0]
+    poison = None if poison is None else poison.t().reshape(n)
+    out = _split_sparse_fwd(
+        query.contiguous().view(n, h, d),
+        kv.view(-1, d),
+        idx,
+        self.cfg.scale,
+        sink,
+        poison,
+        heads=heads,
+        multiple=lim.topk_multiple,
+        splits=_decode_splits(n, heads, query),
     )
+    return out.view(s, b, -1)
 
 # %% ../nbs/05_backends.ipynb #86239e92
 @runtime_checkable

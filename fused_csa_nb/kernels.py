@@ -1650,3 +1650,63 @@ def _linears(x: torch.Tensor, weights) -> list:
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=256 if K >= 256 else triton.next_power_of_2(K), WIDEN=_INTERPRETED,
     )  # fmt: skip
     return [out[:, a:b].view(*lead, b - a) for a, b in zip(cols, cols[1:])]
+
+# %% ../nbs/03_kernels.ipynb #b7867626
+if triton is not None:
+
+    @triton.jit
+    def _combine_splits_kernel(
+        out_ptr, part_ptr, lse_ptr, sink_ptr, poison_ptr, H, P,
+        HAS_POISON: tl.constexpr, PP: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr,
+    ):  # fmt: skip
+        "Row `r`, head `h`: its `P` parts (rows `r·P + p` of `part`, `lse`) merged, gated by the sink (see above)."
+        r, h = tl.program_id(0), tl.program_id(1)
+        ps = tl.arange(0, PP)
+        prow = (r * P + ps).to(tl.int64) * H + h
+        lse = tl.load(lse_ptr + prow, mask=ps < P, other=float("inf"))
+        some = lse != float("inf")  # +inf: a part without keys; a NaN part stays in and spreads
+        m = tl.max(tl.where(some, lse, float("-inf")), 0)
+        e = tl.where(some, tl.exp(lse - m), 0.0)
+        tot = tl.sum(e, 0)
+        sink = tl.load(sink_ptr + h)
+        gate = 1.0 / (1.0 + tl.exp(sink - (m + tl.log(tot))))  # no key at all: exp(+inf) → gate 0
+        wts = tl.where(tot > 0, e / tot, 0.0) * gate
+        bad = (sink == float("inf")) | ~(sink == sink)
+        if HAS_POISON:
+            bad = bad | ~(tl.load(poison_ptr + r) == 0.0)
+        for d0 in tl.static_range(0, DV, BLOCK_D):
+            ds = d0 + tl.arange(0, BLOCK_D)
+            o = tl.load(part_ptr + prow[:, None] * DV + ds[None, :], mask=(ps < P)[:, None], other=0.0)
+            acc = tl.sum(o.to(tl.float32) * wts[:, None], 0)
+            acc = tl.where(bad, float("nan"), acc)
+            tl.store(out_ptr + (r.to(tl.int64) * H + h) * DV + ds, acc.to(out_ptr.dtype.element_ty))
+
+# %% ../nbs/03_kernels.ipynb #0630799b
+_NO_SINK: dict = {}  # (device, heads) → a sink of -inf per head: the parts' (made once, not per step)
+
+
+def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, heads: int, multiple: int, splits: int):
+    """`_sparse_fwd`'s output (no gradient) with each row's keys in up to `splits` parts (see above) → `out [s_q, H,
+    512]` bf16; `splits = 1` is `_sparse_fwd` itself.
+
+    `q [s_q, H, D]` bf16, `kv [s_kv, D]`, `indices [s_q, K]` int32 (`K` a multiple of `multiple`), `attn_sink [H]`
+    fp32, `row_poison [s_q]` fp32 or `None`: as for `_sparse_fwd`; `heads`, `multiple`: the padded head count and
+    top-K granularity; `splits`: the most parts a row is cut into (whole granules each)."""
+    s_q, h, d = q.shape
+    granules = indices.shape[1] // multiple
+    per = triton.cdiv(granules, max(1, min(splits, granules))) * multiple  # keys per part
+    P = triton.cdiv(indices.shape[1], per)
+    if P == 1:
+        return _sparse_fwd(q, kv, indices, sm_scale, attn_sink, None, row_poison, heads=heads, multiple=multiple)[0]
+    idx = _pad_idx(indices, P * per).view(s_q * P, per)  # part p of row r: row r·P + p
+    key = (q.device, h)
+    if key not in _NO_SINK:
+        _NO_SINK[key] = torch.full((h,), float("-inf"), dtype=torch.float32, device=q.device)
+    qp = q.unsqueeze(1).expand(s_q, P, h, d).reshape(s_q * P, h, d)
+    part, lse = _sparse_fwd(qp, kv, idx, sm_scale, _NO_SINK[key], heads=heads, multiple=multiple)
+    out = torch.empty(s_q, h, part.shape[-1], dtype=part.dtype, device=q.device)
+    _combine_splits_kernel[(s_q, h)](
+        out, part, lse, attn_sink, attn_sink if row_poison is None else row_poison, h, P,
+        HAS_POISON=row_poison is not None, PP=triton.next_power_of_2(P), DV=part.shape[-1], BLOCK_D=128,
+    )  # fmt: skip
+    return out
