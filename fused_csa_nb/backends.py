@@ -469,15 +469,18 @@ _SM_COUNT: dict = {}  # CUDA device → its SMs
 
 
 def _decode_splits(rows: int, heads: int, query) -> int:
-    """The parts each of a decode step's `rows` query rows' keys are cut into (see above): `SMs // (rows · heads /
-    64)`, at least 1; 1 off CUDA. `rows`: the step's `s·b` rows; `heads`: the padded head count FlashMLA runs;
-    `query`: the step's query (its device)."""
+    """The parts each of a decode step's `rows` query rows' keys are cut into (see above): `SMs // programs`, the
+    programs being `rows · heads / 64`, while those are at most `SMs / 8`; else 1 — a step of more rows keeps the GPU
+    busy already, and its parts' query copies and merge cost more than they save (64 rows in 2 parts on the H200:
+    11.6 µs of copies and 10.6 µs of merging against 4.5 µs saved in FlashMLA). 1 off CUDA. `rows`: the step's `s·b`
+    rows; `heads`: the padded head count FlashMLA runs; `query`: the step's query (its device)."""
     if not _triton_runs_on(query):
         return 1
     d = query.device
     if d not in _SM_COUNT:
         _SM_COUNT[d] = torch.cuda.get_device_properties(d).multi_processor_count
-    return max(1, _SM_COUNT[d] // (rows * max(1, heads // 64)))
+    programs = rows * max(1, heads // 64)
+    return _SM_COUNT[d] // programs if programs <= _SM_COUNT[d] // 8 else 1
 
 # %% ../nbs/05_backends.ipynb #cffd21f7
 @patch

@@ -1659,8 +1659,8 @@ if triton is not None:
         out_ptr, part_ptr, lse_ptr, sink_ptr, poison_ptr, H, P,
         HAS_POISON: tl.constexpr, PP: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr,
     ):  # fmt: skip
-        "Row `r`, head `h`: its `P` parts (rows `r·P + p` of `part`, `lse`) merged, gated by the sink (see above)."
-        r, h = tl.program_id(0), tl.program_id(1)
+        "Row `r`, head `h`, channels `c·BLOCK_D …`: its `P` parts (rows `r·P + p`) merged, gated by the sink (see above)."
+        r, h, c = tl.program_id(0), tl.program_id(1), tl.program_id(2)
         ps = tl.arange(0, PP)
         prow = (r * P + ps).to(tl.int64) * H + h
         lse = tl.load(lse_ptr + prow, mask=ps < P, other=float("inf"))
@@ -1674,12 +1674,10 @@ if triton is not None:
         bad = (sink == float("inf")) | ~(sink == sink)
         if HAS_POISON:
             bad = bad | ~(tl.load(poison_ptr + r) == 0.0)
-        for d0 in tl.static_range(0, DV, BLOCK_D):
-            ds = d0 + tl.arange(0, BLOCK_D)
-            o = tl.load(part_ptr + prow[:, None] * DV + ds[None, :], mask=(ps < P)[:, None], other=0.0)
-            acc = tl.sum(o.to(tl.float32) * wts[:, None], 0)
-            acc = tl.where(bad, float("nan"), acc)
-            tl.store(out_ptr + (r.to(tl.int64) * H + h) * DV + ds, acc.to(out_ptr.dtype.element_ty))
+        ds = c * BLOCK_D + tl.arange(0, BLOCK_D)
+        o = tl.load(part_ptr + prow[:, None] * DV + ds[None, :], mask=(ps < P)[:, None], other=0.0)
+        acc = tl.where(bad, float("nan"), tl.sum(o.to(tl.float32) * wts[:, None], 0))
+        tl.store(out_ptr + (r.to(tl.int64) * H + h) * DV + ds, acc.to(out_ptr.dtype.element_ty))
 
 # %% ../nbs/03_kernels.ipynb #0630799b
 _NO_SINK: dict = {}  # (device, heads) → a sink of -inf per head: the parts' (made once, not per step)
@@ -1702,11 +1700,12 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
     key = (q.device, h)
     if key not in _NO_SINK:
         _NO_SINK[key] = torch.full((h,), float("-inf"), dtype=torch.float32, device=q.device)
-    qp = q.unsqueeze(1).expand(s_q, P, h, d).reshape(s_q * P, h, d)
+    qp = q.unsqueeze(1).expand(s_q, P, h, d).contiguous().view(s_q * P, h, d)  # FlashMLA reads q contiguous
     part, lse = _sparse_fwd(qp, kv, idx, sm_scale, _NO_SINK[key], heads=heads, multiple=multiple)
     out = torch.empty(s_q, h, part.shape[-1], dtype=part.dtype, device=q.device)
-    _combine_splits_kernel[(s_q, h)](
+    dv = part.shape[-1]
+    _combine_splits_kernel[(s_q, h, triton.cdiv(dv, 128))](
         out, part, lse, attn_sink, attn_sink if row_poison is None else row_poison, h, P,
-        HAS_POISON=row_poison is not None, PP=triton.next_power_of_2(P), DV=part.shape[-1], BLOCK_D=128,
+        HAS_POISON=row_poison is not None, PP=triton.next_power_of_2(P), DV=dv, BLOCK_D=128,
     )  # fmt: skip
     return out
