@@ -1636,7 +1636,8 @@ def _linears(x: torch.Tensor, weights) -> list:
     lead, K = x.shape[:-1], x.shape[-1]
     x2 = x.reshape(-1, K)
     x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
-    M, ns, bn = x2.shape[0], [w.shape[0] for w in weights], 16
+    M, ns = x2.shape[0], [w.shape[0] for w in weights]
+    bn = 32 if sum(triton.cdiv(n, 32) for n in ns) >= 64 else 16  # tiles of 32 rows, unless too few programs
     cols, tiles = [0], [0]
     for n in ns:
         cols.append(cols[-1] + n)
@@ -1647,7 +1648,8 @@ def _linears(x: torch.Tensor, weights) -> list:
     bm = min(64, max(16, triton.next_power_of_2(M)))
     _linears_kernel[(tiles[-1], triton.cdiv(M, bm))](
         x2, out, *ws, *ts, *cs, *(ns + [0] * pad), M, K, x2.stride(0), out.stride(0),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=256 if K >= 256 else triton.next_power_of_2(K), WIDEN=_INTERPRETED,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=min(512 if M <= 16 else 256, triton.next_power_of_2(K)), WIDEN=_INTERPRETED,
+        num_warps=4, num_stages=3,
     )  # fmt: skip
     return [out[:, a:b].view(*lead, b - a) for a, b in zip(cols, cols[1:])]
 
