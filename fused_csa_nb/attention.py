@@ -97,8 +97,10 @@ def extra_repr(self: CompressedSparseAttention) -> str:
 # %% ../nbs/06_attention.ipynb #f6d112ea
 @patch
 def _apply(self: CompressedSparseAttention, fn, recurse=True):
-    "Moves and casts move the sink but keep it float32 (float64 when the layer is cast to float64)."
+    """Moves and casts move the sink but keep it float32 (float64 when the layer is cast to float64); each is counted
+    (`_tensor_ptrs`: new storage can land at freed addresses)."""
     nn.Module._apply(self, fn, recurse)
+    self.__dict__["_casts"] = self.__dict__.get("_casts", 0) + 1
     if self.attn_sink.dtype not in (torch.float32, torch.float64):
         self.attn_sink.data = self.attn_sink.data.float()
         if self.attn_sink.grad is not None:
@@ -430,6 +432,11 @@ def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_
         )
 
 # %% ../nbs/06_attention.ipynb #ffe7d5ff
+def _meta(t):
+    "What the input checks read of an argument: shape, dtype, device (`None` stays `None`, a non-tensor never matches)."
+    return None if t is None else (t.shape, t.dtype, t.device) if isinstance(t, torch.Tensor) else object()
+
+
 @patch
 def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlens=None, max_seqlen=None):
     """`forward(..., cache=cache)` (see above) → `(out [s_new, b, H·D], None)`: a prefill of an empty cache, or batched
@@ -441,19 +448,25 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
             "key", key, shape=(0, b, 1, self.cfg.head_dim), what="[s_new, b, 1, D]", like=query, like_name="the query"
         )
         return query.new_zeros(0, b, query.shape[2] * self.cfg.v_head_dim), None
-    query, key, x, qr, _ = self._check_inputs(query, key, x, qr)
+    ptrs = self._tensor_ptrs()
+    seen = (ptrs, *(_meta(t) for t in (query, key, x, qr)))
+    if seen != self.__dict__.get("_checked"):  # else the inputs and the layer are as last time: the checks pass
+        query, key, x, qr, _ = self._check_inputs(query, key, x, qr)
+        self.__dict__["_checked"] = seen
     with torch.no_grad():
         if s > 1 and not any(cache.lengths):
             return self._prefill(query, key, x, qr, cache), None
+        if s <= MAX_STEP:
+            return self._step(query, key, x, qr, cache, ptrs), None
 
         def at(t, c):
             return None if t is None else t[c]
 
         outs = [
-            self._step(query[c], key[c], at(x, c), at(qr, c), cache)
+            self._step(query[c], key[c], at(x, c), at(qr, c), cache, ptrs)
             for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))
         ]
-    return (outs[0] if len(outs) == 1 else torch.cat(outs)), None
+    return torch.cat(outs), None
 
 # %% ../nbs/06_attention.ipynb #2c02119f
 @patch
@@ -517,9 +530,9 @@ class _StepGraph(NamedTuple):
     "A decode step recorded in a CUDA graph: its static inputs, its static output, the layer's tensor addresses."
 
     graph: object  # torch.cuda.CUDAGraph, or None when the recording failed (the steps of that key stay eager)
-    inputs: tuple  # static (query, key, x, qr); None where the step takes none
+    inputs: tuple  # static (query, key, x, qr); None where the step reads none (x at ratio 0, qr without indexer)
     out: torch.Tensor | None  # [s, b, H·D], rewritten by every replay
-    tensors: tuple  # data_ptr() of the layer's parameters and buffers when recorded
+    tensors: tuple  # the layer's `_tensor_ptrs()` when recorded
 
 
 _STRUCTURE = [0]  # bumped by every submodule, parameter or buffer registered anywhere: listed tables may be stale
@@ -539,23 +552,26 @@ for _register in (
 
 @patch
 def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
-    """Where the layer's parameters and buffers live (a recorded graph reads them there): read through the modules'
-    own tables, listed again only after a module, parameter or buffer was registered somewhere (a replaced
-    submodule or parameter), so that a step pays no module walk."""
+    """Where the layer's parameters and buffers live (a recorded graph reads them there), after how many moves and
+    casts (a cast's storage may reuse a freed address): read through the modules' own tables, listed again only
+    after a module, parameter or buffer was registered somewhere (a replaced submodule or parameter), so that a step
+    pays no module walk."""
     version, slots = self.__dict__.get("_tensor_slots", (None, None))
     if version != _STRUCTURE[0]:
         slots = [(table, name) for m in self.modules() for table in (m._parameters, m._buffers) for name in table]
         self.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
-    return tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
+    ptrs = tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
+    return (self.__dict__.get("_casts", 0), *ptrs)
 
 # %% ../nbs/06_attention.ipynb #22e0188b
 @patch
-def _step(self: CompressedSparseAttention, query, key, x, qr, cache):
-    "One decode step (`_decode_step`): a replay of its CUDA graph where the cache keeps graphs (see above), else eager."
+def _step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple):
+    """One decode step (`_decode_step`): a replay of its CUDA graph where the cache keeps graphs (see above), else
+    eager. `ptrs`: the layer's `_tensor_ptrs()` now."""
     if not (cache.graphs and self.fused and query.is_cuda) or torch.cuda.is_current_stream_capturing():
         return self._decode_step(query, key, x, qr, cache)
     k = (query.shape[0], torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cuda"))
-    g, ptrs = cache.step_graphs.get(k), self._tensor_ptrs()
+    g = cache.step_graphs.get(k)
     if g is None or g.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
         out = self._decode_step(query, key, x, qr, cache)  # also the recording's warm-up (kernels built, plans made)
         cache.step_graphs[k] = self._record_step(cache, (query, key, x, qr), ptrs)
@@ -573,7 +589,9 @@ def _step(self: CompressedSparseAttention, query, key, x, qr, cache):
 def _record_step(self: CompressedSparseAttention, cache, inputs, ptrs) -> _StepGraph:
     """The decode step on `inputs` recorded in a CUDA graph (nothing runs: the cache's tensors are untouched, its host
     lengths restored) → `_StepGraph`; a failed recording warns and keeps that step size eager."""
-    static, lengths = tuple(None if t is None else t.clone() for t in inputs), list(cache.host_lengths)
+    reads = (True, True, self.compressor is not None or self.indexer is not None, self.indexer is not None)
+    static = tuple(t.clone() if t is not None and r else None for t, r in zip(inputs, reads))  # what the step reads
+    lengths = list(cache.host_lengths)
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):

@@ -1661,7 +1661,7 @@ if triton is not None:
         out_ptr, part_ptr, lse_ptr, sink_ptr, poison_ptr, H, P,
         HAS_POISON: tl.constexpr, PP: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr,
     ):  # fmt: skip
-        "Row `r`, head `h`, channels `c·BLOCK_D …`: its `P` parts (rows `r·P + p`) merged, gated by the sink (see above)."
+        "Row `r`, head `h`, channels `c·BLOCK_D …`: its `P` parts (rows `r·P + p`) merged, gated by the sink."
         r, h, c = tl.program_id(0), tl.program_id(1), tl.program_id(2)
         ps = tl.arange(0, PP)
         prow = (r * P + ps).to(tl.int64) * H + h
