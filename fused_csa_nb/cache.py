@@ -416,15 +416,13 @@ def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, ind
     return torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
 
 # %% ../nbs/05_cache.ipynb #b3f1d2a0
-def _ring_copy(buf, vals, p0: int):
-    """`vals [k, ...]` (`k <= len(buf)`) of positions `p0 … p0 + k − 1` into
-    the ring `buf [S, ...]` at slots `p % S`: two slice copies at most."""
+def _ring_pairs(buf, vals, p0: int) -> list:
+    """The `(destination, source)` slices that put `vals [k, ...]` (`k <= len(buf)`) of positions `p0 … p0 + k − 1`
+    into the ring `buf [S, ...]` at slots `p % S`: two at most."""
     S, k = buf.shape[0], vals.shape[0]
     a = p0 % S
     n = min(k, S - a)
-    buf[a : a + n] = vals[:n]
-    if n < k:
-        buf[: k - n] = vals[n:]
+    return [(buf[a : a + n], vals[:n])] + ([(buf[: k - n], vals[n:])] if n < k else [])
 
 # %% ../nbs/05_cache.ipynb #52484a81
 @patch
@@ -444,16 +442,18 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
         )
     s, R = kv.shape[0], self.slots
     k = min(s, R)
-    _ring_copy(self.kv[:R], kv[s - k :].to(self.kv.dtype), s - k)
+    pairs = _ring_pairs(self.kv[:R], kv[s - k :], s - k)  # (destination, source): one multi-tensor copy below
     if entries is not None:
-        self.kv[R : R + entries.shape[0]] = entries.to(self.kv.dtype)
+        pairs.append((self.kv[R : R + entries.shape[0]], entries))
     for ring, a, g in rings:
         k = min(a.shape[0], ring[0].shape[0])
         for buf, v in zip(ring, (a, g)):
-            _ring_copy(buf, v[v.shape[0] - k :].to(buf.dtype), s - k)
-    if index_keys is not None:
-        keys = index_keys.transpose(0, 1)  # [b, s//r, Di]
-        self.index_keys[:, : keys.shape[1]] = keys.to(self.index_keys.dtype)
+            pairs += _ring_pairs(buf, v[v.shape[0] - k :], s - k)
+    keys = None if index_keys is None else index_keys.transpose(0, 1)  # [b, s//r, Di]
+    if keys is not None:
+        pairs.append((self.index_keys[:, : keys.shape[1]], keys))
+    torch._foreach_copy_([d for d, _ in pairs], [v for _, v in pairs])  # cast to the cache's dtypes
+    if keys is not None:
         if self.index_keys8 is not None:
             k8, ks = _fp8_rows_bf16(keys)
             self.index_keys8[0][:, : keys.shape[1]], self.index_keys8[1][:, : keys.shape[1]] = k8, ks
