@@ -390,8 +390,8 @@ def new_cache(
 # %% ../nbs/06_attention.ipynb #9f37ab2a
 @patch
 def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_seqlen=None):
-    """The cache of a forward with `cache=`: this layer's, in eval mode,
-    one device, its batch, dtype and device; room left."""
+    """The cache of a forward with `cache=`: this layer's, in eval mode, SBHD on one device; then the query against
+    it (`_check_cache_query`)."""
     if not isinstance(cache, CSACache):
         raise TypeError(f"`cache` must be a CSACache (layer.new_cache(...)), got {type(cache).__name__}")
     if not cache.belongs_to(self):
@@ -412,6 +412,12 @@ def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_
             "`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call "
             "takes neither)"
         )
+    self._check_cache_query(cache, query)
+
+# %% ../nbs/06_attention.ipynb #e6cc54b9
+@patch
+def _check_cache_query(self: CompressedSparseAttention, cache, query):
+    "`query` against `cache`: a tensor of its batch, dtype and device (`[s_new, b, H, D]`), with room for its tokens."
     if not isinstance(query, torch.Tensor):
         raise TypeError(f"`query` must be a torch.Tensor, got {type(query).__name__}")
     if query.dim() != 4 or query.shape[1] != cache.batch_size:

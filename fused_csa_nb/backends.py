@@ -337,6 +337,27 @@ def _settings_b(self: FusedBackend, k: int, block: int, rows, slot0: int, kernel
         deterministic=self.deterministic,
     )
 
+# %% ../nbs/05_backends.ipynb #6a7fa3ee
+@patch
+def _attn(self: FusedBackend, query, kv_full, sink, rows, kern: _Kernels, idx, tlen=None, poison=None):
+    """FlashMLA over the flat slots `idx [n·b, K]` (path A; path C after its selection) → the rows' output `[n, b,
+    H·D]`, a pack's padding rows zeroed (`rows.keep`). `query`, `kv_full`: contiguous; `sink [H]`; `kern`: the
+    device's `_Kernels`; `tlen [n·b]` int32 or `None`: each row's valid prefix of `idx`; `poison [b, n]` or `None`."""
+    return rows.keep(
+        _sparse_attn(
+            query,
+            kv_full,
+            sink,
+            idx,
+            self.scale,
+            tlen,
+            poison,
+            heads=kern.heads,
+            multiple=kern.lim.topk_multiple,
+            deterministic=self.deterministic,
+        )
+    )
+
 # %% ../nbs/05_backends.ipynb #1915b805
 @patch
 def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, train: bool, loss: bool):  # noqa: F811
@@ -352,25 +373,11 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     rows' share of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
     r, b, dev = self.ratio, query.shape[1], query.device
     kern = self.kernels(dev)  # the device's kernel limits and padded heads
-    lim, heads = kern
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
     _check_int32_range(kv_full.shape[0], b)  # every slot·b + batch fits int32
-    attn = lambda idx, tlen=None, poison=None: rows.keep(
-        _sparse_attn(
-            query,
-            kv_full,
-            sink,
-            idx,
-            self.scale,
-            tlen,
-            poison,
-            heads=heads,
-            multiple=lim.topk_multiple,
-            deterministic=self.deterministic,
-        )
-    )
     if keys.indexer is None or not keys.n_comp:  # path A
-        return attn(rows.all_rows(r if keys.n_comp else 0, self.window, keys.halo, b, kv_full.shape[0], dev)), None
+        idx = rows.all_rows(r if keys.n_comp else 0, self.window, keys.halo, b, kv_full.shape[0], dev)
+        return self._attn(query, kv_full, sink, rows, kern, idx), None
     q_i, k_i, w_i = keys.indexer
     window = rows.window(self.window, keys.halo, b, dev)
     dense = loss and self.dense_loss
@@ -388,7 +395,7 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
         return rows.keep(out), (iloss if loss else None)
     sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)  # path C
     idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
-    return attn(idx, tlen, poison), None
+    return self._attn(query, kv_full, sink, rows, kern, idx, tlen, poison), None
 
 # %% ../nbs/05_backends.ipynb #522baf00
 @patch
