@@ -1634,6 +1634,11 @@ def _linears(x: torch.Tensor, weights) -> list:
     `x [*lead, K]` bf16 (rows of unit stride): the input; `weights`: up to `LINEARS_MAX` contiguous `[N_i, K]`
     tensors of `x`'s dtype and device. Returns `[*lead, N_i]` per weight."""
     lead, K = x.shape[:-1], x.shape[-1]
+    if not 1 <= len(weights) <= LINEARS_MAX or any(w.shape[1:] != (K,) for w in weights):
+        raise ValueError(
+            f"`weights` must be 1 to {LINEARS_MAX} [N, {K}] tensors (x's width), "
+            f"got {[tuple(w.shape) for w in weights]}"
+        )
     x2 = x.reshape(-1, K)
     x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
     M, ns = x2.shape[0], [w.shape[0] for w in weights]
@@ -1695,7 +1700,7 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
     s_q, h, d = q.shape
     granules = indices.shape[1] // multiple
     per = triton.cdiv(granules, max(1, min(splits, granules))) * multiple  # keys per part
-    P = triton.cdiv(indices.shape[1], per)
+    P = triton.cdiv(indices.shape[1], per) if granules > 1 else 1
     if P == 1:
         return _sparse_fwd(q, kv, indices, sm_scale, attn_sink, None, row_poison, heads=heads, multiple=multiple)[0]
     idx = _pad_idx(indices, P * per).view(s_q * P, per)  # part p of row r: row r·P + p
