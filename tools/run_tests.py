@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from configparser import ConfigParser
 from pathlib import Path
 
@@ -168,8 +168,9 @@ def main(argv=None):
             if not ok:
                 print("\n".join("      " + line for line in out.splitlines()[-60:]), flush=True)
 
-    with ThreadPoolExecutor(max(1, args.workers)) as ex:
-        report(ex.map(lambda n: run_one(n, args.flags, args.store, extra), rest))
+    with ThreadPoolExecutor(max(1, args.workers)) as ex:  # each verdict as its notebook ends (a cut run keeps them)
+        futures = [ex.submit(run_one, n, args.flags, args.store, extra) for n in rest]
+        report(f.result() for f in as_completed(futures))
     report(run_one(nb, args.flags, args.store, extra) for nb in timed)
     print(
         f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}; "
