@@ -482,12 +482,12 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     keys = self._keys(key, x, qr, segments)[0]
     out, _ = self.backend.attend(query, keys, segments[0][1], self._sink(), train=False, loss=False)
     s, rings = query.shape[0], []
-    mods = [(m, r) for m, r in ((self.compressor, cache.comp_ring), (self.indexer, cache.index_ring)) if m is not None]
+    comps = ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring))
+    mods = [(m, ring) for m, ring in comps if m is not None]
     if mods:  # the projections of the last tokens the streaming steps need: one kernel where it runs
         xt = x[s - min(s, max(ring[0].shape[0] for _, ring in mods)) :]
         proj = self._step_projections(xt)
         for i, (m, ring) in enumerate(mods):
-            m = m.compressor if m is self.indexer else m
             rings.append((ring, *((m.wkv(xt), m.wgate(xt)) if proj is None else proj[2 * i : 2 * i + 2])))
     cache.fill(
         key.squeeze(2),
