@@ -173,6 +173,55 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens
     pack = _pack_rows(cu_seqlens, query.shape[0], max_seqlen, self.ratio)
     return (*(None if t is None else _real_rows(t, pack.real).unsqueeze(1) for t in (query, key, x, qr)), pack)
 
+# %% ../nbs/06_attention.ipynb #91c03af3
+_STRUCTURE = [0]  # bumped by every submodule, parameter or buffer registered anywhere: listed tables may be stale
+
+
+def _structure_changed(*args):
+    _STRUCTURE[0] += 1
+
+
+for _register in (
+    torch.nn.modules.module.register_module_module_registration_hook,
+    torch.nn.modules.module.register_module_parameter_registration_hook,
+    torch.nn.modules.module.register_module_buffer_registration_hook,
+):
+    _register(_structure_changed)
+
+
+@patch
+def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
+    """Where the layer's parameters and buffers live (a recorded graph reads them there), after how many moves and
+    casts (a cast's storage may reuse a freed address): read through the modules' own tables, listed again only
+    after a module, parameter or buffer was registered somewhere (a replaced submodule or parameter), so that a step
+    pays no module walk."""
+    version, slots = self.__dict__.get("_tensor_slots", (None, None))
+    if version != _STRUCTURE[0]:
+        slots = [(table, name) for m in self.modules() for table in (m._parameters, m._buffers) for name in table]
+        self.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
+    ptrs = tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
+    return (self.__dict__.get("_casts", 0), *ptrs)
+
+# %% ../nbs/06_attention.ipynb #b01e8cbe
+def _meta(t):
+    "What the input checks read of an argument: shape, dtype, device (`None` stays `None`, a non-tensor never matches)."
+    return None if t is None else (t.shape, t.dtype, t.device) if isinstance(t, torch.Tensor) else object()
+
+
+@patch
+def _check_once(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens=None, max_seqlen=None):
+    """`_check_inputs`, skipped for a batch of sequences whose signature is the last one that passed (see above): each
+    argument's `_meta`, the layer's tensors (`_tensor_ptrs`) and torch's deterministic switch. A pack is checked every
+    call (its `cu_seqlens` are data), and every call while `torch.compile` traces. Returns `_check_inputs`' `(query,
+    key, x, qr, pack)`."""
+    if cu_seqlens is not None or max_seqlen is not None or torch.compiler.is_compiling():
+        return self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
+    seen = (self._tensor_ptrs(), torch.are_deterministic_algorithms_enabled(), *(_meta(t) for t in (query, key, x, qr)))
+    if seen != self.__dict__.get("_checked"):
+        self._check_inputs(query, key, x, qr)
+        self.__dict__["_checked"] = seen
+    return query, key, x, qr, None
+
 # %% ../nbs/06_attention.ipynb #933ada08
 @patch
 def forward(
@@ -215,7 +264,7 @@ def forward(
     Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
     if cache is not None:
         return self._cached(query, key, x, qr, cache, cu_seqlens, max_seqlen)
-    query, key, x, qr, pack = self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
+    query, key, x, qr, pack = self._check_once(query, key, x, qr, cu_seqlens, max_seqlen)
     if pack is not None and not self.fused:  # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
     segments = self._segments(query, pack)  # [(local rows, QueryRows)]: one, or two (zigzag)
@@ -438,11 +487,6 @@ def _check_cache_query(self: CompressedSparseAttention, cache, query):
         )
 
 # %% ../nbs/06_attention.ipynb #ffe7d5ff
-def _meta(t):
-    "What the input checks read of an argument: shape, dtype, device (`None` stays `None`, a non-tensor never matches)."
-    return None if t is None else (t.shape, t.dtype, t.device) if isinstance(t, torch.Tensor) else object()
-
-
 @patch
 def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlens=None, max_seqlen=None):
     """`forward(..., cache=cache)` (see above) → `(out [s_new, b, H·D], None)`: a prefill of an empty cache, or batched
@@ -454,11 +498,8 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
             "key", key, shape=(0, b, 1, self.cfg.head_dim), what="[s_new, b, 1, D]", like=query, like_name="the query"
         )
         return query.new_zeros(0, b, query.shape[2] * self.cfg.v_head_dim), None
-    ptrs = self._tensor_ptrs()
-    seen = (ptrs, *(_meta(t) for t in (query, key, x, qr)))
-    if seen != self.__dict__.get("_checked"):  # else the inputs and the layer are as last time: the checks pass
-        query, key, x, qr, _ = self._check_inputs(query, key, x, qr)
-        self.__dict__["_checked"] = seen
+    self._check_once(query, key, x, qr)
+    ptrs = self.__dict__["_checked"][0]  # the layer's tensors, as the signature just checked holds them
     with torch.no_grad():
         if s > 1 and not any(cache.lengths):
             return self._prefill(query, key, x, qr, cache), None
@@ -542,35 +583,6 @@ class _StepGraph(NamedTuple):
     inputs: tuple  # static (query, key, x, qr); None where the step reads none (x at ratio 0, qr without indexer)
     out: torch.Tensor | None  # [s, b, H·D], rewritten by every replay
     tensors: tuple  # the layer's `_tensor_ptrs()` when recorded
-
-
-_STRUCTURE = [0]  # bumped by every submodule, parameter or buffer registered anywhere: listed tables may be stale
-
-
-def _structure_changed(*args):
-    _STRUCTURE[0] += 1
-
-
-for _register in (
-    torch.nn.modules.module.register_module_module_registration_hook,
-    torch.nn.modules.module.register_module_parameter_registration_hook,
-    torch.nn.modules.module.register_module_buffer_registration_hook,
-):
-    _register(_structure_changed)
-
-
-@patch
-def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
-    """Where the layer's parameters and buffers live (a recorded graph reads them there), after how many moves and
-    casts (a cast's storage may reuse a freed address): read through the modules' own tables, listed again only
-    after a module, parameter or buffer was registered somewhere (a replaced submodule or parameter), so that a step
-    pays no module walk."""
-    version, slots = self.__dict__.get("_tensor_slots", (None, None))
-    if version != _STRUCTURE[0]:
-        slots = [(table, name) for m in self.modules() for table in (m._parameters, m._buffers) for name in table]
-        self.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
-    ptrs = tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
-    return (self.__dict__.get("_casts", 0), *ptrs)
 
 # %% ../nbs/06_attention.ipynb #22e0188b
 @patch

@@ -18,6 +18,7 @@ from fused_csa_nb.checks import (
     check_int,
     check_scale,
     check_tensor,
+    _triton_runs_on,
 )
 from fused_csa_nb.layout import (
     QueryRows,
@@ -32,6 +33,7 @@ from fused_csa_nb.layout import (
 )
 from fused_csa_nb.kernels import (
     KernelLimits,
+    _attn_index,
     _check_devices,
     _compactify,
     _dense_attn_score,
@@ -40,6 +42,7 @@ from fused_csa_nb.kernels import (
     _dk_result,
     _dsa,
     _flash_mla,
+    _input_poison,
     _indexer_bwd,
     _indexer_fwd,
     _indexer_fwd_thd,
@@ -213,6 +216,17 @@ def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
 
 
+def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_visible=None):
+    """The indexer's non-finite rule for a block of rows → `[b, c]` fp32 (NaN: poisoned): `kernels._input_poison` where
+    Triton runs, else the reference's ops. A sequence's rows see entries `< (q_offset + t + 1) // ratio`; a pack's
+    `[row_base, row_base + row_visible)`."""
+    if _triton_runs_on(q_i):
+        return _input_poison(q_i, k_i, w_i, ratio, q_offset, row_base, row_visible)
+    if row_base is None:
+        return _indexer_input_poison(q_i, k_i, w_i, ratio, q_offset)
+    return _packed_input_poison(q_i, k_i, w_i, row_base, row_visible)
+
+
 def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None):
     """Query rows `[t0, t1)` of the row
     set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32, selected entry ids
@@ -228,7 +242,7 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
     scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
     lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
     sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk).view(b, t1 - t0, index_topk)
-    poison = _indexer_input_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0)
+    poison = _rows_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0)
     return q_i, w_i, scores, sel, sel, poison
 
 
@@ -270,8 +284,8 @@ def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ra
         scores = _indexer_fwd_thd(q8, k_fp8[0][0], w, ratio, isc, *thd, qs, k_fp8[1][0])
     cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
-    poison = _packed_input_poison(
-        q_indexer[t0:t1], k_indexer, weights[t0:t1], pack.row_base[t0:t1], pack.row_visible[t0:t1]
+    poison = _rows_poison(
+        q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, 0, pack.row_base[t0:t1], pack.row_visible[t0:t1]
     )
     return q[None], w[None], scores[None], sel[None], cols[None], poison
 
@@ -368,6 +382,8 @@ def indexer_topk(
 def _attn_rows(window_idxs, selected, slot0: int, num_slots: int, compressed_first: bool = False):
     """Compact flat rows `(idx [sq·b, W+k] int32, topk_length [sq·b])` of
     checked `window_idxs [b,sq,W]`, `selected [b,sq,k]`."""
+    if _triton_runs_on(window_idxs):
+        return _attn_index(window_idxs, selected, slot0, compressed_first)  # one kernel
     slots = _entry_slots(selected.to(torch.int32), slot0)  # int32, -1 kept
     groups = (slots, window_idxs.to(torch.int32)) if compressed_first else (window_idxs.to(torch.int32), slots)
     return _compactify(_flat_global(torch.cat(groups, -1), num_slots))

@@ -1716,3 +1716,119 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
         HAS_POISON=row_poison is not None, PP=triton.next_power_of_2(P), DV=dv, BLOCK_D=128,
     )  # fmt: skip
     return out
+
+# %% ../nbs/03_kernels.ipynb #294d7ee1
+if triton is not None:
+
+    @triton.jit
+    def _entry_bad_kernel(k_ptr, bad_ptr, N, D, k_row, k_b, BLOCK_E: tl.constexpr, BLOCK_D: tl.constexpr):
+        "Program (entry block, b): `bad[b, e]` = 1 where entry `e` of sequence `b` holds a NaN or ±inf, else 0."
+        es, b = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E), tl.program_id(1)
+        bad = tl.zeros((BLOCK_E,), tl.int32)
+        for d0 in range(0, D, BLOCK_D):
+            ds = d0 + tl.arange(0, BLOCK_D)
+            m = (es[:, None] < N) & (ds[None, :] < D)
+            v = tl.load(k_ptr + es[:, None].to(tl.int64) * k_row + b * k_b + ds[None, :], mask=m, other=0.0)
+            v = v.to(tl.float32)
+            bad = tl.maximum(bad, tl.max(((v != v) | (tl.abs(v) == float("inf"))).to(tl.int32), 1))
+        tl.store(bad_ptr + b * N + es, bad, mask=es < N)
+
+# %% ../nbs/03_kernels.ipynb #f60c5a78
+if triton is not None:
+
+    @triton.jit
+    def _nonfinite_in(ptr, n, BLOCK: tl.constexpr):
+        "1 if one of the `n` values at `ptr` is a NaN or ±inf, else 0."
+        bad = tl.zeros((BLOCK,), tl.int32)
+        for c0 in range(0, n, BLOCK):
+            v = tl.load(ptr + c0 + tl.arange(0, BLOCK), mask=c0 + tl.arange(0, BLOCK) < n, other=0.0).to(tl.float32)
+            bad = tl.maximum(bad, ((v != v) | (tl.abs(v) == float("inf"))).to(tl.int32))
+        return tl.max(bad, 0)
+
+    @triton.jit
+    def _row_poison_kernel(
+        q_ptr, w_ptr, cnt_ptr, base_ptr, vis_ptr, out_ptr, S, N, KQ, KW, q_row, q_b, w_row, w_b, q_offset, ratio,
+        HAS_K: tl.constexpr, HAS_RANGE: tl.constexpr, BLOCK: tl.constexpr,
+    ):  # fmt: skip
+        "Program (row t, b): `out[b, t]` NaN where row `t`'s query, weights or an entry it sees is not finite, else 0."
+        t, b = tl.program_id(0), tl.program_id(1)
+        n_bad = _nonfinite_in(q_ptr + t.to(tl.int64) * q_row + b * q_b, KQ, BLOCK)
+        n_bad += _nonfinite_in(w_ptr + t.to(tl.int64) * w_row + b * w_b, KW, BLOCK)
+        if HAS_K:  # the bad entries in [lo, hi): two prefix counts
+            if HAS_RANGE:
+                lo = tl.load(base_ptr + t).to(tl.int32)
+                hi = lo + tl.load(vis_ptr + t).to(tl.int32)
+            else:
+                lo, hi = 0, tl.minimum((q_offset + t + 1) // ratio, N)
+            n_bad += tl.load(cnt_ptr + b * N + hi - 1, mask=hi > 0, other=0).to(tl.int32)
+            n_bad -= tl.load(cnt_ptr + b * N + lo - 1, mask=lo > 0, other=0).to(tl.int32)
+        tl.store(out_ptr + b * S + t, tl.where(n_bad > 0, float("nan"), 0.0))
+
+# %% ../nbs/03_kernels.ipynb #13586962
+def _input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0, row_base=None, row_visible=None):
+    """`reference.indexer_input_poison` in two kernels (see above) → `[b, sq]` float32, NaN on the poisoned rows.
+
+    `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]`, `k_idx [n_comp, b, Di]` or `None`: float tensors on one device
+    where Triton runs; row `t` sees entries `[0, (q_offset + t + 1) // ratio)`, or with `row_base`, `row_visible`
+    (integer `[sq]`, a pack: `b = 1`) entries `[row_base[t], row_base[t] + row_visible[t])`."""
+    S, B = q_idx.shape[:2]
+    q2 = q_idx.flatten(2)
+    q2, w2 = (t if t.stride(-1) == 1 else t.contiguous() for t in (q2, weights))
+    out = torch.empty(B, S, dtype=torch.float32, device=q_idx.device)
+    has_k, cnt, N = k_idx is not None and k_idx.shape[0] > 0, out, 0
+    if has_k:
+        N, D = k_idx.shape[0], k_idx.shape[-1]
+        k = k_idx if k_idx.stride(-1) == 1 else k_idx.contiguous()
+        bad = torch.empty(B, N, dtype=torch.int32, device=q_idx.device)
+        _entry_bad_kernel[(triton.cdiv(N, 64), B)](
+            k, bad, N, D, k.stride(0), k.stride(1), BLOCK_E=64, BLOCK_D=min(128, triton.next_power_of_2(D))
+        )
+        cnt = bad.cumsum(-1)  # [b, n_comp]: bad entries up to e
+    rng = row_base is not None
+    if S:
+        _row_poison_kernel[(S, B)](
+            q2, w2, cnt, row_base if rng else out, row_visible if rng else out, out, S, N, q2.shape[-1],
+            w2.shape[-1], q2.stride(0), q2.stride(1), w2.stride(0), w2.stride(1), q_offset, max(ratio, 1),
+            HAS_K=has_k, HAS_RANGE=rng, BLOCK=1024,
+        )  # fmt: skip
+    return out
+
+# %% ../nbs/03_kernels.ipynb #88c6f422
+if triton is not None:
+
+    @triton.jit
+    def _attn_index_kernel(
+        win_ptr, sel_ptr, out_ptr, len_ptr, B, W, K, slot0, w_b, w_t, s_b, s_t,
+        SEL_FIRST: tl.constexpr, BLOCK: tl.constexpr,
+    ):  # fmt: skip
+        "Program `(t, i)`: flat row `t·B + i` — the window's slots and the selection's, valid ones first, `-1` after."
+        t, i = tl.program_id(0), tl.program_id(1)
+        cols = tl.arange(0, BLOCK)
+        sc, wc = (cols, cols - K) if SEL_FIRST else (cols - W, cols)  # each column's place in its part
+        wm, sm = (wc >= 0) & (wc < W), (sc >= 0) & (sc < K)
+        wv = tl.load(win_ptr + i * w_b + t.to(tl.int64) * w_t + wc, mask=wm, other=-1).to(tl.int64)
+        sv = tl.load(sel_ptr + i * s_b + t.to(tl.int64) * s_t + sc, mask=sm, other=-1).to(tl.int64)
+        v = tl.where(wm, wv, tl.where(sv >= 0, sv + slot0, -1))  # local slots, -1: none
+        valid = v >= 0
+        n = tl.sum(valid.to(tl.int32), 0)
+        row = out_ptr + (t.to(tl.int64) * B + i) * (W + K)
+        tl.store(row + tl.cumsum(valid.to(tl.int32), 0) - 1, (v * B + i).to(tl.int32), mask=valid)
+        tl.store(row + cols, tl.full((BLOCK,), -1, tl.int32), mask=(cols >= n) & (cols < W + K))
+        tl.store(len_ptr + t * B + i, n)
+
+
+def _attn_index(window_idxs, selected, slot0: int, compressed_first: bool = False):
+    """`fused_sparse_attention._attn_rows` in one kernel (see above): `window_idxs [b, sq, W]` local raw slots and
+    `selected [b, sq, k]` entry ids (integer, `-1`: none), entry `j` at slot `slot0 + j` →
+    `(idx [sq·b, W + k] int32, topk_length [sq·b] int32)`; `compressed_first`: the entries before the window."""
+    b, sq, W = window_idxs.shape
+    k = selected.shape[-1]
+    window_idxs, selected = (t if t.stride(-1) == 1 else t.contiguous() for t in (window_idxs, selected))
+    out = torch.empty(sq * b, W + k, dtype=torch.int32, device=window_idxs.device)
+    tlen = torch.empty(sq * b, dtype=torch.int32, device=window_idxs.device)
+    if sq:
+        _attn_index_kernel[(sq, b)](
+            window_idxs, selected, out, tlen, b, W, k, slot0, *window_idxs.stride()[:2], *selected.stride()[:2],
+            SEL_FIRST=compressed_first, BLOCK=triton.next_power_of_2(W + k),
+        )  # fmt: skip
+    return out, tlen

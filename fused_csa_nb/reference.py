@@ -242,6 +242,11 @@ def _prev_block(t, fill, first=None):
     return shifted if first is None else shifted.masked_fill(first.view(-1, 1, 1, 1), fill)
 
 
+def _positions_of(start: int, n: int, step: int, device=None) -> torch.Tensor:
+    "Positions `start, start + step, …` of `n` rows as `[n, 1]` int64 (kept by `layout.cached_index`: no launch)."
+    return torch.arange(start, start + n * step, step, device=device).view(n, 1)
+
+
 def _check_start_pos(start_pos, ratio):
     check_int("start_pos", start_pos, 0)
     if start_pos % ratio:
@@ -269,10 +274,12 @@ def _gated_pool_torch(a, g, ape, overlap: bool, first=None):
 
 def _gated_pool(a, g, ape, overlap: bool, first=None):
     """Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way
-    where `checks._triton_runs_on(a)`."""
-    if _triton_runs_on(a):
+    where `checks._triton_runs_on(a)` — without autograd's bookkeeping when nothing needs a gradient."""
+    if not _triton_runs_on(a):
+        return _gated_pool_torch(a, g, ape, overlap, first)
+    if torch.is_grad_enabled() and (a.requires_grad or g.requires_grad or ape.requires_grad):
         return _GatedPool.apply(a, g, ape, overlap, first)
-    return _gated_pool_torch(a, g, ape, overlap, first)
+    return _pool_fwd(a, g, ape, overlap, first)[0]
 
 # %% ../nbs/01_reference.ipynb #88684217
 if triton is not None:
@@ -424,18 +431,25 @@ def _pool_launch(kernel, a, g, ape, overlap, first, *outs):
     )
 
 
+def _pool_fwd(a, g, ape, overlap: bool, first=None):
+    """The pooling kernel forward → `(c [n, b, d] fp32, (a, g, ape, first) as the kernels read them)` (contiguous;
+    `first` int8 or None)."""
+    a, g, ape = a.contiguous(), g.contiguous(), ape.contiguous()
+    first = None if first is None or not overlap else first.to(torch.int8).contiguous()
+    n, _, b, w = a.shape
+    c = torch.empty(n, b, w // 2 if overlap else w, device=a.device, dtype=torch.float32)
+    _pool_launch(_pool_fwd_kernel, a, g, ape, overlap, first, c)
+    return c, (a, g, ape, first)
+
+
 class _GatedPool(torch.autograd.Function):
     "`_gated_pool_torch` in one Triton pass each way; the backward recomputes the softmax from the saved projections."
 
     @staticmethod
     def forward(ctx, a, g, ape, overlap, first=None):
-        a, g, ape = a.contiguous(), g.contiguous(), ape.contiguous()
-        first = None if first is None or not overlap else first.to(torch.int8).contiguous()
-        ctx.save_for_backward(a, g, ape, first)
+        c, saved = _pool_fwd(a, g, ape, overlap, first)
+        ctx.save_for_backward(*saved)
         ctx.overlap = overlap
-        n, _, b, w = a.shape
-        c = torch.empty(n, b, w // 2 if overlap else w, device=a.device, dtype=torch.float32)
-        _pool_launch(_pool_fwd_kernel, a, g, ape, overlap, first, c)
         return c
 
     @staticmethod
@@ -515,8 +529,10 @@ class Compressor(nn.Module):
         xc = x if n * r == sq else x[: n * r]
         a, g = self.wkv(xc).view(n, r, b, -1), self.wgate(xc).view(n, r, b, -1)  # [n, r, b, width], x's dtype
         c = _gated_pool(a, g, self.ape, self.overlap)  # [n, b, d] in acc
+        if not (c.requires_grad or torch.is_grad_enabled() and self.norm_weight.requires_grad) and _finishes(c, d):
+            return _finish_entries(self, c, start_pos, r, x.dtype)  # no gradient: the norm and the rotary in one launch
         c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
-        pos = torch.arange(start_pos, start_pos + n * r, r, device=x.device).view(n, 1)
+        pos = cached_index(_positions_of, start_pos, n, r, device=x.device)  # [n, 1]: each entry's block start
         return _rotate(c, pos, self.rotary_dim, self.inv_freq).to(x.dtype)
 
     def _compress_packed(self, x, pack):
@@ -604,7 +620,7 @@ class CSAIndexer(nn.Module):
         x, qr = x.detach(), qr.detach()
         sq, b, _ = x.shape
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
-        pos = (start_pos + torch.arange(sq, device=x.device)).view(sq, 1, 1)
+        pos = cached_index(_positions_of, start_pos, sq, 1, device=x.device).view(sq, 1, 1)
         q = _rotate(q, pos, self.rotary_dim, self.compressor.inv_freq)
         weights = self.weights_proj(x) * self.n_heads**-0.5
         return q, self.compressor._compress(x, start_pos), weights
@@ -1129,10 +1145,16 @@ if triton is not None:
             tl.store(c_ptr + row + ch, c, mask=ch < D)
 
     @triton.jit
-    def _entry_finish_kernel(c_ptr, out_ptr, pos_ptr, nw_ptr, freq_ptr, B, R, D, J0, eps, BLOCK_J: tl.constexpr):
-        "The RMSNorm and the rotary of pooled row `(t, bb)` of the scratch `c` → `out` (rows wider than one block)."
+    def _entry_finish_kernel(
+        c_ptr, out_ptr, pos_ptr, nw_ptr, freq_ptr, B, R, D, J0, eps, P0, STEP,
+        HAS_POS: tl.constexpr, BLOCK_J: tl.constexpr,
+    ):  # fmt: skip
+        """The RMSNorm and the rotary of pooled row `(t, bb)` of the fp32 `c [n, B, D]` → `out`, roped at the start of
+        the block of position `p = pos[bb] + t` (a decode step's rows wider than one block), or without `pos`
+        `p = P0 + t·STEP` (a prefill's entries: `STEP = R`)."""
         t, bb = tl.program_id(0), tl.program_id(1)
-        p, row = tl.load(pos_ptr + bb) + t, (t * B + bb).to(tl.int64) * D
+        p = (tl.load(pos_ptr + bb) if HAS_POS else P0) + t * STEP
+        row = (t * B + bb).to(tl.int64) * D
         j = tl.arange(0, BLOCK_J)
         m = j < D // 2
         x0 = tl.load(c_ptr + row + 2 * j, mask=m, other=0.0)
@@ -1166,8 +1188,27 @@ def _stream_entry(comp, ring_a, ring_g, a, g, pos, dtype):
     )  # fmt: skip
     if n_blocks > 1:
         _entry_finish_kernel[(s, b)](
-            c, out, pos, comp.norm_weight, comp.inv_freq, b, r, d, j0, comp.eps, BLOCK_J=triton.next_power_of_2(d // 2)
-        )
+            c, out, pos, comp.norm_weight, comp.inv_freq, b, r, d, j0, comp.eps, 0, 1,
+            HAS_POS=True, BLOCK_J=triton.next_power_of_2(d // 2),
+        )  # fmt: skip
+    return out
+
+
+def _finishes(c, d: int) -> bool:
+    "Whether `_finish_entries` takes the pooled rows `c` of width `d`: Triton runs on them and `d` is even."
+    return _triton_runs_on(c) and d % 2 == 0
+
+
+def _finish_entries(comp, c, start_pos: int, step: int, dtype):
+    """`_compress`'s RMSNorm and rotary of pooled entries `c [n, b, d]` (fp32, contiguous) in one launch, no autograd:
+    entry `t` roped at `start_pos + t·step` → `[n, b, d]` in `dtype`. `comp`: the `Compressor`."""
+    n, b, d = c.shape
+    out = torch.empty(n, b, d, device=c.device, dtype=dtype)
+    if n:
+        _entry_finish_kernel[(n, b)](
+            c, out, c, comp.norm_weight, comp.inv_freq, b, step, d, (d - comp.rotary_dim) // 2, comp.eps, start_pos,
+            step, HAS_POS=False, BLOCK_J=triton.next_power_of_2(d // 2),
+        )  # fmt: skip
     return out
 
 # %% ../nbs/01_reference.ipynb #b38657bc

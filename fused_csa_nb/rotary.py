@@ -230,7 +230,9 @@ def _rotate_one_pass(x, positions, rotary_dim, inv_freq):
     pos = positions.reshape(x.shape[0])
     pos = (pos if pos.dtype in _POS_DTYPES else pos.to(torch.float64)).contiguous()
     freq = inv_freq.to(x.device, torch.float64).contiguous()
-    return _RotaryOnePass.apply(x, pos, freq, (x.shape[-1] - rotary_dim) // 2)
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _RotaryOnePass.apply(x, pos, freq, (x.shape[-1] - rotary_dim) // 2)
+    return _rotary_one_pass(x, pos, freq, (x.shape[-1] - rotary_dim) // 2, False)  # no gradient: no autograd node
 
 # %% ../nbs/00_rotary.ipynb #a7239e92
 def _rotate_complex(x, positions, rotary_dim, inv_freq):
