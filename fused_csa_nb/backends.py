@@ -15,8 +15,6 @@ from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_conf
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
 from .checks import _triton_runs_on
 from fused_csa_nb.kernels import (
-    _decode_scores,
-    _radix_topk,
     _split_sparse_fwd,
     kernel_limits,
     padded_num_heads,
@@ -26,13 +24,12 @@ from fused_csa_nb.layout import (
     QueryRows,
     _block_rows_of,
     _check_int32_range,
+    _entry_rows,
     _entry_slots,
     _row_blocks,
-    cached_index,
     compressed_topk_idxs,
 )
 from fused_csa_nb.reference import (
-    _fp8_rows_bf16,
     blocked_indexer_topk,
     _dequantized,
     decode_indexer_scores,
@@ -69,12 +66,6 @@ _NATIVE_BYTES_PER_ENTRY = 16  # accumulation-dtype values per score entry: score
 def _poisoned(out, poison):
     "`out [sq, b, ·]` plus the `[b, sq]` NaN/0 `poison` of `indexer_input_poison` (the non-finite rule), or `out`."
     return out if poison is None else out + poison.t().unsqueeze(-1).to(out.dtype)
-
-
-def _entry_rows(n, b, ratio, slot0, start, device=None):
-    """All causal compressed entries of `n` rows at global `start …`
-    as `kv_full` slots `[b, n, (start+n)//ratio]` (cached by `attend`)."""
-    return compressed_topk_idxs(n, b, ratio, slot0, device, start=start)
 
 
 def _global_window(window, rows, halo):
@@ -125,17 +116,17 @@ def attend(self: NativeBackend, query, keys: KeySet, rows: QueryRows, sink, *, t
     `query [n, b, H, D]`: the rows' queries, any float dtype; `keys`: their `KeySet` (raw keys, compressed entries,
     indexer tensors); `rows`: which rows they are
     (a `layout.QueryRows`: a sequence, a shard, or a pack's documents as a
-    padded batch with their loss `mask`);
+    padded batch with their loss `mask`; a `cache.StepRows`: a decode step over the cache, `keys` the cache's);
     `sink [H]` (float): one sink logit per query head; `train`: training with gradients; `loss`: compute the indexer
     loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share
     of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
-    r, (n, b) = self.ratio, query.shape[:2]
+    r, b = self.ratio, query.shape[1]
     window = rows.window(self.window, keys.halo, b, query.device)  # the row set's window slots
     attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
     if not keys.n_comp:
         return attn(window), None
     if keys.indexer is None:  # ratio 128 or dense mode: all causal entries
-        entries = cached_index(_entry_rows, n, b, r, keys.slot0, rows.start, device=query.device)
+        entries = rows.entry_rows(r, keys.slot0, b, query.device)
         return attn(torch.cat([window, entries], -1)), None
     q_i, k_i, w_i = keys.indexer
     block = self.block_rows(keys.n_comp, b, dtype=q_i.dtype)
@@ -151,7 +142,10 @@ def attend(self: NativeBackend, query, keys: KeySet, rows: QueryRows, sink, *, t
 def _selection(self: NativeBackend, q_i, k_i, w_i, rows: QueryRows, block: int):
     """`(scores or None, top-k ids [b, n, k_eff], poison [b, n])` (`k_eff = min(index_topk, n_comp)`): whole scores when
     one block holds them (they serve the loss too), else per block
-    (never whole); `poison` is NaN on rows whose indexer inputs are not finite."""
+    (never whole); `poison` is NaN on rows whose indexer inputs are not finite. A decode step's rows: `_step_topk`
+    against the cache's keys, the poison its own (`StepRows.poison`)."""
+    if rows.step:
+        return None, self._step_topk(q_i, k_i, w_i, rows), rows.poison
     r, prec, isc = self.ratio, self.precision, self.index_scale
     k = min(self.topk, k_i.shape[0])  # k_eff: no row can select more (memory ∝ k_eff, not index_topk)
     if block >= q_i.shape[0]:
@@ -337,26 +331,61 @@ def _settings_b(self: FusedBackend, k: int, block: int, rows, slot0: int, kernel
         deterministic=self.deterministic,
     )
 
+# %% ../nbs/05_backends.ipynb #591944b0
+_SM_COUNT: dict = {}  # CUDA device → its SMs
+
+
+def _row_splits(rows: int, heads: int, query) -> int:
+    """The parts each of `rows` query rows' keys are cut into (see above): `SMs // programs`, the
+    programs being `rows · heads / 64`, while those are at most `SMs / 8`; else 1 — a step of more rows keeps the GPU
+    busy already, and its parts' query copies and merge cost more than they save (64 rows in 2 parts on the H200:
+    11.6 µs of copies and 10.6 µs of merging against 4.5 µs saved in FlashMLA). 1 off CUDA. `rows`: the call's `n·b`
+    rows; `heads`: the padded head count FlashMLA runs; `query`: the step's query (its device)."""
+    if not _triton_runs_on(query):
+        return 1
+    d = query.device
+    if d not in _SM_COUNT:
+        _SM_COUNT[d] = torch.cuda.get_device_properties(d).multi_processor_count
+    programs = rows * max(1, heads // 64)
+    return _SM_COUNT[d] // programs if programs <= _SM_COUNT[d] // 8 else 1
+
 # %% ../nbs/05_backends.ipynb #6a7fa3ee
 @patch
 def _attn(self: FusedBackend, query, kv_full, sink, rows, kern: _Kernels, idx, tlen=None, poison=None):
     """FlashMLA over the flat slots `idx [n·b, K]` (path A; path C after its selection) → the rows' output `[n, b,
-    H·D]`, a pack's padding rows zeroed (`rows.keep`). `query`, `kv_full`: contiguous; `sink [H]`; `kern`: the
-    device's `_Kernels`; `tlen [n·b]` int32 or `None`: each row's valid prefix of `idx`; `poison [b, n]` or `None`."""
-    return rows.keep(
-        _sparse_attn(
-            query,
-            kv_full,
-            sink,
-            idx,
-            self.scale,
-            tlen,
-            poison,
-            heads=kern.heads,
-            multiple=kern.lim.topk_multiple,
-            deterministic=self.deterministic,
-        )
-    )
+    H·D]`, a pack's padding rows zeroed (`rows.keep`); without gradients and in default (not deterministic) mode, a
+    call of few rows in parts that fill the GPU (`_row_splits`). `query`, `kv_full`: contiguous; `sink [H]`; `kern`:
+    the device's `_Kernels`; `tlen [n·b]` int32 or `None`: each row's valid prefix of `idx`; `poison [b, n]` or
+    `None`."""
+    (n, b, h, d), heads, multiple = query.shape, kern.heads, kern.lim.topk_multiple
+    grad = torch.is_grad_enabled() and (query.requires_grad or kv_full.requires_grad or sink.requires_grad)
+    parts = 1 if grad or self.deterministic else _row_splits(n * b, heads, query)
+    if parts > 1:  # no autograd node needed: the rows' keys in parts, merged by their LSE
+        flat = None if poison is None else poison.t().reshape(n * b)
+        out = _split_sparse_fwd(
+            query.view(n * b, h, d), kv_full.view(-1, d), idx, self.scale, sink, flat,
+            heads=heads, multiple=multiple, splits=parts,
+        ).view(n, b, -1)  # fmt: skip
+    else:
+        out = _sparse_attn(
+            query, kv_full, sink, idx, self.scale, tlen, poison,
+            heads=heads, multiple=multiple, deterministic=self.deterministic,
+        )  # fmt: skip
+    return rows.keep(out)
+
+
+@patch
+def _rows_index(self: FusedBackend, rows, keys: KeySet, b: int, kern: _Kernels, sel=None) -> tuple:
+    """The flat rows FlashMLA reads for `rows` → `(idx [n·b, K] int32, topk_length [n·b] int32 or None)`: the window,
+    then the selected entries `sel [b, n, k]` (path C) or every visible one (`sel=None`, path A). The index by row
+    kind: a decode step's in one kernel from its positions, padded to the top-k multiple (`StepRows.flat_index`); a
+    sequence's, a shard's or a pack's from its index lists (`all_rows`; `_attn_rows`: valid slots first)."""
+    num_slots, dev = keys.kv_full.shape[0], keys.kv_full.device
+    if rows.step:
+        return rows.flat_index(sel, kern.lim.topk_multiple), None
+    if sel is None:
+        return rows.all_rows(self.ratio if keys.n_comp else 0, self.window, keys.halo, b, num_slots, dev), None
+    return _attn_rows(rows.window(self.window, keys.halo, b, dev), sel, keys.slot0, num_slots)
 
 # %% ../nbs/05_backends.ipynb #1915b805
 @patch
@@ -367,7 +396,8 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     `query [n, b, H, D]` bf16: the rows' queries; `keys`: their `KeySet`
     (raw keys, compressed entries, indexer tensors);
     `rows`: which rows they are
-    (a `layout.QueryRows`: a sequence or a shard, or a `layout.PackRows`: a pack); `sink [H]`
+    (a `layout.QueryRows`: a sequence or a shard; a `layout.PackRows`: a pack; a `cache.StepRows`: a decode step over
+    the cache, `keys` the cache's); `sink [H]`
     (float): one sink logit per query head; `train`: training with gradients (path B); `loss`: compute the indexer loss
     (the layer wants one). Returns `(out [n, b, H·D], loss)`: the bf16 output (a pack's padding rows zeroed) and the
     rows' share of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
@@ -376,10 +406,8 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()
     _check_int32_range(kv_full.shape[0], b)  # every slot·b + batch fits int32
     if keys.indexer is None or not keys.n_comp:  # path A
-        idx = rows.all_rows(r if keys.n_comp else 0, self.window, keys.halo, b, kv_full.shape[0], dev)
-        return self._attn(query, kv_full, sink, rows, kern, idx), None
+        return self._attn(query, kv_full, sink, rows, kern, self._rows_index(rows, keys, b, kern)[0]), None
     q_i, k_i, w_i = keys.indexer
-    window = rows.window(self.window, keys.halo, b, dev)
     dense = loss and self.dense_loss
     if dense and not rows.whole(keys.halo):
         raise NotImplementedError(
@@ -391,133 +419,25 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     block, k = self.block_rows(E, b, dense), min(self.topk, E)  # k_eff: memory ∝ it
     if train:  # path B
         settings = self._settings_b(k, block, rows, keys.slot0, kern, loss)
+        window = rows.window(self.window, keys.halo, b, dev)
         out, iloss, _ = _path_b(query, kv_full, sink, window, q_i, k_i, w_i, settings)
         return rows.keep(out), (iloss if loss else None)
     sel, poison = _select(q_i, k_i, w_i, k, r, self.index_scale, block, rows, self.fp8)  # path C
-    idx, tlen = _attn_rows(window, sel, keys.slot0, kv_full.shape[0])
+    idx, tlen = self._rows_index(rows, keys, b, kern, sel)
     return self._attn(query, kv_full, sink, rows, kern, idx, tlen, poison), None
 
-# %% ../nbs/05_backends.ipynb #522baf00
+# %% ../nbs/05_backends.ipynb #fb053733
 @patch
-def decode_select(self: NativeBackend, q_i, w_i, cache, visible):
-    """The indexer top-k of a decode step's `s` new tokens per sequence (at `cache.pos + t`, their indexer keys in the
-    cache already): the reference's score sum, FP8-rounded under `indexer_precision="fp8"`.
-
-    `q_i [s, b, Hi, Di]`: the step's indexer queries (float); `w_i [s, b, Hi]`: their per-head weights; `cache`: the
-    layer's `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
-    (`StepRows.visible`). Returns the selected entry ids `[b, s, k]` int64, by descending score (`-1` padded;
-    `k = min(index_topk, E)`, `E = cache.entries`)."""
-    cfg, E = self.cfg, cache.entries
-    if cfg.indexer_precision == "fp8":
+def _step_topk(self: NativeBackend, q_i, keys, w_i, rows):
+    """The indexer top-k of a decode step's rows against the cache's keys: the reference's score sum, FP8-rounded
+    under `indexer_precision="fp8"` → entry ids `[b, s, k]` int64 by descending score (`-1` padded; `k = min(index_topk,
+    E)`). `q_i [s, b, Hi, Di]`, `w_i [s, b, Hi]`: the step's indexer queries and weights; `keys`: the cache's indexer
+    keys `[b, E, Di]` (FP8: `(values, scales)`); `rows`: the step's `StepRows` (its `visible` counts)."""
+    if self.precision == "fp8":
         acc = torch.float64 if q_i.dtype == torch.float64 else torch.float32
-        q_i, keys = _dequantized(*fp8_rows(q_i), acc), _dequantized(*cache.index_keys8, acc)
-    else:
-        keys = cache.index_keys
-    scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), visible, cfg.index_scale)
-    return topk_entries(scores, min(cfg.index_topk, E))[0]
-
-# %% ../nbs/05_backends.ipynb #c3faf396
-@patch
-def decode_attend(self: NativeBackend, query, cache, rows, selected, sink, poison=None):
-    """A decode step's attention over the cache: the reference sparse attention with the sink, over the local slots
-    `cache.step_index(rows, selected)`.
-
-    `query [s, b, H, D]`: the step's queries; `cache`: the layer's `CSACache`, the step's keys written; `rows`: the
-    step's `StepRows`; `selected [b, s, k]` (integer) or `None`: the entries each row attends to (`decode_select`;
-    `None`: every visible one, or none for ratio 0); `sink [H]` (float): one sink logit per query head; `poison [b, s]`
-    fp32 or `None`: NaN on rows whose indexer inputs are not finite, 0 elsewhere (added to the rows' output). Returns
-    `out [s, b, H·D]` in `query`'s dtype."""
-    idx = cache.step_index(rows, selected)  # [b, s, K] local slots of cache.kv
-    return _poisoned(unfused_csa_attention(query, cache.kv, sink, idx, softmax_scale=self.cfg.scale), poison)
-
-
-def _bmm_f32(a, b):
-    """`a @ b` of bf16 batches with float32 output (exact bf16 products, float32 sums):
-    cuBLAS's `out_dtype` on CUDA, float32 inputs elsewhere."""
-    return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
-
-# %% ../nbs/05_backends.ipynb #244e3a42
-@patch
-def decode_select(self: FusedBackend, q_i, w_i, cache, visible):  # noqa: F811 (@patch: FusedBackend's method)
-    """`NativeBackend.decode_select` on the GPU: the step's `s · b` score rows in one kernel (`kernels._decode_scores`:
-    bf16 products, float32 sums, the logits never stored; cuDNN's indexer spends ~200 µs on a single row) — FP8 on the
-    cache's e4m3 keys —, then the radix top-k. Off CUDA (the stand-in kernels) the scores are two batched products.
-
-    `q_i [s, b, Hi, Di]` bf16: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the
-    layer's `CSACache` (its `index_keys`, or `index_keys8` under FP8); `visible [b, s]` int64: the entries each row sees
-    (`StepRows.visible`). Returns the selected entry ids `[b, s, k]` int32 (`-1` padded; `k = min(index_topk, E)`)."""
-    cfg, E, (s, b) = self.cfg, cache.entries, q_i.shape[:2]
-    qs = ks = None
-    if cfg.indexer_precision == "fp8":
-        (q, qs), (keys, ks) = _fp8_rows_bf16(q_i), cache.index_keys8
-    else:
-        q, keys = q_i, cache.index_keys
-    if _triton_runs_on(q) and q.dtype == keys.dtype == torch.bfloat16:
-        scores, lengths = _decode_scores(q, w_i, keys, visible, cfg.index_scale, qs, ks)  # [b·s, E], [b·s]
-    else:
-        scores, lengths = _decode_scores_bmm(q, w_i, keys, visible, cfg.index_scale, qs, ks)
-    return _radix_topk(scores, lengths, min(cfg.index_topk, E)).view(b, s, -1)
-
-
-def _decode_scores_bmm(q, w, keys, visible, scale: float, q_scale=None, k_scale=None):
-    "`kernels._decode_scores` (same arguments and results) as two batched products: any device."
-    (s, b, Hi, Di), E = q.shape, keys.shape[1]
-    wt = w.float() * scale if q_scale is None else w.float() * scale * q_scale  # [s, b, Hi]
-    logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()  # [b, s·Hi, E]
-    scores = torch.bmm(wt.transpose(0, 1).reshape(b * s, 1, Hi), logits.view(b * s, Hi, E)).view(b, s, E)
-    if k_scale is not None:
-        scores = scores * k_scale.unsqueeze(1)
-    visible = visible.clamp(max=E)  # [b, s]
-    scores = scores.masked_fill(torch.arange(E, device=q.device) >= visible.unsqueeze(-1), float("-inf"))
-    return scores.view(b * s, E), visible.reshape(b * s).to(torch.int32)
-
-# %% ../nbs/05_backends.ipynb #591944b0
-_SM_COUNT: dict = {}  # CUDA device → its SMs
-
-
-def _decode_splits(rows: int, heads: int, query) -> int:
-    """The parts each of a decode step's `rows` query rows' keys are cut into (see above): `SMs // programs`, the
-    programs being `rows · heads / 64`, while those are at most `SMs / 8`; else 1 — a step of more rows keeps the GPU
-    busy already, and its parts' query copies and merge cost more than they save (64 rows in 2 parts on the H200:
-    11.6 µs of copies and 10.6 µs of merging against 4.5 µs saved in FlashMLA). 1 off CUDA. `rows`: the step's `s·b`
-    rows; `heads`: the padded head count FlashMLA runs; `query`: the step's query (its device)."""
-    if not _triton_runs_on(query):
-        return 1
-    d = query.device
-    if d not in _SM_COUNT:
-        _SM_COUNT[d] = torch.cuda.get_device_properties(d).multi_processor_count
-    programs = rows * max(1, heads // 64)
-    return _SM_COUNT[d] // programs if programs <= _SM_COUNT[d] // 8 else 1
-
-# %% ../nbs/05_backends.ipynb #cffd21f7
-@patch
-def decode_attend(self: FusedBackend, query, cache, rows, selected, sink, poison=None):  # noqa: F811 (FusedBackend's)
-    """`NativeBackend.decode_attend` on FlashMLA's sparse kernel, over the flat slots
-    `cache.step_flat_index(rows, selected)` (one kernel on CUDA), each row's keys in parts that fill the GPU
-    (`_decode_splits`, `kernels._split_sparse_fwd`).
-
-    `query [s, b, H, D]` bf16: the step's queries; `cache`: the layer's `CSACache` (bf16 `kv`), the step's keys
-    written; `rows`: the step's `StepRows`; `selected [b, s, k]` int32 or `None`: the entries each row attends to
-    (`None`: every visible one, or none for ratio 0); `sink [H]` (float): one sink logit per query head; `poison [b, s]`
-    fp32 or `None`: NaN on rows whose indexer inputs are not finite, 0 elsewhere. Returns `out [s, b, H·D]` bf16."""
-    lim, heads = self.kernels(query.device)
-    kv = cache.kv.contiguous()  # a one-sequence view of a batch cache: its own copy
-    _check_int32_range(kv.shape[0], kv.shape[1])
-    idx = cache.step_flat_index(rows, selected, lim.topk_multiple)  # [s·b, K'], rows t·b + i
-    (s, b, h, d), n = query.shape, idx.shape[0]
-    poison = None if poison is None else poison.t().reshape(n)
-    out = _split_sparse_fwd(
-        query.contiguous().view(n, h, d),
-        kv.view(-1, d),
-        idx,
-        self.cfg.scale,
-        sink,
-        poison,
-        heads=heads,
-        multiple=lim.topk_multiple,
-        splits=_decode_splits(n, heads, query),
-    )
-    return out.view(s, b, -1)
+        q_i, keys = _dequantized(*fp8_rows(q_i), acc), _dequantized(*keys, acc)
+    scores = decode_indexer_scores(q_i.transpose(0, 1), keys, w_i.transpose(0, 1), rows.visible, self.index_scale)
+    return topk_entries(scores, min(self.topk, rows.n_entries))[0]
 
 # %% ../nbs/05_backends.ipynb #86239e92
 @runtime_checkable
@@ -538,24 +458,9 @@ class Backend(Protocol):
         """The attention of query rows over their keys, and their indexer loss when asked (`NativeBackend.attend`).
 
         `query [n, b, H, D]`: the rows' queries; `keys`: their `KeySet`; `rows`: which rows they are
-        (a `layout.QueryRows`; a `layout.PackRows` on the fused backend); `sink [H]` (float):
+        (a `layout.QueryRows`, a `cache.StepRows`; a `layout.PackRows` on the fused backend); `sink [H]` (float):
         one sink logit per query head; `train`: training with gradients;
         `loss`: compute the indexer loss. Returns `(out [n, b, H·D], indexer loss or None)`."""
-
-    def decode_select(self, q_i, w_i, cache, visible) -> torch.Tensor:
-        """The indexer top-k of a decode step (`NativeBackend.decode_select`).
-
-        `q_i [s, b, Hi, Di]`: the step's indexer queries; `w_i [s, b, Hi]`: their per-head weights; `cache`: the layer's
-        `CSACache`; `visible [b, s]` int64: the entries each row sees (`StepRows.visible`). Returns the selected entry
-        ids `[b, s, k]` (`-1` padded)."""
-
-    def decode_attend(self, query, cache, rows, selected, sink, poison=None) -> torch.Tensor:
-        """A decode step's attention over the cache (`NativeBackend.decode_attend`).
-
-        `query [s, b, H, D]`: the step's queries; `cache`: the layer's `CSACache`, the step's keys written; `rows`: the
-        step's `StepRows`; `selected [b, s, k]` or `None`: the entries each row attends to (`decode_select`); `sink
-        [H]` (float): one sink logit per query head; `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs
-        are not finite. Returns `out [s, b, H·D]`."""
 
 # %% ../nbs/05_backends.ipynb #eeafc2f5
 def make_backend(cfg: CSAConfig, ratio: int) -> Backend:

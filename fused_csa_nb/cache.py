@@ -15,7 +15,7 @@ from fastcore.basics import patch
 
 from .checks import _triton_runs_on, check_bool, check_int
 from .kernels import _step_flat_index, _step_rows, _step_writes, round_up
-from .layout import _flat_global, _pad_idx
+from .layout import _flat_global, _pad_idx, cached_index
 from .reference import _fp8_rows_bf16
 
 # %% auto #0
@@ -148,13 +148,17 @@ def make_cache(
 # %% ../nbs/05_cache.ipynb #ffe761cc
 class StepRows(NamedTuple):
     """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
-    every write and by the index. The four last fields are `None` for a layer without compression (ratio 0).
+    every write, and the step's row set: like `layout.QueryRows` it tells the backends' `attend` which rows it attends
+    with (below). The fields `entry` … `visible` are `None` for a layer without compression (ratio 0).
 
     `positions [s, b]` int64: the rows' global positions, `pos + t`; `entry [s, b]` int64: each row's block
     (the compressed entry its token belongs to); `last [s, b]` int64: the step's latest row in that block, the one whose
     entry stands once the step is done; `complete [s, b]` bool: the row completes its block; `visible [b, s]` int64: the
     number of entries the row sees (entries `e < visible`); `packed [4, s, b]` int64 or `None`: positions, entry, last
-    and visible (as `[s, b]`) in one buffer, as the decode-step kernels read them (`None` off CUDA)."""
+    and visible (as `[s, b]`) in one buffer, as the decode-step kernels read them (`None` off CUDA); `slots`: the
+    cache's window-ring slots `R` (entry `j` at slot `R + j`); `width`: its window `W`; `n_entries`: its entry slots
+    `E` (0 without compression); `poison [b, s]` fp32 or `None`: NaN on rows whose indexer inputs are not finite (set
+    after the step's writes, `CSACache.write_step`; `None` without an indexer)."""
 
     positions: torch.Tensor
     entry: torch.Tensor | None = None
@@ -162,6 +166,11 @@ class StepRows(NamedTuple):
     complete: torch.Tensor | None = None
     visible: torch.Tensor | None = None
     packed: torch.Tensor | None = None
+    slots: int = 0
+    width: int = 0
+    n_entries: int = 0
+    poison: torch.Tensor | None = None
+    thd, step = False, True  # the row kind: a decode step over a cache (the backends pick its kernels by it)
 
 
 @patch
@@ -197,17 +206,19 @@ def step_rows(self: CSACache, s: int) -> StepRows:
     """The rows of a step of `s` new tokens per sequence at `pos …` (no host read): one kernel on CUDA
     (`kernels._step_rows`), a few small ops elsewhere. `s`: the step's new tokens per sequence (`s <= MAX_STEP`).
     Returns their `StepRows` (positions only for ratio 0)."""
-    r = self.ratio
+    r, geo = self.ratio, dict(slots=self.slots, width=self.window, n_entries=self.entries if self.ratio else 0)
     if _triton_runs_on(self.kv):
         rows, complete = _step_rows(self.pos, s, r)
-        return StepRows(rows[0], rows[1], rows[2], complete, rows[3].t(), rows) if r else StepRows(rows[0], packed=rows)
+        if not r:
+            return StepRows(rows[0], packed=rows, **geo)
+        return StepRows(rows[0], rows[1], rows[2], complete, rows[3].t(), rows, **geo)
     pt = self.step_positions(s)
     if not r:
-        return StepRows(pt)
+        return StepRows(pt, **geo)
     j, off = pt // r, pt % r
     last = torch.clamp(self._iota(s).unsqueeze(1) + (r - 1 - off), max=s - 1)
     complete = off == r - 1
-    return StepRows(pt, j, last, complete, (j + complete).t())
+    return StepRows(pt, j, last, complete, (j + complete).t(), **geo)
 
 # %% ../nbs/05_cache.ipynb #262d1a8c
 @patch
@@ -462,38 +473,86 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
     return self
 
 # %% ../nbs/05_cache.ipynb #25e49d4a
-@patch
-def step_index(self: CSACache, rows: StepRows, selected=None) -> torch.Tensor:
-    """The local `kv` slots a step's rows attend to (their keys written already): the window, then the entries.
+def _iota_of(n: int, device=None) -> torch.Tensor:
+    "`arange(n)` (an index builder for `layout.cached_index`)."
+    return torch.arange(n, device=device)
 
-    `rows`: the step's `StepRows`; `selected [b, s, k]` (integer) or `None`: the entries each row attends to
-    (the indexer's top-k, `-1` padded), `None` for every visible one (ratio 128, dense mode). Returns `[b, s, K]` int64:
-    the `W` window ring slots (`-1` before token 0), then `R + j` for each entry `j` (`-1` kept): `K = W + k`, `W + E`
-    with `selected=None`, `W` without entries."""
-    pt, W = rows.positions.t().unsqueeze(-1), self.window  # [b, s, 1]
-    q = pt - W + 1 + self._iota(W)
-    parts = [torch.where(q >= 0, q % self.slots, -1)]
-    if self.ratio and self.entries:
-        if selected is None:
-            e = self._iota(self.entries)
-            selected = torch.where(e < rows.visible.unsqueeze(-1), e, -1)
-        parts.append(torch.where(selected >= 0, selected + self.slots, -1))
+
+@patch
+def window(self: StepRows, window: int = 0, halo: int = 0, b: int = 0, device=None) -> torch.Tensor:
+    """The rows' window slots `[b, s, W]` in the cache's ring, `-1` before token 0 (the step's earlier rows are in the
+    ring already). The arguments are the row-set protocol's (`layout.QueryRows.window`): the cache's own `width` and
+    ring answer."""
+    pt = self.positions.t().unsqueeze(-1)  # [b, s, 1]
+    q = pt - self.width + 1 + cached_index(_iota_of, self.width, device=pt.device)
+    return torch.where(q >= 0, q % self.slots, -1)
+
+
+@patch
+def entry_rows(self: StepRows, ratio: int = 0, slot0: int = 0, b: int = 0, device=None) -> torch.Tensor:
+    """Every entry each row sees as `kv` slots `[b, s, E]`: `slot0 + e` for `e < visible`, else `-1` (`ratio`, `b`,
+    `device`: the row-set protocol's, unused)."""
+    e = cached_index(_iota_of, self.n_entries, device=self.positions.device)
+    return torch.where(e < self.visible.unsqueeze(-1), e + slot0, -1)
+
+
+@patch
+def index(self: StepRows, selected=None) -> torch.Tensor:
+    """The local `kv` slots the step's rows attend to (their keys written already): the window, then the entries.
+
+    `selected [b, s, k]` (integer) or `None`: the entries each row attends to (the indexer's top-k, `-1` padded), `None`
+    for every visible one (ratio 128, dense mode). Returns `[b, s, K]` int64: the `W` window ring slots (`-1` before
+    token 0), then `R + j` for each entry `j` (`-1` kept): `K = W + k`, `W + E` with `selected=None`, `W` without
+    entries."""
+    parts = [self.window()]
+    if self.n_entries:
+        sel = (
+            self.entry_rows(slot0=self.slots)
+            if selected is None
+            else torch.where(selected >= 0, selected + self.slots, -1)
+        )
+        parts.append(sel)
     return torch.cat(parts, -1)
 
 # %% ../nbs/05_cache.ipynb #457ff2ec
 @patch
-def step_flat_index(self: CSACache, rows: StepRows, selected=None, multiple: int = 1) -> torch.Tensor:
-    """`step_index` as the fused attention reads it: flat global slots `slot · b + i` of `kv`
-    (`layout.local_to_global_flat`), flat rows `t · b + i`, padded with `-1`; one kernel on CUDA
-    (`kernels._step_flat_index`).
+def flat_index(self: StepRows, selected=None, multiple: int = 1) -> torch.Tensor:
+    """`index` as the fused attention reads it: flat global slots `slot · b + i` of `kv`
+    (`layout.local_to_global_flat`), flat rows `t · b + i`, padded with `-1`; one kernel where the step's rows came
+    from one (`packed`: `kernels._step_flat_index`).
 
-    `rows`, `selected`: as for `step_index`; `multiple`: the column count is rounded up to a multiple of it (FlashMLA's
-    top-k granularity). Returns `[s·b, K']` int32, `K' = round_up(K, multiple)`."""
-    if rows.packed is not None and _triton_runs_on(self.kv):
-        E = self.entries if self.ratio else 0
-        return _step_flat_index(rows.positions, self.slots, self.window, E, selected, rows.visible, multiple)
-    idx = _flat_global(self.step_index(rows, selected), self.kv.shape[0])
+    `selected`: as for `index`; `multiple`: the column count is rounded up to a multiple of it (FlashMLA's top-k
+    granularity). Returns `[s·b, K']` int32, `K' = round_up(K, multiple)`."""
+    if self.packed is not None:
+        return _step_flat_index(
+            self.positions, self.slots, self.width, self.n_entries, selected, self.visible, multiple
+        )
+    idx = _flat_global(self.index(selected), self.slots + self.n_entries)
     return _pad_idx(idx, round_up(idx.shape[1], multiple))
+
+# %% ../nbs/05_cache.ipynb #865601a8
+@patch
+def all_rows(self: StepRows, ratio: int = 0, window: int = 0, halo: int = 0, b: int = 0, num_slots=0, device=None):
+    "`flat_index()`: the window, then every visible entry, as flat rows `[s·b, W (+ E)]` int32 (the protocol's args)."
+    return self.flat_index()
+
+
+@patch
+def entries(self: StepRows, n_comp: int, ratio: int = 0) -> int:
+    "The entries a row chooses among: the cache's `n_comp` entry slots (those past `visible` masked)."
+    return n_comp
+
+
+@patch
+def whole(self: StepRows, halo: int = 0) -> bool:
+    "Always False: a step's rows are not a whole sequence (no dense indexer loss)."
+    return False
+
+
+@patch
+def keep(self: StepRows, out: torch.Tensor) -> torch.Tensor:
+    "`out` itself: every row of a step is a token of its sequence."
+    return out
 
 # %% ../nbs/05_cache.ipynb #715de266
 @patch

@@ -36,6 +36,7 @@ from fused_csa_nb.kernels import (
     _attn_index,
     _check_devices,
     _compactify,
+    _decode_scores,
     _dense_attn_score,
     _dense_indexer_bwd,
     _dense_indexer_score,
@@ -57,7 +58,13 @@ from fused_csa_nb.kernels import (
     round_up,
     sm_major,
 )
-from .reference import INDEXER_PRECISIONS, _indexer_input_poison, _packed_input_poison, fp8_rows
+from fused_csa_nb.reference import (
+    INDEXER_PRECISIONS,
+    _fp8_rows_bf16,
+    _indexer_input_poison,
+    _packed_input_poison,
+    fp8_rows,
+)
 from . import teacher as _teacher
 from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det  # deterministic=True
 
@@ -248,7 +255,11 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
 
 def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, rows, fp8=False):
     """Path C's selection of the row
-    set `rows` → `(selected entry ids [b, n, index_topk] int32, poison [b, n] fp32)`; `fp8`: FP8 scores."""
+    set `rows` → `(selected entry ids [b, n, index_topk] int32, poison [b, n] fp32 or None)`; `fp8`: FP8 scores. The
+    kernels by row kind: a sequence, a shard or a pack — blocks of rows (`_select_block`); a decode step — its rows at
+    once against the cache's keys (`_select_step`; the poison is the step's, `cache.StepRows.poison`)."""
+    if rows.step:  # a decode step: its keys are the cache's (below)
+        return _select_step(q_indexer, k_indexer, weights, index_topk, isc, rows, fp8), rows.poison
     n, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()  # [b, n_comp, Di]: small
     k_fp8 = fp8_rows(k_i) if fp8 else None
@@ -262,6 +273,41 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, r
         blk = _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
         sel[:, t0:t1], poison[:, t0:t1] = blk[3], blk[5]
     return sel, poison
+
+# %% ../nbs/04_fused.ipynb #f6af14ae
+def _select_step(q_i, keys, w_i, index_topk: int, isc: float, rows, fp8: bool = False):
+    """The indexer top-k of a decode step's rows (see above) → selected entry ids `[b, s, index_topk]` int32 (`-1`
+    padded). `q_i [s, b, Hi, Di]` bf16, `w_i [s, b, Hi]`: the step's indexer queries and weights; `keys`: the cache's
+    indexer keys `[b, E, Di]` bf16 (`fp8`: its `(e4m3 values, scales)`); `rows`: the step's `StepRows`."""
+    (s, b), qs, ks = q_i.shape[:2], None, None
+    if fp8:
+        (q, qs), (keys, ks) = _fp8_rows_bf16(q_i), keys
+    else:
+        q = q_i
+    if _triton_runs_on(q) and q.dtype == keys.dtype == torch.bfloat16:
+        scores, lengths = _decode_scores(q, w_i, keys, rows.visible, isc, qs, ks)  # [b·s, E], [b·s]
+    else:
+        scores, lengths = _decode_scores_bmm(q, w_i, keys, rows.visible, isc, qs, ks)
+    return _radix_topk(scores, lengths, index_topk).view(b, s, -1)
+
+
+def _bmm_f32(a, b):
+    """`a @ b` of bf16 batches with float32 output (exact bf16 products, float32 sums):
+    cuBLAS's `out_dtype` on CUDA, float32 inputs elsewhere."""
+    return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
+
+
+def _decode_scores_bmm(q, w, keys, visible, scale: float, q_scale=None, k_scale=None):
+    "`kernels._decode_scores` (same arguments and results) as two batched products: any device."
+    (s, b, Hi, Di), E = q.shape, keys.shape[1]
+    wt = w.float() * scale if q_scale is None else w.float() * scale * q_scale  # [s, b, Hi]
+    logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()  # [b, s·Hi, E]
+    scores = torch.bmm(wt.transpose(0, 1).reshape(b * s, 1, Hi), logits.view(b * s, Hi, E)).view(b, s, E)
+    if k_scale is not None:
+        scores = scores * k_scale.unsqueeze(1)
+    visible = visible.clamp(max=E)  # [b, s]
+    scores = scores.masked_fill(torch.arange(E, device=q.device) >= visible.unsqueeze(-1), float("-inf"))
+    return scores.view(b * s, E), visible.reshape(b * s).to(torch.int32)
 
 # %% ../nbs/04_fused.ipynb #b74cc32c
 def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None):

@@ -314,7 +314,7 @@ class QueryRows(NamedTuple):
     seq_len: int  # tokens of the whole sequence (the indexer loss's mean divides by b · seq_len)
     mask: torch.Tensor | None = None  # [b, n] bool: the rows that count in the loss (a pack's padded batch), or all
     count: torch.Tensor | None = None  # 0-d: the loss mean's divisor instead of b · seq_len (a pack's real rows)
-    thd = False  # the row kind: SBHD rows (a `PackRows` is THD)
+    thd = step = False  # the row kind: SBHD rows of a sequence (a `PackRows` is THD, a `cache.StepRows` a decode step)
 
     def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
         """Window slots `[b, n, window]` of the rows in a `kv_full` with `halo` raw keys before them (`-1`: none).
@@ -330,6 +330,12 @@ class QueryRows(NamedTuple):
         rows' own in `kv_full`; `b` the batch; `num_slots` slots per batch element in `kv_full`; `device` the index's
         device. Returns the int32 flat rows `[n·b, window (+ E)]`."""
         return cached_index(_no_indexer_rows, self.n, b, ratio, window, self.start, halo, num_slots, device=device)
+
+    def entry_rows(self, ratio: int, slot0: int, b: int, device=None) -> torch.Tensor:
+        """Every causal compressed entry of each row as `kv_full` slots `[b, n, (start + n) // ratio]` (`slot0 + j`,
+        `-1` beyond the row's visible ones). `ratio` the compression ratio (>= 1); `slot0` the slot of entry 0; `b`
+        the batch; `device` the index's device."""
+        return cached_index(_entry_rows, self.n, b, ratio, slot0, self.start, device=device)
 
     def entries(self, n_comp: int, ratio: int) -> int:
         """The compressed entries one row can choose among: the sequence's `n_comp`.
@@ -351,6 +357,12 @@ class QueryRows(NamedTuple):
         return out
 
 # %% ../nbs/00_layout.ipynb #0924dbd9
+def _entry_rows(n: int, b: int, ratio: int, slot0: int, start: int, device=None) -> torch.Tensor:
+    """All causal entries of `n` rows at global `start …` as `kv_full` slots `[b, n, (start + n) // ratio]` (an index
+    builder for `cached_index`)."""
+    return compressed_topk_idxs(n, b, ratio, slot0, device, start=start)
+
+
 def _no_indexer_rows(n: int, b: int, ratio: int, window: int, start: int, halo: int, num_slots: int, device=None):
     """Rows `[n·b, W (+ (start+n)//ratio)]` int32 of `n` query rows
     at global `start …`: the window, then all causal entries."""
@@ -398,7 +410,7 @@ class PackRows(NamedTuple):
     entry_j: torch.Tensor  # int64 [capacity]: its index j in the document
     row_base: torch.Tensor  # int64 [T]: cc of each row's document (its entry 0)
     row_visible: torch.Tensor  # int64 [T]: entries each row sees, min((p+1) // ratio, m_d) (0 for padding rows)
-    thd = True  # the row kind: a pack's THD rows
+    thd, step = True, False  # the row kind: a pack's THD rows
 
     # a row set, like `QueryRows` (above): its questions answered in the documents' terms (b = 1)
     start, mask = 0, None
@@ -421,6 +433,13 @@ class PackRows(NamedTuple):
         the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
         groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
         return _flat_global(torch.cat(groups, -1), num_slots)
+
+    def entry_rows(self, ratio: int, slot0: int, b: int = 1, device=None) -> torch.Tensor:
+        """Every visible entry of each row's document as `kv_full` slots `[1, T, max_seqlen // ratio]`.
+
+        `ratio` unused (the pack's own); `slot0` the slot of the pack's entry 0; `b`, `device` unused (b = 1, the pack's
+        device). Returns the int64 slots, `-1` beyond."""
+        return _pack_entries(self, slot0)
 
     def entries(self, n_comp: int, ratio: int) -> int:
         """The compressed entries one row can choose among: a document's, at most `max_seqlen // ratio`.
