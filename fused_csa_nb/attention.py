@@ -33,6 +33,25 @@ from .rotary import layer_rotary
 # %% auto #0
 __all__ = ['CompressedSparseAttention']
 
+# %% ../nbs/06_attention.ipynb #f231a6d0
+def _layer_backend(cfg, ratio, cp_group):
+    """The checks of a layer's arguments (`cfg` a `CSAConfig` for a CSA variant, `ratio` one of `COMPRESS_RATIOS`,
+    `cp_group` `None` or a process group) → its backend (`make_backend`: `cfg` validated for `ratio` there)."""
+    if not isinstance(cfg, CSAConfig):
+        raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
+    if isinstance(ratio, bool) or ratio not in COMPRESS_RATIOS:
+        raise ValueError(f"`ratio` must be one of {COMPRESS_RATIOS}, got {ratio!r}")
+    if cfg.attention_variant != "dsv4_hybrid" and cfg.kernel_backend != "none":
+        raise ValueError(
+            f"CompressedSparseAttention with attention_variant={cfg.attention_variant!r} and "
+            f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
+            "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'"
+        )
+    backend = make_backend(cfg, ratio)
+    if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
+        raise TypeError(f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}")
+    return backend
+
 # %% ../nbs/06_attention.ipynb #adb80cb7
 class CompressedSparseAttention(nn.Module):
     """DeepSeek-V4 sparse attention layer (`ratio` 0: window, 4: CSA, 128: HCA) on SBHD tensors.
@@ -50,21 +69,7 @@ class CompressedSparseAttention(nn.Module):
 
     def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None, cp_layout: str = "contiguous"):
         super().__init__()
-        if not isinstance(cfg, CSAConfig):
-            raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
-        if isinstance(ratio, bool) or ratio not in COMPRESS_RATIOS:
-            raise ValueError(f"`ratio` must be one of {COMPRESS_RATIOS}, got {ratio!r}")
-        if cfg.attention_variant != "dsv4_hybrid" and cfg.kernel_backend != "none":
-            raise ValueError(
-                f"CompressedSparseAttention with attention_variant={cfg.attention_variant!r} and "
-                f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
-                "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'"
-            )
-        backend = make_backend(cfg, ratio)  # validated for this ratio here; native or fused, bound once
-        if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
-            raise TypeError(
-                f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}"
-            )
+        backend = _layer_backend(cfg, ratio, cp_group)  # the arguments checked; native or fused, bound once
         self.cfg, self.ratio = cfg, ratio
         self.cp_layout = check_choice("cp_layout", cp_layout, CP_LAYOUTS)
         self.cp_group, self._cp_checked = cp_group, set()  # context parallelism: the group, shapes checked

@@ -197,27 +197,15 @@ def _loss(self: NativeBackend, query, keys: KeySet, rows: QueryRows, window, top
     sparse = cfg.indexer_use_sparse_loss
     teacher = self._teacher_lse(query, keys, rows, window, lse, sink, block)
     kv = keys.kv_full
-    kv_shape = kv.new_zeros(1, 1, 1).expand(
-        rows.seq_len, b, kv.shape[-1]
-    )  # the teacher reads kv for its LSE only: given
+    kv_shape = kv.new_zeros(1, 1, 1).expand(rows.seq_len, b, kv.shape[-1])  # its LSE is given: only kv's shape read
     comp, q, s, win = kv[keys.slot0 :].detach(), query.detach(), sink.detach(), _global_window(window, rows, keys.halo)
 
     def rows_loss(sc, t0, t1):
         return csa_indexer_loss(
-            sc,
-            q[t0:t1],
-            kv_shape,
-            comp,
-            s,
-            win[:, t0:t1],
-            r,
-            topk_idxs=topk[:, t0:t1] if sparse else None,
-            softmax_scale=cfg.scale,
-            per_token=True,
-            teacher_lse=teacher[:, t0:t1],
-            q_offset=rows.start + t0,
+            sc, q[t0:t1], kv_shape, comp, s, win[:, t0:t1], r, topk_idxs=topk[:, t0:t1] if sparse else None,
+            softmax_scale=cfg.scale, per_token=True, teacher_lse=teacher[:, t0:t1], q_offset=rows.start + t0,
             row_mask=None if rows.mask is None else rows.mask[:, t0:t1],
-        )
+        )  # fmt: skip
 
     if scores is not None:
         total = rows_loss(scores, 0, n)

@@ -34,18 +34,12 @@ class CSACache:
     ratio: int  # the layer's compression ratio (0, 4, 128)
     window: int  # W: raw keys per query, itself included
     max_seq_len: int  # tokens a sequence may hold
-    kv: (
-        torch.Tensor
-    )  # [R + E, b, D]: the window ring (token p at slot p % R, R = W + MAX_STEP − 1), then entry j at slot R + j
+    kv: torch.Tensor  # [R + E, b, D]: the window ring (token p at slot p % R, R = W + MAX_STEP − 1), then entry j
     pos: torch.Tensor  # [b] int64: tokens each sequence holds (= the next token's position)
-    comp_ring: tuple | None = (
-        None  # (a, g) [S, b, width]: the compressor's projections of the last tokens (token p at p % S)
-    )
+    comp_ring: tuple | None = None  # (a, g) [S, b, width]: the compressor's projections of the last S tokens
     index_ring: tuple | None = None  # (a, g) [S, b, width_i]: the indexer compressor's
     index_keys: torch.Tensor | None = None  # [b, E, Di]: the indexer's compressed keys
-    index_keys8: tuple | None = (
-        None  # (k8 [b, E, Di], scale [b, E] fp32): their FP8 form (the e4m3 values, held exactly in bf16), or None
-    )
+    index_keys8: tuple | None = None  # (k8 [b, E, Di], scale [b, E] fp32): their FP8 form (e4m3 values in bf16)
     index_bad: torch.Tensor | None = None  # [b] bool: a complete indexer key of the sequence is not finite
     owner: object = None  # a weak reference to the layer the cache belongs to
     host_lengths: list = dataclasses.field(default_factory=list)  # the host mirror of `pos` (shared by views)
@@ -102,6 +96,19 @@ def _ring(module, b, device, dtype):
     s = 2 * module.ratio if module.overlap else module.ratio
     return tuple(torch.zeros(s, b, module.wkv.out_features, device=device, dtype=dtype) for _ in range(2))
 
+# %% ../nbs/05_cache.ipynb #7ae28b7e
+def _index_state(cache: CSACache, layer, E: int, dtype):
+    "The indexer's part of a new cache: its compressor's ring, `E` key slots (+ their FP8 form), the non-finite flags."
+    b, dev, di = cache.batch_size, cache.pos.device, layer.cfg.index_head_dim
+    cache.index_ring = _ring(layer.indexer.compressor, b, dev, dtype)
+    cache.index_keys = torch.zeros(b, E, di, dtype=dtype, device=dev)
+    cache.index_bad = torch.zeros(b, dtype=torch.bool, device=dev)
+    if layer.cfg.indexer_precision == "fp8":  # the e4m3 values (exact in bf16) and their scales
+        cache.index_keys8 = (
+            torch.zeros(b, E, di, dtype=torch.bfloat16, device=dev),
+            torch.ones(b, E, dtype=torch.float32, device=dev),
+        )
+
 # %% ../nbs/05_cache.ipynb #b6387a9c
 def make_cache(
     layer, batch_size: int, max_seq_len: int, *, device=None, dtype=None, module_dtype=None, graphs: bool = True
@@ -135,14 +142,7 @@ def make_cache(
     if layer.compressor is not None:
         cache.comp_ring = _ring(layer.compressor, b, dev, module_dtype)
     if layer.indexer is not None:
-        cache.index_ring = _ring(layer.indexer.compressor, b, dev, module_dtype)
-        cache.index_keys = torch.zeros(b, E, cfg.index_head_dim, dtype=module_dtype, **kw)
-        cache.index_bad = torch.zeros(b, dtype=torch.bool, **kw)
-        if cfg.indexer_precision == "fp8":
-            cache.index_keys8 = (
-                torch.zeros(b, E, cfg.index_head_dim, dtype=torch.bfloat16, **kw),  # e4m3 values, exact in bf16
-                torch.ones(b, E, dtype=torch.float32, **kw),
-            )
+        _index_state(cache, layer, E, module_dtype)
     return cache
 
 # %% ../nbs/05_cache.ipynb #ffe761cc
@@ -495,7 +495,7 @@ def entry_rows(self: StepRows, ratio: int = 0, slot0: int = 0, b: int = 0, devic
     e = cached_index(_iota_of, self.n_entries, device=self.positions.device)
     return torch.where(e < self.visible.unsqueeze(-1), e + slot0, -1)
 
-
+# %% ../nbs/05_cache.ipynb #dfe71552
 @patch
 def index(self: StepRows, selected=None) -> torch.Tensor:
     """The local `kv` slots the step's rows attend to (their keys written already): the window, then the entries.
