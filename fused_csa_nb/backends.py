@@ -15,6 +15,7 @@ from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_conf
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
 from .checks import _triton_runs_on
 from fused_csa_nb.kernels import (
+    _sm_count,
     _split_sparse_fwd,
     kernel_limits,
     padded_num_heads,
@@ -320,9 +321,6 @@ def _settings_b(self: FusedBackend, k: int, block: int, rows, slot0: int, kernel
     )
 
 # %% ../nbs/05_backends.ipynb #591944b0
-_SM_COUNT: dict = {}  # CUDA device → its SMs
-
-
 def _row_splits(rows: int, heads: int, query) -> int:
     """The parts each of `rows` query rows' keys are cut into (see above): `SMs // programs`, the
     programs being `rows · heads / 64`, while those are at most `SMs / 8`; else 1 — a step of more rows keeps the GPU
@@ -331,11 +329,8 @@ def _row_splits(rows: int, heads: int, query) -> int:
     rows; `heads`: the padded head count FlashMLA runs; `query`: the step's query (its device)."""
     if not _triton_runs_on(query):
         return 1
-    d = query.device
-    if d not in _SM_COUNT:
-        _SM_COUNT[d] = torch.cuda.get_device_properties(d).multi_processor_count
-    programs = rows * max(1, heads // 64)
-    return _SM_COUNT[d] // programs if programs <= _SM_COUNT[d] // 8 else 1
+    sms, programs = _sm_count(query.device), rows * max(1, heads // 64)
+    return sms // programs if programs <= sms // 8 else 1
 
 # %% ../nbs/05_backends.ipynb #6a7fa3ee
 @patch

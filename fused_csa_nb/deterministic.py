@@ -24,6 +24,7 @@ from fused_csa_nb.kernels import (
     _pad_idx,
     _radix_topk_cuda,
     _run,
+    _sm_count,
     _sparse_bwd,
     round_up,
 )
@@ -382,16 +383,9 @@ def _segments(targets, n: int):
     return keys, order, torch.minimum(start, n_valid), cs[-1:]
 
 
-_SMS: dict = {}
-
-
 def _programs(device) -> int:
-    "Programs of the persistent segment-sum grid: 4 per SM on a GPU (cached), 8 under the interpreter."
-    if device.type != "cuda":
-        return 8
-    if device not in _SMS:
-        _SMS[device] = 4 * torch.cuda.get_device_properties(device).multi_processor_count
-    return _SMS[device]
+    "Programs of the persistent segment-sum grid: 4 per SM on a GPU (`kernels._sm_count`), 8 under the interpreter."
+    return 4 * _sm_count(device) if device.type == "cuda" else 8
 
 
 def _segment_sum(targets, n: int, part, acc):

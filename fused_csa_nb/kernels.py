@@ -146,6 +146,16 @@ def _cuda_major(index) -> int:
     return _CUDA_MAJOR[index]
 
 
+_SM_COUNT: dict = {}  # CUDA device → its streaming multiprocessors
+
+
+def _sm_count(device: torch.device) -> int:
+    "The streaming multiprocessors of CUDA device `device` (a `torch.device`), read once and cached."
+    if device not in _SM_COUNT:
+        _SM_COUNT[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SM_COUNT[device]
+
+
 def sm_major(device) -> int:
     """Compute-capability major of `device`
     (another device's: the active platform's, e.g. the value `testing.stand_in_kernels` declares).
