@@ -504,7 +504,8 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
         )
         return query.new_zeros(0, b, query.shape[2] * self.cfg.v_head_dim), None
     self._check_once(query, key, x, qr)
-    ptrs = self.__dict__["_checked"][0]  # the layer's tensors, as the signature just checked holds them
+    compiling = torch.compiler.is_compiling()  # then the checks keep no signature
+    ptrs = self._tensor_ptrs() if compiling else self.__dict__["_checked"][0]  # the layer's tensors, as just checked
     with torch.no_grad():
         if s > 1 and not any(cache.lengths):
             return self._prefill(query, key, x, qr, cache), None

@@ -323,10 +323,10 @@ def _settings_b(self: FusedBackend, k: int, block: int, rows, slot0: int, kernel
 # %% ../nbs/05_backends.ipynb #591944b0
 def _row_splits(rows: int, heads: int, query) -> int:
     """The parts each of `rows` query rows' keys are cut into (see above): `SMs // programs`, the
-    programs being `rows · heads / 64`, while those are at most `SMs / 8`; else 1 — a step of more rows keeps the GPU
+    programs being `rows · heads / 64`, while those are at most `SMs / 8`; else 1 — a call of more rows keeps the GPU
     busy already, and its parts' query copies and merge cost more than they save (64 rows in 2 parts on the H200:
     11.6 µs of copies and 10.6 µs of merging against 4.5 µs saved in FlashMLA). 1 off CUDA. `rows`: the call's `n·b`
-    rows; `heads`: the padded head count FlashMLA runs; `query`: the step's query (its device)."""
+    rows; `heads`: the padded head count FlashMLA runs; `query`: the call's query (its device)."""
     if not _triton_runs_on(query):
         return 1
     sms, programs = _sm_count(query.device), rows * max(1, heads // 64)
