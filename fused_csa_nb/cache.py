@@ -16,7 +16,7 @@ from fastcore.basics import patch
 from .checks import _triton_runs_on, check_bool, check_int
 from .kernels import _step_flat_index, _step_rows, _step_writes, round_up
 from .layout import _flat_global, _pad_idx, cached_index
-from .reference import _fp8_rows_bf16
+from .reference import _fp8_rows_bf16, _positions_of
 
 # %% auto #0
 __all__ = ['MAX_STEP', 'CSACache', 'make_cache', 'StepRows', 'grow_cache']
@@ -473,9 +473,9 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
     return self
 
 # %% ../nbs/05_cache.ipynb #25e49d4a
-def _iota_of(n: int, device=None) -> torch.Tensor:
-    "`arange(n)` (an index builder for `layout.cached_index`)."
-    return torch.arange(n, device=device)
+def _iota_of(n: int, device) -> torch.Tensor:
+    "`arange(n)` on `device`, kept by `layout.cached_index` (the reference's positions `0 … n − 1`, flat)."
+    return cached_index(_positions_of, 0, n, 1, device=device).view(n)
 
 
 @patch
@@ -484,7 +484,7 @@ def window(self: StepRows, window: int = 0, halo: int = 0, b: int = 0, device=No
     ring already). The arguments are the row-set protocol's (`layout.QueryRows.window`): the cache's own `width` and
     ring answer."""
     pt = self.positions.t().unsqueeze(-1)  # [b, s, 1]
-    q = pt - self.width + 1 + cached_index(_iota_of, self.width, device=pt.device)
+    q = pt - self.width + 1 + _iota_of(self.width, pt.device)
     return torch.where(q >= 0, q % self.slots, -1)
 
 
@@ -492,7 +492,7 @@ def window(self: StepRows, window: int = 0, halo: int = 0, b: int = 0, device=No
 def entry_rows(self: StepRows, ratio: int = 0, slot0: int = 0, b: int = 0, device=None) -> torch.Tensor:
     """Every entry each row sees as `kv` slots `[b, s, E]`: `slot0 + e` for `e < visible`, else `-1` (`ratio`, `b`,
     `device`: the row-set protocol's, unused)."""
-    e = cached_index(_iota_of, self.n_entries, device=self.positions.device)
+    e = _iota_of(self.n_entries, self.positions.device)
     return torch.where(e < self.visible.unsqueeze(-1), e + slot0, -1)
 
 # %% ../nbs/05_cache.ipynb #dfe71552

@@ -1747,23 +1747,14 @@ if triton is not None:
 if triton is not None:
 
     @triton.jit
-    def _nonfinite_in(ptr, n, BLOCK: tl.constexpr):
-        "1 if one of the `n` values at `ptr` is a NaN or ±inf, else 0."
-        bad = tl.zeros((BLOCK,), tl.int32)
-        for c0 in range(0, n, BLOCK):
-            v = tl.load(ptr + c0 + tl.arange(0, BLOCK), mask=c0 + tl.arange(0, BLOCK) < n, other=0.0).to(tl.float32)
-            bad = tl.maximum(bad, ((v != v) | (tl.abs(v) == float("inf"))).to(tl.int32))
-        return tl.max(bad, 0)
-
-    @triton.jit
     def _row_poison_kernel(
         q_ptr, w_ptr, cnt_ptr, base_ptr, vis_ptr, out_ptr, S, N, KQ, KW, q_row, q_b, w_row, w_b, q_offset, ratio,
         HAS_K: tl.constexpr, HAS_RANGE: tl.constexpr, BLOCK: tl.constexpr,
     ):  # fmt: skip
         "Program (row t, b): `out[b, t]` NaN where row `t`'s query, weights or an entry it sees is not finite, else 0."
         t, b = tl.program_id(0), tl.program_id(1)
-        n_bad = _nonfinite_in(q_ptr + t.to(tl.int64) * q_row + b * q_b, KQ, BLOCK)
-        n_bad += _nonfinite_in(w_ptr + t.to(tl.int64) * w_row + b * w_b, KW, BLOCK)
+        bad = _row_nonfinite(q_ptr + t.to(tl.int64) * q_row + b * q_b, KQ, BLOCK)  # the decode writes' row test
+        n_bad = (bad | _row_nonfinite(w_ptr + t.to(tl.int64) * w_row + b * w_b, KW, BLOCK)).to(tl.int32)
         if HAS_K:  # the bad entries in [lo, hi): two prefix counts
             if HAS_RANGE:
                 lo = tl.load(base_ptr + t).to(tl.int32)
