@@ -531,11 +531,9 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     s, rings = query.shape[0], []
     comps = ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring))
     mods = [(m, ring) for m, ring in comps if m is not None]
-    if mods:  # the projections of the last tokens the streaming steps need: one kernel where it runs
-        xt = x[s - min(s, max(ring[0].shape[0] for _, ring in mods)) :]
-        proj = self._step_projections(xt)
-        for i, (m, ring) in enumerate(mods):
-            rings.append((ring, *((m.wkv(xt), m.wgate(xt)) if proj is None else proj[2 * i : 2 * i + 2])))
+    for m, ring in mods:  # the projections of the last tokens the streaming steps need (a few rows: cuBLAS)
+        xt = x[s - min(s, ring[0].shape[0]) :]
+        rings.append((ring, m.wkv(xt), m.wgate(xt)))
     cache.fill(
         key.squeeze(2),
         keys.kv_full[keys.slot0 :] if keys.n_comp else None,

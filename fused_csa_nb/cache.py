@@ -14,7 +14,7 @@ import torch
 from fastcore.basics import patch
 
 from .checks import _triton_runs_on, check_bool, check_int
-from .kernels import _step_flat_index, _step_rows, _step_writes, round_up
+from .kernels import _step_flat_index, _step_rows, _step_writes, _fill_writes, round_up
 from .layout import _flat_global, _pad_idx, cached_index
 from .reference import _fp8_rows_bf16, _positions_of
 
@@ -446,11 +446,13 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
     (ratio 4 with the indexer; their
     FP8 form is made here); `rings`: `(ring, a, g)` triples — `ring` the cache's `comp_ring` or `index_ring`, `a`, `g
     [k, b, width]` the projections of the prefix's last `k` tokens. Returns the cache; a cache that holds tokens already
-    is a `ValueError`."""
+    is a `ValueError`. On CUDA one kernel stores it all (`kernels._fill_writes`; the FP8 keys after it)."""
     if any(self.lengths):
         raise ValueError(
             f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)"
         )
+    if _triton_runs_on(self.kv) and kv.shape[0]:
+        return self._fill_kernel(kv, entries, index_keys, rings)
     s, R = kv.shape[0], self.slots
     k = min(s, R)
     pairs = _ring_pairs(self.kv[:R], kv[s - k :], s - k)  # (destination, source): one multi-tensor copy below
@@ -470,6 +472,22 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
             self.index_keys8[0][:, : keys.shape[1]], self.index_keys8[1][:, : keys.shape[1]] = k8, ks
         self.index_bad |= _nonfinite(keys, (1, 2))
     self.advance(s)
+    return self
+
+# %% ../nbs/05_cache.ipynb #2376f2fc
+@patch
+def _fill_kernel(self: CSACache, kv, entries, index_keys, rings):
+    "`fill` (same arguments) on CUDA: one `_fill_writes` launch, the FP8 form of the keys after it."
+    ring = {id(r): (*r, a, g) for r, a, g in rings}
+    comp, index = ring.get(id(self.comp_ring)), ring.get(id(self.index_ring))
+    if index is not None:
+        keys = self.index_keys.transpose(0, 1) if index_keys is None else index_keys  # none: not read (no entry)
+        index = (*index, keys, self.index_keys, self.index_bad)
+    _fill_writes(self.kv, self.slots, self.pos, kv, entries, comp, index)
+    if index_keys is not None and self.index_keys8 is not None:
+        k8, ks = _fp8_rows_bf16(index_keys.transpose(0, 1))
+        self.index_keys8[0][:, : k8.shape[1]], self.index_keys8[1][:, : k8.shape[1]] = k8, ks
+    self.advance(kv.shape[0], host_only=True)
     return self
 
 # %% ../nbs/05_cache.ipynb #25e49d4a

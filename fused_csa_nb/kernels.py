@@ -313,6 +313,42 @@ def _workspace(plan, device):
     n = plan.scratch_workspace_bytes()
     return torch.empty(n, dtype=torch.uint8, device=device) if n else None
 
+# %% ../nbs/03_kernels.ipynb #eab18ca5
+_BOUND: collections.OrderedDict = collections.OrderedDict()  # (kind, signature) → a bound launch, or False: none
+
+
+def _bound_call(kind: str, key, public, bind, direct, same=torch.equal):
+    """A kernel call through its compiled kernel, bound once per `(kind, key)` (see above).
+
+    `public()`: the call through cuDNN's wrapper or plan → its result; `bind()`: after a `public()` call, what it
+    launched as an argument for `direct`, or `None`; `direct(bound)`: the same call launched on it → its result;
+    `same(a, b)`: whether two results agree (default bit for bit). Returns the call's result."""
+    got = _BOUND.get((kind, key))
+    if got:
+        _BOUND.move_to_end((kind, key))
+        return direct(got)
+    if got is False or not USE_PLANS or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+        return public()
+    ref, bound = public(), bind()
+    try:
+        ok = bound is not None and bool(same(direct(bound), ref))  # once per signature: a host read
+    except (TypeError, ValueError, RuntimeError, AttributeError):  # a kernel library whose launch differs
+        ok = False
+    _BOUND[(kind, key)] = bound if ok else False
+    while len(_BOUND) > max(1, PLAN_CACHE_SIZE):
+        _BOUND.popitem(last=False)
+    return ref
+
+
+class _LookupRecorder(dict):
+    "A kernel library's compile cache that remembers the compiled kernel its last lookup returned (`_bound_call`)."
+
+    last = None
+
+    def __getitem__(self, key):
+        self.last = super().__getitem__(key)
+        return self.last
+
 # %% ../nbs/03_kernels.ipynb #ada5bce8
 def _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
     "cuDNN sparse-attention backward → `(dq, dkv, d_sink)`: a cached `SparseAttentionBackward` plan (or the wrapper)."
@@ -372,13 +408,43 @@ def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
     if not USE_PLANS or values.data_ptr() % _TOPK_ALIGN or not values.is_contiguous() or not lengths.is_contiguous():
         return dsa.indexer_top_k_wrapper(values, lengths, top_k, **opts)["indices"]
     key = (values.device, values.dtype, tuple(values.shape), top_k, bool(deterministic))
-    with torch.cuda.device(values.device):
-        plan = _plan("radix_topk", key, lambda: dsa.IndexerTopK(values, lengths, top_k, **opts))
-        idx = torch.empty(values.shape[0], top_k, dtype=torch.int32, device=values.device)
-        plan.execute(
-            values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan, values.device)
+
+    def plan():
+        return _plan("radix_topk", key, lambda: dsa.IndexerTopK(values, lengths, top_k, **opts))
+
+    def public():
+        idx = torch.empty(values.shape[0], top_k, **_I32(values))
+        plan().execute(
+            values, lengths, _stream(values.device), out_indices=idx, workspace=_workspace(plan(), idx.device)
         )
-    return idx
+        return idx
+
+    def direct(launch):  # the plan's compiled kernel on the caller's outputs and scratch (bound launches, above)
+        idx = torch.empty(values.shape[0], top_k, **_I32(values))
+        launch[0](launch[1], values, lengths, idx, None, torch.empty(launch[2], **_I32(values)), launch[3])
+        return idx
+
+    with torch.cuda.device(values.device):
+        return _bound_call("radix_topk", key, public, lambda: _topk_launch(plan()), direct, _same_sets)
+
+
+def _I32(t) -> dict:
+    return dict(dtype=torch.int32, device=t.device)
+
+
+def _same_sets(a, b) -> bool:
+    "Whether two top-k results select the same ids per row (their order may differ)."
+    return torch.equal(a.sort(-1).values, b.sort(-1).values)
+
+
+def _topk_launch(plan):
+    """`(launch_topk_kernel, compiled kernel, scratch shape, next_n)` of a compiled `IndexerTopK` plan (what its
+    `execute` launches), or `None` where this cuDNN has no such attributes."""
+    try:
+        mod = importlib.import_module(type(plan).__module__.rsplit(".", 1)[0] + ".indexer_top_k_decode_varlen")
+        return mod.launch_topk_kernel, plan._compiled_kernel, tuple(plan._buffer_shape()), plan.next_n
+    except (ImportError, AttributeError):
+        return None
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
 from .checks import _TRITON_IMPORT_ERROR, tl, triton  # the package's one guarded triton import
@@ -565,15 +631,45 @@ def _fp8(q_scale, k_scale):
     "Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor",
 )
 def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
-    return _lib("dsa").indexer_forward_wrapper(
-        _aligned(q),
-        _aligned(k).unsqueeze(2),
-        _aligned(w),
-        ratio=ratio,
-        sm_scale=sm_scale,
-        **_qco(q_causal_offsets),
-        **_fp8(q_scale, k_scale),
-    )["scores"]
+    q, k, w, fp8 = _aligned(q), _aligned(k).unsqueeze(2), _aligned(w), _fp8(q_scale, k_scale)
+    rec = _sm90_indexer_cache(q.device)
+
+    def public():
+        if rec is not None:
+            rec.last = None
+        return _lib("dsa").indexer_forward_wrapper(
+            q, k, w, ratio=ratio, sm_scale=sm_scale, **_qco(q_causal_offsets), **fp8
+        )["scores"]
+
+    if rec is None:  # not SM90: the wrapper
+        return public()
+    key = (q.device, ratio, q_causal_offsets is not None, *((t.dtype, t.shape, t.stride()) for t in (q, k, w)))
+
+    def direct(fn):  # the arguments the SM90 wrapper launches its compiled kernel with (bound launches, above)
+        b, sq, sk = q.shape[0], q.shape[1], k.shape[1]
+        out, c = torch.full((b, sq, sk), float("-inf"), dtype=torch.float32, device=q.device), _CU["cutlass"]
+        qs, ks = fp8.get("q_scale"), fp8.get("k_scale")
+        i32 = c.Int32
+        fn(q, k, w, qs, ks, out, None, i32(1), i32(sq), i32(sk), c.Float32(sm_scale), None, None, q_causal_offsets,
+           _stream(q.device))  # fmt: skip
+        return out
+
+    return _bound_call("indexer_fwd", key, public, lambda: rec.last, direct)
+
+
+def _sm90_indexer_cache(device):
+    """cuDNN's SM90 indexer-forward compile cache as a `_LookupRecorder` (installed once), or `None` off SM90 or
+    where this cuDNN keeps no such cache (the wrapper then serves every call)."""
+    if "indexer_cache" not in _CU:
+        try:
+            mod = importlib.import_module("cudnn.deepseek_sparse_attention.indexer_forward._interface_sm90")
+            _CU["cutlass"] = importlib.import_module("cutlass")
+            if not isinstance(mod._compile_cache, _LookupRecorder):
+                mod._compile_cache = _LookupRecorder(mod._compile_cache)
+            _CU["indexer_cache"] = mod._compile_cache
+        except (ImportError, AttributeError):
+            _CU["indexer_cache"] = None
+    return _CU["indexer_cache"] if _cuda_major(device.index) == 9 else None
 
 
 @_indexer_fwd_op.register_fake
@@ -1493,6 +1589,78 @@ def _step_writes(kv, slots: int, key, rows, complete, comp=None, index=None):
         HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024,
     )  # fmt: skip
     return poison if index is not None else None
+
+# %% ../nbs/03_kernels.ipynb #8afdfdac
+if triton is not None:
+
+    @triton.jit
+    def _slot_row(dst_ptr, slot, d0, src_ptr, t, b64, B, W, BLOCK: tl.constexpr):
+        """Row `t` of sequence `b64` of a contiguous `src [k, B, W]` into slot `slot` of `dst [S, B, W]` (rows `d0`
+        apart: a cache's view of some of its sequences)."""
+        _copy_row(dst_ptr + slot * d0 + b64 * W, src_ptr + (t * B + b64) * W, W, BLOCK)
+
+    @triton.jit
+    def _fill_writes_kernel(
+        kv_ptr, key_ptr, ent_ptr, ca_ptr, cg_ptr, a_ptr, g_ptr, ia_ptr, ig_ptr, ma_ptr, mg_ptr, ik_ptr, keys_ptr,
+        bad_ptr, pos_ptr, s, B, SLOTS, E, D, KW, N, KC, SC, WC, KI, SI, WI, DI, kv0, ca0, ia0,
+        HAS_COMP: tl.constexpr, HAS_INDEX: tl.constexpr, BLOCK: tl.constexpr,
+    ):  # fmt: skip
+        "Row `t` of part `part` (window, entries, compressor ring, indexer ring, indexer keys) of sequence `bb`."
+        t, bb, part = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        b64, t64 = bb.to(tl.int64), t.to(tl.int64)
+        if part == 0:
+            if t < KW:  # token s − KW + t
+                _slot_row(kv_ptr, (s - KW + t64) % SLOTS, kv0, key_ptr, t64, b64, B, D, BLOCK)
+            if t == 0:
+                tl.store(pos_ptr + bb, tl.load(pos_ptr + bb) + s)
+        if part == 1:
+            if t < N:
+                _slot_row(kv_ptr, SLOTS + t64, kv0, ent_ptr, t64, b64, B, D, BLOCK)
+        if HAS_COMP:
+            if part == 2:
+                if t < KC:
+                    _slot_row(ca_ptr, (s - KC + t64) % SC, ca0, a_ptr, t64, b64, B, WC, BLOCK)
+                    _slot_row(cg_ptr, (s - KC + t64) % SC, ca0, g_ptr, t64, b64, B, WC, BLOCK)
+        if HAS_INDEX:
+            if part == 3:
+                if t < KI:
+                    _slot_row(ia_ptr, (s - KI + t64) % SI, ia0, ma_ptr, t64, b64, B, WI, BLOCK)
+                    _slot_row(ig_ptr, (s - KI + t64) % SI, ia0, mg_ptr, t64, b64, B, WI, BLOCK)
+            if part == 4:
+                if t < N:  # index_keys [B, E, DI], rows E·DI apart
+                    _copy_row(ik_ptr + (b64 * E + t64) * DI, keys_ptr + (t64 * B + b64) * DI, DI, BLOCK)
+                    if _row_nonfinite(keys_ptr + (t64 * B + b64) * DI, DI, BLOCK):
+                        tl.store(bad_ptr + bb, 1)
+
+# %% ../nbs/03_kernels.ipynb #0fb76163
+def _fill_writes(kv, slots: int, pos, key, entries=None, comp=None, index=None):
+    """A prefix of `s` tokens into an empty cache, one launch (see above; checked tensors of one CUDA device).
+
+    `kv [R + E, b, D]`: the cache's window ring then entries; `slots`: `R`; `pos [b]` int64: the sequences' counters
+    (advanced by `s`); `key [s, b, D]`: the prefix's raw keys (the last `min(s, R)` are kept); `entries [n, b, D]` or
+    `None`; `comp`: `(ring_a, ring_g, a, g)` — the compressor ring `[S, b, W]` twice and the projections `[k, b, W]`
+    of the prefix's last `k` tokens (the last `min(k, S)` are kept) — or `None`; `index`: `(ring_a, ring_g, a, g,
+    keys, index_keys, index_bad)` — the same for the indexer's compressor, its keys `[n, b, Di]`, the cache's
+    `index_keys [b, E, Di]` and `index_bad [b]` bool (set where a key is not finite) — or `None`. The cache's tensors
+    may be a view of some of its sequences (`CSACache.sequence`); the others are read contiguous (copied if not)."""
+    s, b, d = key.shape
+    kw, n = min(s, slots), 0 if entries is None else entries.shape[0]
+    key, ent = key[s - kw :].contiguous(), kv if entries is None else entries.contiguous()
+    ca = cg = a = g = ia = ig = ma = mg = ik = keys = bad = kv  # absent: never read
+    kc = ki = 0
+    if comp is not None:
+        ca, cg, a, g = comp
+        kc = min(a.shape[0], ca.shape[0])
+        a, g = a[a.shape[0] - kc :].contiguous(), g[g.shape[0] - kc :].contiguous()
+    if index is not None:
+        ia, ig, ma, mg, keys, ik, index_bad = index
+        ki, bad = min(ma.shape[0], ia.shape[0]), index_bad.view(torch.uint8)
+        ma, mg, keys = ma[ma.shape[0] - ki :].contiguous(), mg[mg.shape[0] - ki :].contiguous(), keys.contiguous()
+    _fill_writes_kernel[(max(kw, n, kc, ki, 1), b, 5)](
+        kv, key, ent, ca, cg, a, g, ia, ig, ma, mg, ik, keys, bad, pos, s, b, slots, ik.shape[1], d, kw, n,
+        kc, ca.shape[0], ca.shape[-1], ki, ia.shape[0], ia.shape[-1], keys.shape[-1],
+        kv.stride(0), ca.stride(0), ia.stride(0), HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024,
+    )  # fmt: skip
 
 # %% ../nbs/03_kernels.ipynb #3e86f032
 if triton is not None:
