@@ -632,7 +632,7 @@ def _fp8(q_scale, k_scale):
 )
 def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
     q, k, w, fp8 = _aligned(q), _aligned(k).unsqueeze(2), _aligned(w), _fp8(q_scale, k_scale)
-    rec = _sm90_indexer_cache(q.device)
+    rec = _sm90_cache("indexer_fwd", q.device)
 
     def public():
         if rec is not None:
@@ -657,52 +657,61 @@ def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_
     return _bound_call("indexer_fwd", key, public, lambda: rec.last, direct)
 
 
-def _sm90_indexer_cache(device):
-    """cuDNN's SM90 indexer-forward compile cache as a `_LookupRecorder` (installed once), or `None` off SM90 or
-    where this cuDNN keeps no such cache (the wrapper then serves every call)."""
-    if "indexer_cache" not in _CU:
+_SM90_CACHES = {  # bound kind → (the cuDNN DSA module, the attribute path of the SM90 compile cache it keeps)
+    "indexer_fwd": ("indexer_forward._interface_sm90", "_compile_cache"),
+    "sparse_score": ("score_recompute._interface_sm90", "_sparse_score_recompute.compile_cache"),
+}
+
+
+def _sm90_cache(kind: str, device):
+    """cuDNN's SM90 compile cache behind the bound kind `kind` as a `_LookupRecorder` (installed once), or `None` off
+    SM90 or where this cuDNN keeps no such cache (its entry point then serves every call)."""
+    if ("cache", kind) not in _CU:
         try:
-            mod = importlib.import_module("cudnn.deepseek_sparse_attention.indexer_forward._interface_sm90")
+            module, path = _SM90_CACHES[kind]
+            owner = importlib.import_module("cudnn.deepseek_sparse_attention." + module)
+            *parents, attr = path.split(".")
+            for name in parents:
+                owner = getattr(owner, name)
+            if not isinstance(getattr(owner, attr), _LookupRecorder):
+                setattr(owner, attr, _LookupRecorder(getattr(owner, attr)))
             _CU["cutlass"] = importlib.import_module("cutlass")
-            if not isinstance(mod._compile_cache, _LookupRecorder):
-                mod._compile_cache = _LookupRecorder(mod._compile_cache)
-            _CU["indexer_cache"] = mod._compile_cache
+            _CU[("cache", kind)] = getattr(owner, attr)
         except (ImportError, AttributeError):
-            _CU["indexer_cache"] = None
-    return _CU["indexer_cache"] if _cuda_major(device.index) == 9 else None
-
-
-@_indexer_fwd_op.register_fake
-def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
-    return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
-
-
-@_op("radix_topk", "(Tensor values, Tensor lengths, int top_k, bool deterministic=True) -> Tensor")
-def _radix_topk_op(values, lengths, top_k, deterministic=True):
-    return _radix_topk_cuda(values, lengths, top_k, deterministic)
-
-
-@_radix_topk_op.register_fake
-def _(values, lengths, top_k, deterministic=True):
-    return values.new_empty((values.shape[0], top_k), dtype=torch.int32)
-
-
-@_op("compactify", "(Tensor indices) -> (Tensor, Tensor)")
-def _compactify_op(indices):
-    r = _lib("dsa").compactify_wrapper(indices)
-    return r["indices"], r["topk_length"]
-
-
-@_compactify_op.register_fake
-def _(indices):
-    return torch.empty_like(indices), indices.new_empty(indices.shape[:1], dtype=torch.int32)
+            _CU[("cache", kind)] = None
+    return _CU[("cache", kind)] if _cuda_major(device.index) == 9 else None
 
 # %% ../nbs/03_kernels.ipynb #245cddcc
 @_op("sparse_score_recompute", "(Tensor q, Tensor kv, Tensor lse, Tensor indices, float sm_scale) -> Tensor")
 def _sparse_score_op(q, kv, lse, indices, sm_scale):
-    return _lib("dsa").sparse_attn_score_recompute_wrapper(q, kv, lse, indices, sm_scale, topk_indices_global=False)[
-        "target"
-    ]
+    def public():
+        return _lib("dsa").sparse_attn_score_recompute_wrapper(
+            q, kv, lse, indices, sm_scale, topk_indices_global=False
+        )["target"]
+
+    return _sparse_score_bound("sparse_score", public, q, kv, lse, indices, sm_scale)
+
+
+def _sparse_score_bound(kind: str, public, q, k, second, indices, sm_scale: float):
+    """`public()` — a cuDNN sparse score recompute (the attention's target, or the indexer's prediction) of `q
+    [B,S,H,D]`, `k [B,S_k,D]`, `second [B,S,H]` (the log-sum-exp, or the head weights) and `indices [B,S,K]` —
+    through the SM90 kernel it launches, bound (see *Bound launches*); inputs its entry point would copy first, and
+    other GPUs, stay with it."""
+    ts, rec = (q, k, second, indices), _sm90_cache("sparse_score", q.device)
+    if rec is None or indices.dtype != torch.int32 or not indices.is_contiguous() or any(t.stride(-1) != 1 for t in ts):
+        return public()
+
+    def recorded():
+        rec.last = None
+        return public()
+
+    def direct(fn):  # the arguments the SM90 entry points launch the compiled kernel with: `second` as [B, H, S]
+        out = torch.empty(*q.shape[:2], indices.shape[-1], dtype=torch.float32, device=q.device)
+        fn(q, k.unsqueeze(2), indices, _stream(q.device), out, second.transpose(1, 2).contiguous(), None, None)
+        return out
+
+    key = (q.device, sm_scale, *((t.dtype, t.shape, t.stride()) for t in ts))
+    return _bound_call(kind, key, recorded, lambda: rec.last, direct)
 
 
 @_sparse_score_op.register_fake
@@ -1218,10 +1227,13 @@ def _score_iface(major: int):
 
 @_op("sparse_indexer_predict", "(Tensor q, Tensor k, Tensor w, Tensor indices, float sm_scale) -> Tensor")
 def _sparse_indexer_predict_op(q, k, w, indices, sm_scale):
-    out = torch.empty(indices.shape, dtype=torch.float32, device=q.device)
-    return _score_iface(_cuda_major(q.device.index)).sparse_indexer_score_recompute(
-        q, k, w, indices, out=out, sm_scale=sm_scale, topk_indices_global=False
-    )
+    def public():
+        out = torch.empty(indices.shape, dtype=torch.float32, device=q.device)
+        return _score_iface(_cuda_major(q.device.index)).sparse_indexer_score_recompute(
+            q, k, w, indices, out=out, sm_scale=sm_scale, topk_indices_global=False
+        )
+
+    return _sparse_score_bound("indexer_predict", public, q, k, w, indices, sm_scale)
 
 
 @_sparse_indexer_predict_op.register_fake
