@@ -681,6 +681,32 @@ def _sm90_cache(kind: str, device):
             _CU[("cache", kind)] = None
     return _CU[("cache", kind)] if _cuda_major(device.index) == 9 else None
 
+
+@_indexer_fwd_op.register_fake
+def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
+    return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
+
+
+@_op("radix_topk", "(Tensor values, Tensor lengths, int top_k, bool deterministic=True) -> Tensor")
+def _radix_topk_op(values, lengths, top_k, deterministic=True):
+    return _radix_topk_cuda(values, lengths, top_k, deterministic)
+
+
+@_radix_topk_op.register_fake
+def _(values, lengths, top_k, deterministic=True):
+    return values.new_empty((values.shape[0], top_k), dtype=torch.int32)
+
+
+@_op("compactify", "(Tensor indices) -> (Tensor, Tensor)")
+def _compactify_op(indices):
+    r = _lib("dsa").compactify_wrapper(indices)
+    return r["indices"], r["topk_length"]
+
+
+@_compactify_op.register_fake
+def _(indices):
+    return torch.empty_like(indices), indices.new_empty(indices.shape[:1], dtype=torch.int32)
+
 # %% ../nbs/03_kernels.ipynb #245cddcc
 @_op("sparse_score_recompute", "(Tensor q, Tensor kv, Tensor lse, Tensor indices, float sm_scale) -> Tensor")
 def _sparse_score_op(q, kv, lse, indices, sm_scale):
