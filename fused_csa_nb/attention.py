@@ -231,58 +231,38 @@ def _check_once(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens=N
 @patch
 def forward(
     self: CompressedSparseAttention,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    x: torch.Tensor | None = None,
-    qr: torch.Tensor | None = None,
+    query: torch.Tensor,  # [sq, b, H, D]: float (bf16 on the fused backend), the layer's device, roped (see below)
+    key: torch.Tensor,  # [sq, b, 1, D]: the one latent per token, key and value, roped the same way; query's dtype
+    x: torch.Tensor | None = None,  # [sq, b, hidden_size]: what the compressor and the indexer read (None: ratio 0)
+    qr: torch.Tensor | None = None,  # [sq, b, q_lora_rank]: the indexer's low-rank query (ratio 4), else None
     *,
-    cu_seqlens: torch.Tensor | None = None,
-    max_seqlen: int | None = None,
-    cache: CSACache | None = None,
+    cu_seqlens: torch.Tensor | None = None,  # int32 [N+1] on the inputs' device: a pack of N documents (see below)
+    max_seqlen: int | None = None,  # a Python int >= the longest document (required with CUDA cu_seqlens)
+    cache: CSACache | None = None,  # this layer's `new_cache()`: the tokens continue its sequences (inference)
 ):
     """The layer's attention of a batch of sequences (SBHD), or of a pack of documents (THD) → `(out, indexer_loss)`.
 
-    `query [sq, b, H, D]`: the attention queries, already roped by the caller with the layer's table —
-    `rotary.apply_layer_rotary(query, positions, cfg, ratio)` at global token positions (one device:
-    `torch.arange(sq).view(sq, 1, 1)`); float (bfloat16 on the fused backend), the layer's device.
-    `key [sq, b, 1, D]`: the one latent per token that is key and value, roped the same way; `query`'s dtype and device.
-    `x [sq, b, hidden_size]`: the layer input the compressor and the indexer read
-    (ratios 4 and 128; `None` for ratio 0), in the dtype of the compressor's parameters. `qr [sq, b, q_lora_rank]`: the
-    low-rank query the indexer projects from (ratio 4 with the indexer; `None` otherwise). Under `cp_group`, every
-    argument holds this rank's rows of the sequence (`sq` = the shard length; `context_parallel.cp_split`).
-    `cu_seqlens` (int32 `[N+1]`, on the inputs' device):
-    a pack of `N` documents in one token stream — `query [T, H, D]`,
-    `key [T, 1, D]`, `x [T, hidden_size]`, `qr [T, q_lora_rank]`, document `d` being rows `cu[d] … cu[d+1]−1`
-    (`cu[0] = 0`, non-decreasing, empty documents allowed, `cu[N] <= T`; rows past `cu[N]` are padding: output 0, no
-    gradient, no loss); every document attends only to itself, as if run alone. Rope `query` and `key` at each row's
-    position in its document (`layout.thd_positions(cu_seqlens, T)`). `max_seqlen`:
-    a Python int >= the longest document (required for
-    CUDA `cu_seqlens`, so that nothing reads the device; computed when they are on the CPU).
-    Returns `out [sq, b, H·D]` (a pack: `[T, H·D]`) in `query`'s dtype (differentiable in `query`, `key`, `x`, the
-    compressor and the sink) and `indexer_loss`: a 0-d fp32 tensor in training with gradients enabled,
-    `indexer_loss_coeff > 0` and an indexer with compressed entries to select from (its gradient reaches the indexer
-    only; add it to the training loss; a pack's mean divides by its `cu[N]` real rows), else `None`.
-    `cache`: a `CSACache` of this layer (`new_cache`):
-    the `s_new` tokens of `query` … continue the cache's sequences (roped at
-    `cache.next_positions(s_new)`), are written into it and attend over it (inference: eval mode, no loss; see *Decoding
-    with a cache* below).
-    Double backward is not supported (the package's kernels have first derivatives only): it raises a `RuntimeError`."""
+    Rope `query` and `key` at global positions with the layer's table (`rotary.apply_layer_rotary(query, positions,
+    cfg, ratio)`; one device: `torch.arange(sq)`); `x` comes in the compressor's parameter dtype. Under `cp_group` every
+    argument holds this rank's rows (`context_parallel.cp_split`). A pack (`cu_seqlens`) has no batch dim — `query [T,
+    H, D]`, `key [T, 1, D]`, `x [T, hidden_size]`, `qr [T, q_lora_rank]` —, document `d` being rows `cu[d] … cu[d+1]−1`
+    (`cu[0] = 0`, non-decreasing, empty documents allowed; rows past `cu[N] <= T` are padding: output 0, no gradient,
+    no loss), each attending only to itself, roped at its rows' positions in it (`layout.thd_positions`); `max_seqlen`
+    spares a device read (computed for CPU `cu_seqlens`). With `cache` the `s_new` tokens are roped at
+    `cache.next_positions(s_new)`, written into it and attend over it (eval mode; *Decoding with a cache* below).
+    Returns `out [sq, b, H·D]` (a pack: `[T, H·D]`) in `query`'s dtype, differentiable in `query`, `key`, `x`, the
+    compressor and the sink, and `indexer_loss`: a 0-d fp32 tensor in training with gradients, `indexer_loss_coeff > 0`
+    and an indexer with entries to select from (its gradient reaches the indexer only: add it to the loss; a pack's
+    mean divides by its `cu[N]` real rows), else `None`. Double backward raises a `RuntimeError`."""
     if cache is not None:
         return self._cached(query, key, x, qr, cache, cu_seqlens, max_seqlen)
     query, key, x, qr, pack = self._check_once(query, key, x, qr, cu_seqlens, max_seqlen)
     if pack is not None and not self.fused:  # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
     segments = self._segments(query, pack)  # [(local rows, QueryRows)]: one, or two (zigzag)
-    keys, train, loss = (
-        self._keys(key, x, qr, segments),
-        self.training and torch.is_grad_enabled(),
-        self._wants_indexer_loss(),
-    )
-    sink = self._sink()
-    res = [
-        self.backend.attend(query[rows_of], k, rows, sink, train=train, loss=loss)
-        for (rows_of, rows), k in zip(segments, keys)
-    ]
+    keys, sink = self._keys(key, x, qr, segments), self._sink()
+    train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
+    res = [self.backend.attend(query[r], k, rows, sink, train=train, loss=loss) for (r, rows), k in zip(segments, keys)]
     out = res[0][0] if len(res) == 1 else torch.cat([o for o, _ in res])
     losses = [part for _, part in res if part is not None]
     return (out if pack is None else out[:, 0]), (sum(losses[1:], losses[0]) if losses else None)
