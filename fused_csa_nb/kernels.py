@@ -429,6 +429,7 @@ def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
 
 
 def _I32(t) -> dict:
+    "The keywords of a new int32 tensor on `t`'s device."
     return dict(dtype=torch.int32, device=t.device)
 
 
