@@ -467,9 +467,7 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
         pairs.append((self.index_keys[:, : keys.shape[1]], keys))
     torch._foreach_copy_([d for d, _ in pairs], [v for _, v in pairs])  # cast to the cache's dtypes
     if keys is not None:
-        if self.index_keys8 is not None:
-            k8, ks = _fp8_rows_bf16(keys)
-            self.index_keys8[0][:, : keys.shape[1]], self.index_keys8[1][:, : keys.shape[1]] = k8, ks
+        self._fill_keys8(keys)
         self.index_bad |= _nonfinite(keys, (1, 2))
     self.advance(s)
     return self
@@ -484,11 +482,18 @@ def _fill_kernel(self: CSACache, kv, entries, index_keys, rings):
         keys = self.index_keys.transpose(0, 1) if index_keys is None else index_keys  # none: not read (no entry)
         index = (*index, keys, self.index_keys, self.index_bad)
     _fill_writes(self.kv, self.slots, self.pos, kv, entries, comp, index)
-    if index_keys is not None and self.index_keys8 is not None:
-        k8, ks = _fp8_rows_bf16(index_keys.transpose(0, 1))
-        self.index_keys8[0][:, : k8.shape[1]], self.index_keys8[1][:, : k8.shape[1]] = k8, ks
+    if index_keys is not None:
+        self._fill_keys8(index_keys.transpose(0, 1))
     self.advance(kv.shape[0], host_only=True)
     return self
+
+
+@patch
+def _fill_keys8(self: CSACache, keys: torch.Tensor):
+    "The FP8 form of a prefix's indexer keys `keys [b, n, Di]` into `index_keys8`, where the cache keeps one."
+    if self.index_keys8 is not None:
+        k8, ks = _fp8_rows_bf16(keys)
+        self.index_keys8[0][:, : keys.shape[1]], self.index_keys8[1][:, : keys.shape[1]] = k8, ks
 
 # %% ../nbs/05_cache.ipynb #25e49d4a
 def _iota_of(n: int, device) -> torch.Tensor:
