@@ -395,7 +395,7 @@ def _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, t
         )
     return dq, dkv, d_sink
 
-
+# %% ../nbs/03_kernels.ipynb #22ab29cf
 _TOPK_ALIGN = 32  # bytes: `IndexerTopK` reads 32-byte aligned rows (the wrapper stages anything else)
 
 _TIE_SMALLER = 1  # `IndexerTopK(tie_break=1)`: among equal scores the smaller column wins (the package's tie rule)
@@ -427,7 +427,7 @@ def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
     with torch.cuda.device(values.device):
         return _bound_call("radix_topk", key, public, lambda: _topk_launch(plan()), direct, _same_sets)
 
-
+# %% ../nbs/03_kernels.ipynb #45ca4d9b
 def _I32(t) -> dict:
     "The keywords of a new int32 tensor on `t`'s device."
     return dict(dtype=torch.int32, device=t.device)
@@ -658,6 +658,11 @@ def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_
     return _bound_call("indexer_fwd", key, public, lambda: rec.last, direct)
 
 
+@_indexer_fwd_op.register_fake
+def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
+    return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
+
+# %% ../nbs/03_kernels.ipynb #0a25d99b
 _SM90_CACHES = {  # bound kind → (the cuDNN DSA module, the attribute path of the SM90 compile cache it keeps)
     "indexer_fwd": ("indexer_forward._interface_sm90", "_compile_cache"),
     "sparse_score": ("score_recompute._interface_sm90", "_sparse_score_recompute.compile_cache"),
@@ -682,12 +687,7 @@ def _sm90_cache(kind: str, device):
             _CU[("cache", kind)] = None
     return _CU[("cache", kind)] if _cuda_major(device.index) == 9 else None
 
-
-@_indexer_fwd_op.register_fake
-def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
-    return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
-
-
+# %% ../nbs/03_kernels.ipynb #2b7de800
 @_op("radix_topk", "(Tensor values, Tensor lengths, int top_k, bool deterministic=True) -> Tensor")
 def _radix_topk_op(values, lengths, top_k, deterministic=True):
     return _radix_topk_cuda(values, lengths, top_k, deterministic)
@@ -719,6 +719,11 @@ def _sparse_score_op(q, kv, lse, indices, sm_scale):
     return _sparse_score_bound("sparse_score", public, q, kv, lse, indices, sm_scale)
 
 
+@_sparse_score_op.register_fake
+def _(q, kv, lse, indices, sm_scale):
+    return torch.empty_like(indices, dtype=torch.float32)
+
+# %% ../nbs/03_kernels.ipynb #db37710f
 def _sparse_score_bound(kind: str, public, q, k, second, indices, sm_scale: float):
     """`public()` — a cuDNN sparse score recompute (the attention's target, or the indexer's prediction) of `q
     [B,S,H,D]`, `k [B,S_k,D]`, `second [B,S,H]` (the log-sum-exp, or the head weights) and `indices [B,S,K]` —
@@ -740,12 +745,7 @@ def _sparse_score_bound(kind: str, public, q, k, second, indices, sm_scale: floa
     key = (q.device, sm_scale, *((t.dtype, t.shape, t.stride()) for t in ts))
     return _bound_call(kind, key, recorded, lambda: rec.last, direct)
 
-
-@_sparse_score_op.register_fake
-def _(q, kv, lse, indices, sm_scale):
-    return torch.empty_like(indices, dtype=torch.float32)
-
-
+# %% ../nbs/03_kernels.ipynb #6e1a5f2b
 @_op(
     "dense_attn_score_recompute",
     "(Tensor q, Tensor kv, Tensor lse, float sm_scale, int ratio, Tensor? q_causal_offsets) -> (Tensor, Tensor)",
