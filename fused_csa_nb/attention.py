@@ -194,18 +194,24 @@ for _register in (
     _register(_structure_changed)
 
 
+def _module_ptrs(module: nn.Module) -> tuple:
+    """Where `module`'s parameters and buffers live (a recorded graph reads them there), after how many moves and
+    casts (a layer's casts are counted: a cast's storage may reuse a freed address): read through the modules' own
+    tables, listed again only after a module, parameter or buffer was registered somewhere (a replaced submodule or
+    parameter), so that a step pays no module walk. `module`: any `nn.Module` (a layer, an HF model). Returns a tuple
+    of ints (and `None` for an unset parameter)."""
+    version, slots = module.__dict__.get("_tensor_slots", (None, None))
+    if version != _STRUCTURE[0]:
+        slots = [(table, name) for m in module.modules() for table in (m._parameters, m._buffers) for name in table]
+        module.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
+    ptrs = tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
+    return (module.__dict__.get("_casts", 0), *ptrs)
+
+
 @patch
 def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
-    """Where the layer's parameters and buffers live (a recorded graph reads them there), after how many moves and
-    casts (a cast's storage may reuse a freed address): read through the modules' own tables, listed again only
-    after a module, parameter or buffer was registered somewhere (a replaced submodule or parameter), so that a step
-    pays no module walk."""
-    version, slots = self.__dict__.get("_tensor_slots", (None, None))
-    if version != _STRUCTURE[0]:
-        slots = [(table, name) for m in self.modules() for table in (m._parameters, m._buffers) for name in table]
-        self.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
-    ptrs = tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
-    return (self.__dict__.get("_casts", 0), *ptrs)
+    "`_module_ptrs` of the layer."
+    return _module_ptrs(self)
 
 # %% ../nbs/06_attention.ipynb #b01e8cbe
 def _meta(t):
