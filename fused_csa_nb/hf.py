@@ -5,15 +5,18 @@
 # %% ../nbs/10_hf.ipynb #ac6d1c01
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
+import warnings
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
-from .attention import CompressedSparseAttention
+from .attention import CompressedSparseAttention, _module_ptrs
 from .cache import grow_cache
-from .checks import check_bool, check_int
+from .checks import check_int
 from .config import CSAConfig
 
 # %% auto #0
@@ -354,12 +357,14 @@ def _csa_attention_forward(
     past_key_values=None,
     cache=None,
     fused_csa_padding=_NO_MODEL,
+    fused_csa_step=None,
     **kwargs,
 ):
     """`DeepseekV4Attention.forward` with the CSA core on this
     package (see above) → `(output, None)`. HF's cache comes as
     `past_key_values` (transformers 5.23) or `cache` (5.24 on); `fused_csa_padding` from the model's hook (absent: the
-    layer was called on its own, which a mask refuses)."""
+    layer was called on its own, which a mask refuses); `fused_csa_step`: the recording of a whole-model decode step
+    (`_StepRecording`, below), which keeps HF's count itself."""
     fused_csa_padding = _padding(self, attention_mask, fused_csa_padding)
     m, layer = _deepseek_v4(), self.__dict__["_fused_csa"]
     past = past_key_values if past_key_values is not None else cache
@@ -381,7 +386,9 @@ def _csa_attention_forward(
     train = self.training and torch.is_grad_enabled()  # generate (no_grad) decodes in train mode too
     if layer.training != train:  # a module walk otherwise paid by every layer at every token
         layer.train(train)
-    if past is not None and not train:
+    if fused_csa_step is not None:  # recorded in the model's decode-step graph (below)
+        out, loss = fused_csa_step.attend(self, layer, q, kv, x, qr), None
+    elif past is not None and not train:
         out, loss = _cached(self, layer, past, q, kv, x, qr, fused_csa_padding), None
     else:
         if past is not None:  # HF builds a cache in training too: its count, not ours
@@ -392,13 +399,154 @@ def _csa_attention_forward(
                 )
             past.__dict__.setdefault("_fused_csa", {}).pop(self.layer_idx, None)
         out, loss = _whole(layer, q, kv, x, qr, fused_csa_padding)
-    if past is not None:  # HF's token count (the positions of the next call)
+    if past is not None and fused_csa_step is None:  # HF's token count (the positions of the next call)
         kvh = kv.permute(1, 2, 0, 3)
         past.update(kvh, kvh, self.layer_idx)
     self.__dict__["_fused_csa_loss"] = loss
     out = m.apply_rotary_pos_emb(sbhd(out).view(B, S, -1, self.head_dim), cos, -sin, unsqueeze_dim=2)
     grouped = self.o_a_proj(out.reshape(B, S, self.config.o_groups, -1)).flatten(2)
     return self.o_b_proj(grouped), None
+
+# %% ../nbs/10_hf.ipynb #5834ef82
+class _StepRecording:
+    """What the recording of a whole-model decode step hands its attention layers (keyword `fused_csa_step`): the
+    package cache of each layer by HF layer index, and where each layer leaves the step's key for HF's cache."""
+
+    def __init__(self, caches: dict):
+        self.caches, self.keys = caches, {}
+
+    def attend(self, attn, layer, q, kv, x, qr) -> torch.Tensor:
+        "The layer's decode step on its cache → `out [1, B, H·D]`; the step's key `[B, 1, 1, D]` kept for HF's cache."
+        self.keys[attn.layer_idx] = kv.permute(1, 2, 0, 3)
+        return layer(q, kv, x, qr, cache=self.caches[attn.layer_idx])[0]
+
+# %% ../nbs/10_hf.ipynb #3474a217
+_KEYWORDS = {  # what generate passes a DeepseekV4Model; another keyword may change the step: the model's forward
+    *("input_ids", "attention_mask", "position_ids", "cache", "past_key_values", "inputs_embeds", "use_cache"),
+    *("return_dict", "fused_csa_padding", "output_attentions", "output_hidden_states", "output_router_logits"),
+}
+_NOT_KEPT = ("output_attentions", "output_hidden_states", "output_router_logits")  # outputs a replay does not give
+
+
+def _replayable(model, attns, kw: dict) -> dict | None:
+    """The package caches `{layer index: CSACache}` that a call of the `DeepseekV4Model` `model` with keywords `kw`
+    continues, if the call can be a replay of the whole decode step (see above), else `None`. `attns`: the model's
+    bridged attention layers."""
+    ids, past = kw.get("input_ids"), kw.get("cache", kw.get("past_key_values"))
+    if past is None or ids is None or ids.dim() != 2 or ids.shape[1] != 1 or kw.get("inputs_embeds") is not None:
+        return None
+    if set(kw) - _KEYWORDS or kw.get("use_cache") is False or kw.get("return_dict") is False:
+        return None
+    if any(kw.get(k) or getattr(model.config, k, False) for k in _NOT_KEPT):
+        return None
+    if (model.training and torch.is_grad_enabled()) or _experts(model) == "eager":
+        return None
+    book, caches = past.__dict__.get("_fused_csa", {}), {}
+    for attn in attns:
+        c, count = book.get(attn.layer_idx, (None, 0))
+        if c is None or not count or count != past.get_seq_length(attn.layer_idx) or not c.graphs:
+            return None
+        if c.batch_size != ids.shape[0] or max(c.lengths) >= c.max_seq_len:
+            return None
+        caches[attn.layer_idx] = c
+    return caches
+
+
+def _experts(model) -> str | None:
+    "HF's experts implementation of `model` (`grouped_mm`, `batched_mm`, `eager`, …; `None` when it names none)."
+    return getattr(model.config, "_experts_implementation", None)
+
+# %% ../nbs/10_hf.ipynb #6dd03d56
+class _ModelGraph(NamedTuple):
+    "A whole-model decode step recorded in a CUDA graph (`_record_model_step`)."
+
+    graph: object  # torch.cuda.CUDAGraph, or None when the recording failed (those steps run the model's forward)
+    ids: torch.Tensor  # static input ids [B, 1]
+    pos: torch.Tensor  # static positions [B, 1] ([1, 1] when the calls pass none)
+    out: object  # the recorded output: its last hidden state [B, 1, hidden] rewritten by every replay
+    keys: dict  # layer index → the step's static key [B, 1, 1, D], for HF's cache
+    ptrs: tuple  # where the model's, its layers' and the caches' tensors were when recorded
+
+
+def _record_model_step(model, kw: dict, caches: dict, ptrs: tuple) -> _ModelGraph:
+    """The decode step of `model` on the inputs of `kw` recorded in a CUDA graph (nothing runs: the caches' tensors
+    are untouched, their host lengths restored) → `_ModelGraph`; a failed recording warns and keeps those steps on
+    the model's forward."""
+    ids, pos = kw["input_ids"].clone(), kw.get("position_ids")
+    pos = pos.clone() if pos is not None else ids.new_zeros(1, 1)
+    cache_kw = {k: kw[k] for k in ("cache", "past_key_values") if k in kw}
+    rec, lengths = _StepRecording(caches), [(c, list(c.host_lengths)) for c in caches.values()]
+    graph, out = torch.cuda.CUDAGraph(), None
+    try:
+        with torch.cuda.graph(graph):  # a per-type mask dict: HF builds no mask (the sparse core takes none)
+            out = type(model).forward(
+                model, input_ids=ids, attention_mask={"full": None}, position_ids=pos, use_cache=True,
+                fused_csa_padding=None, fused_csa_step=rec, **cache_kw,
+            )  # fmt: skip
+    except RuntimeError as e:
+        warnings.warn(
+            f"the model's decode step could not be recorded in a CUDA graph ({str(e).splitlines()[0]}): its steps "
+            "run the model's forward, each attention layer replaying its own graph; use_fused_csa(model, "
+            "decode_graphs='layers') does so without trying"
+        )
+        graph, out = None, None
+    finally:
+        for c, n in lengths:
+            c.host_lengths[:] = n
+    return _ModelGraph(graph, ids, pos, out, rec.keys, ptrs)
+
+# %% ../nbs/10_hf.ipynb #a6e647a6
+def _model_step(model, attns, caches: dict, kw: dict):
+    """One decode step of `model` (keywords `kw`) continuing `caches` (`_replayable`): a replay of its recorded graph,
+    recorded after an eager first step of its shape (see above) → the model's output."""
+    past, pos = kw.get("cache", kw.get("past_key_values")), kw.get("position_ids")
+    shape = (kw["input_ids"].shape[0], None if pos is None else tuple(pos.shape))
+    key = (*shape, torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cuda"))
+    ptrs = (
+        _module_ptrs(model),
+        *(a.__dict__["_fused_csa"]._tensor_ptrs() for a in attns),
+        *(t.data_ptr() for c in caches.values() for t in c.tensors()),
+    )
+    graphs = past.__dict__.setdefault("_fused_csa_steps", {})
+    g = graphs.get(key)
+    if g is None or g.ptrs != ptrs:  # the first step of this shape, or the tensors moved: eager, then recorded
+        with contextlib.ExitStack() as eager:
+            for c in caches.values():
+                eager.enter_context(c.eager_steps())  # the layers' own graphs are not recorded for it
+            out = type(model).forward(model, **kw)
+        graphs[key] = _record_model_step(model, kw, caches, ptrs)
+        return out
+    return type(model).forward(model, **kw) if g.graph is None else _replay(g, past, caches, kw)
+
+
+def _replay(g: _ModelGraph, past, caches: dict, kw: dict):
+    "The step `kw` as a replay of `g` on HF's cache `past`, then what its layers did on the host → the model's output."
+    if kw.get("position_ids") is None:  # HF's own positions: the tokens the cache holds
+        g.ids.copy_(kw["input_ids"])
+        g.pos.fill_(past.get_seq_length())
+    else:
+        torch._foreach_copy_([g.ids, g.pos], [kw["input_ids"], kw["position_ids"]])
+    g.graph.replay()
+    book = past.__dict__["_fused_csa"]
+    for idx, c in caches.items():  # each cache's host length, HF's count (with the step's keys)
+        c.advance(1, host_only=True)
+        book[idx] = (c, book[idx][1] + 1)
+        past.update(g.keys[idx], g.keys[idx], idx)
+    return type(g.out)(**{**g.out, "last_hidden_state": g.out.last_hidden_state.clone()})
+
+# %% ../nbs/10_hf.ipynb #91b11b3d
+class _GraphedModel:
+    """The `forward` of a bridged `DeepseekV4Model` under `decode_graphs="model"` (a picklable callable): a replay of
+    the whole decode step where the call allows one (fused layers, CUDA, `_replayable`), else the model's forward."""
+
+    def __init__(self, model, attns):
+        self.model, self.attns = model, attns
+
+    def __call__(self, *args, **kwargs):
+        m, ids, caches = self.model, kwargs.get("input_ids"), None
+        if not args and ids is not None and ids.is_cuda and all(a.__dict__["_fused_csa"].fused for a in self.attns):
+            caches = _replayable(m, self.attns, kwargs)
+        return type(m).forward(m, *args, **kwargs) if caches is None else _model_step(m, self.attns, caches, kwargs)
 
 # %% ../nbs/10_hf.ipynb #251a7782
 class _Forward:
@@ -447,21 +595,46 @@ def _model_hooks(model):
     cls = _deepseek_v4().DeepseekV4Model
     return [(m, k) for m in model.modules() if isinstance(m, cls) for k in _hooks(m, _ModelHook)]
 
+# %% ../nbs/10_hf.ipynb #ae0947ee
+def _decode_mode(decode_graphs) -> str | bool:
+    '`use_fused_csa`\'s `decode_graphs` checked → `"model"`, `"layers"` or `False`.'
+    if not isinstance(decode_graphs, (bool, str)):
+        raise TypeError(f"`decode_graphs` must be 'model', 'layers', True or False, got {_type_name(decode_graphs)}")
+    if decode_graphs not in (True, False, "model", "layers"):
+        raise ValueError(f"`decode_graphs` must be 'model', 'layers', True or False, got {decode_graphs!r}")
+    return "model" if decode_graphs is True else decode_graphs
+
+
+def _graph_model(m, on: bool):
+    "Give the `DeepseekV4Model` `m` the whole-step graphs (`_GraphedModel`) or take them away; warn if they cannot be."
+    m.__dict__.pop("forward", None)
+    if not on:
+        return
+    if _experts(m) == "eager":
+        warnings.warn(
+            "the model's experts run HF's eager loop (experts_implementation='eager'), which reads the device to find "
+            "the experts a step hits and cannot be recorded in a CUDA graph: decode steps replay each attention "
+            "layer's graph only; model.set_experts_implementation('grouped_mm') records the whole step"
+        )
+    m.forward = _GraphedModel(m, _attention_layers(m))
+
 # %% ../nbs/10_hf.ipynb #ff0402af
 def use_fused_csa(
-    model: nn.Module, dsa_kernel_backend: str = "cudnn", decode_graphs: bool = True, **overrides
+    model: nn.Module, dsa_kernel_backend: str = "cudnn", decode_graphs: bool | str = "model", **overrides
 ) -> nn.Module:
     """Run the CSA core of every DeepSeek-V4 attention layer on this package (see above) → `model`, switched in place.
     `model`: a transformers module tree holding `DeepseekV4Attention`s (`DeepseekV4ForCausalLM`, `DeepseekV4Model`, a
     layer); `dsa_kernel_backend`: `"cudnn"` (fused; bf16 CUDA models) or `"none"` (native, any dtype and device);
-    `decode_graphs`: on the fused backend on CUDA, each layer's decode steps (after the prompt) replay a CUDA graph its
-    cache records at the first step of each size (`new_cache(graphs=...)`), `False`: eagerly (the native backend
-    always decodes eagerly);
+    `decode_graphs`: how decode steps run on the fused backend on CUDA (the native backend always decodes eagerly) —
+    `"model"` (or `True`): a one-token step of a `DeepseekV4Model` replays a CUDA graph of its whole step, recorded
+    at its first step of each batch size (see above), other steps as with `"layers"`; `"layers"`: each attention
+    layer replays a CUDA graph its cache records at its first step of each size (`new_cache(graphs=...)`); `False`:
+    eagerly;
     `overrides`: `CSAConfig` fields the HF config does not set (`indexer_loss_coeff`, `indexer_use_sparse_loss`,
     `indexer_precision`, …)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"`model` must be a torch.nn.Module, got {_type_name(model)}")
-    check_bool("decode_graphs", decode_graphs)
+    mode = _decode_mode(decode_graphs)
     layers = _attention_layers(model)
     if not layers:
         raise ValueError("`model` holds no DeepseekV4Attention layer (a transformers DeepSeek-V4 model is expected)")
@@ -475,16 +648,18 @@ def use_fused_csa(
     for attn in layers:
         attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)  # not a submodule: the state dict stays HF's
         attn.__dict__["_fused_csa_loss"] = None
-        attn.__dict__["_fused_csa_graphs"] = decode_graphs
+        attn.__dict__["_fused_csa_graphs"] = mode is not False
         attn.forward = _Forward(attn)
         _drop_hooks(attn, _RestoredGuard)  # the bridge continues its own caches
     hooked = {id(m) for m, _ in _model_hooks(model)}
     for m in model.modules():
-        if isinstance(m, _deepseek_v4().DeepseekV4Model) and id(m) not in hooked:
-            m.register_forward_pre_hook(_ModelHook(), with_kwargs=True)
+        if isinstance(m, _deepseek_v4().DeepseekV4Model):
+            if id(m) not in hooked:
+                m.register_forward_pre_hook(_ModelHook(), with_kwargs=True)
+            _graph_model(m, mode == "model" and cfg.dsa_kernel_backend != "none")
     return model
 
-
+# %% ../nbs/10_hf.ipynb #f553ac82
 def restore_hf_attention(model: nn.Module) -> nn.Module:
     """Undo `use_fused_csa`: every attention layer runs HF's own
     forward again. `model`: a module `use_fused_csa` switched.
@@ -497,6 +672,7 @@ def restore_hf_attention(model: nn.Module) -> nn.Module:
             attn.register_forward_pre_hook(_RestoredGuard(), with_kwargs=True)
     for m, _ in _model_hooks(model):
         _drop_hooks(m, _ModelHook)
+        _graph_model(m, False)
     return model
 
 
