@@ -609,6 +609,7 @@ BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixe
         "## One CSA layer",
         "## Host overhead",
         "## Path A",
+        "## Deterministic mode",
         "## Parity, fused vs native",
     ),
     "long-context": (_LC_HEADER,),
