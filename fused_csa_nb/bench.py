@@ -309,7 +309,7 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
         return sum(e.time_range.elapsed_us() for e in dev) / 1e3
     return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
 
-
+# %% ../nbs/07_bench.ipynb #eda618f4
 def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 30, compiled: bool = True) -> dict:
     """Eager, compiled and CUDA-graph step times of `layer` on `inputs`,
     the GPU kernel time of one eager step and the GPU-busy fractions.
@@ -607,7 +607,7 @@ def benchmarks_markdown(res: dict) -> str:
     L += _parity_markdown(res["parity"])
     return "\n".join(L) + "\n"
 
-
+# %% ../nbs/07_bench.ipynb #27c22ebf
 def _parity_markdown(parity: list[dict]) -> list[str]:
     "The parity tables of `benchmarks_markdown`: out, loss and the worst gradient per ratio, then every tensor."
     f = lambda r, k: f"{1 - r[k]:.1e}" if k in r else "–"
@@ -685,7 +685,7 @@ def long_context_layer(
         mk(sq, 1, heads * 512),
     )
 
-
+# %% ../nbs/07_bench.ipynb #6d2d3c4b
 def _series(r):
     "The series a long-context row belongs to: (ratio, indexer precision, mode)."
     return r["ratio"], r.get("precision"), r.get("mode", "train")
@@ -747,7 +747,7 @@ def long_context_rows(
                     log(rows[-1])
     return _vs_bf16(_growth(_growth(rows, "ms"), "peak_gib"))
 
-
+# %% ../nbs/07_bench.ipynb #19f37ebc
 def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
     "One measured row of `long_context_rows` (an out-of-memory step is a row with `error`)."
     row = dict(
