@@ -469,20 +469,22 @@ class _ModelGraph(NamedTuple):
 
 
 def _record_model_step(model, kw: dict, caches: dict, ptrs: tuple) -> _ModelGraph:
-    """The decode step of `model` on the inputs of `kw` recorded in a CUDA graph (nothing runs: the caches' tensors
-    are untouched, their host lengths restored) → `_ModelGraph`; a failed recording warns and keeps those steps on
-    the model's forward."""
+    """The decode step of `model` on the inputs of `kw` recorded in a CUDA graph (`_capture`: nothing runs, the
+    caches' tensors are untouched, their host lengths restored) → `_ModelGraph`; a failed recording warns and keeps
+    those steps on the model's forward."""
     ids, pos = kw["input_ids"].clone(), kw.get("position_ids")
     pos = pos.clone() if pos is not None else ids.new_zeros(1, 1)
     cache_kw = {k: kw[k] for k in ("cache", "past_key_values") if k in kw}
     rec, lengths = _StepRecording(caches), [(c, list(c.host_lengths)) for c in caches.values()]
-    graph, out = torch.cuda.CUDAGraph(), None
+
+    def step():  # a per-type mask dict: HF builds no mask (the sparse core takes none)
+        return type(model).forward(
+            model, input_ids=ids, attention_mask={"full": None}, position_ids=pos, use_cache=True,
+            fused_csa_padding=None, fused_csa_step=rec, **cache_kw,
+        )  # fmt: skip
+
     try:
-        with torch.cuda.graph(graph):  # a per-type mask dict: HF builds no mask (the sparse core takes none)
-            out = type(model).forward(
-                model, input_ids=ids, attention_mask={"full": None}, position_ids=pos, use_cache=True,
-                fused_csa_padding=None, fused_csa_step=rec, **cache_kw,
-            )  # fmt: skip
+        graph, out = _capture(step, [t for c in caches.values() for t in c.tensors()])
     except RuntimeError as e:
         warnings.warn(
             f"the model's decode step could not be recorded in a CUDA graph ({str(e).splitlines()[0]}): its steps "
@@ -494,6 +496,16 @@ def _record_model_step(model, kw: dict, caches: dict, ptrs: tuple) -> _ModelGrap
         for c, n in lengths:
             c.host_lengths[:] = n
     return _ModelGraph(graph, ids, pos, out, rec.keys, ptrs)
+
+
+def _capture(step, writes: list) -> tuple:
+    """`step()` recorded in a CUDA graph → `(graph, step's output)`. `writes`: the tensors `step` writes, which a
+    recording leaves as they are (it runs nothing); the CPU tests' stand-in (`testing.replaying_capture`) restores
+    them."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    return graph, out
 
 # %% ../nbs/10_hf.ipynb #a6e647a6
 def _model_step(model, attns, caches: dict, kw: dict):
@@ -544,9 +556,14 @@ class _GraphedModel:
 
     def __call__(self, *args, **kwargs):
         m, ids, caches = self.model, kwargs.get("input_ids"), None
-        if not args and ids is not None and ids.is_cuda and all(a.__dict__["_fused_csa"].fused for a in self.attns):
+        if not args and ids is not None and _graphs_run(ids, self.attns):
             caches = _replayable(m, self.attns, kwargs)
         return type(m).forward(m, *args, **kwargs) if caches is None else _model_step(m, self.attns, caches, kwargs)
+
+
+def _graphs_run(ids: torch.Tensor, attns) -> bool:
+    "Whether a step on `ids` can be recorded: CUDA inputs, every attention layer fused."
+    return ids.is_cuda and all(a.__dict__["_fused_csa"].fused for a in attns)
 
 # %% ../nbs/10_hf.ipynb #251a7782
 class _Forward:

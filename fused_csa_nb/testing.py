@@ -29,7 +29,7 @@ from .layout import _compact
 
 # %% auto #0
 __all__ = ['STAND_INS', 'stand_in_kernels', 'similarity', 'max_rel_err', 'run_ranks', 'low_rank_indexer_inputs',
-           'selection_quality']
+           'selection_quality', 'replaying_capture']
 
 # %% ../nbs/03_testing.ipynb #0847be0b
 def _gather_keys(kv, idx, topk_length):
@@ -530,3 +530,28 @@ def selection_quality(ref_scores: torch.Tensor, sel: torch.Tensor, ref_sel: torc
         mass_recall_min=mass.min().item(),
         rows=int(recall.numel()),
     )
+
+# %% ../nbs/03_testing.ipynb #ba4e1b9f
+class _Replaying:
+    "The `graph` of `replaying_capture`: `replay()` calls the step again and copies its output's tensors into `out`'s."
+
+    def __init__(self, step, out):
+        self.step, self.out = step, out
+
+    def replay(self):
+        new = self.step()
+        for k, v in self.out.items():
+            if isinstance(v, torch.Tensor):
+                v.copy_(new[k])
+
+
+def replaying_capture(step, writes: list) -> tuple:
+    """A CPU stand-in for a CUDA-graph capture function (see above) → `(graph, out)`. `step`: the call to record,
+    without arguments, returning a mapping of tensors (a transformers `ModelOutput`); `writes`: the tensors `step`
+    writes, restored after the one call that gives `out`. `graph.replay()` runs `step` again and copies its tensors
+    into `out`'s."""
+    saved = [(t, t.clone()) for t in writes]
+    out = step()
+    for t, s in saved:
+        t.copy_(s)
+    return _Replaying(step, out), out
