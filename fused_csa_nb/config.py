@@ -31,7 +31,7 @@ ATTENTION_VARIANTS = ("dsv4_hybrid", "dsa")
 DSA_KERNEL_BACKENDS = ("none", "tilelang", "cudnn")
 COMPRESS_RATIOS = (0, 4, 128)
 
-
+# %% ../nbs/05_config.ipynb #5f77333c
 @dataclass(frozen=True)
 class CSAConfig:
     """Configuration of DeepSeek-V4 compressed sparse attention layers, frozen; every field, and the rules between

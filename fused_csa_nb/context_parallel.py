@@ -339,7 +339,7 @@ def cp_positions(seq_len: int, rank: int, world: int, layout: str = "contiguous"
     ids = (r,) if layout == "contiguous" else (r, n - 1 - r)
     return torch.cat([torch.arange(k * C, (k + 1) * C, device=device) for k in ids])
 
-
+# %% ../nbs/05_context_parallel.ipynb #5000ae60
 def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     """Rank `rank`'s rows of a full tensor `t` (sequence along `dim`, length S): `[S/P, ...]` in the layout's order.
 
@@ -358,7 +358,7 @@ def cp_split(t: torch.Tensor, rank: int, world: int, layout: str = "contiguous",
         return t.narrow(dim, r * C, C)
     return torch.cat([t.narrow(dim, r * C, C), t.narrow(dim, (n - 1 - r) * C, C)], dim)
 
-
+# %% ../nbs/05_context_parallel.ipynb #416f1e86
 def cp_merge(parts, layout: str = "contiguous", dim: int = 0) -> torch.Tensor:
     """The full tensor from the ranks' rows `parts`
     (a list in rank order, as `cp_split` makes them, equal shapes): the inverse of `cp_split`.

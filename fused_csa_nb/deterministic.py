@@ -732,7 +732,7 @@ def _deterministic_index_dk(
             _segment_sum(tgt[r0:r1].flatten(), b * sk, part, acc)
     return done()
 
-
+# %% ../nbs/04_deterministic.ipynb #da0e06a0
 @_op(
     "index_dk_deterministic",
     "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, "
@@ -795,7 +795,7 @@ def _bench_problem(sq: int, heads: int = 64, topk: int = 640, n_comp: int = 1024
     dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
     return (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
 
-
+# %% ../nbs/04_deterministic.ipynb #1095eb41
 def bench_deterministic(
     sq: int = 4096,
     heads: int = 64,

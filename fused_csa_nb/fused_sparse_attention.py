@@ -31,6 +31,11 @@ from fused_csa_nb.layout import (
     _pad_idx,
     visible_counts,
 )
+
+# %% auto #0
+__all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_attn_topk_idxs', 'fused_csa_indexer_sparse_attn']
+
+# %% ../nbs/04_fused.ipynb #dd7fe61b
 from fused_csa_nb.kernels import (
     KernelLimits,
     _attn_index,
@@ -67,9 +72,6 @@ from fused_csa_nb.reference import (
 )
 from . import teacher as _teacher
 from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det  # deterministic=True
-
-# %% auto #0
-__all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_attn_topk_idxs', 'fused_csa_indexer_sparse_attn']
 
 # %% ../nbs/04_fused.ipynb #ec93fa6c
 def _check_sbhd(query, kv_full, attn_sink):
@@ -139,7 +141,7 @@ def _sparse_attn(
     out = out.view(sq, b, h * out.shape[-1])
     return (out, lse.detach().view(sq, b, h).transpose(0, 1)) if return_lse else out
 
-
+# %% ../nbs/04_fused.ipynb #7c72208d
 def csa_sparse_attn(
     query, kv_full, attn_sink, topk_idxs, softmax_scale=None, topk_length=None, *, return_lse=False, row_poison=None
 ):
@@ -494,7 +496,7 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b
         log_p = torch.log_softmax(logits, -1).masked_fill(unsupported, float("-inf"))
     return target.contiguous(), log_p.exp().contiguous(), log_p, support
 
-
+# %% ../nbs/04_fused.ipynb #53e2396f
 class _RowBuffer:
     """Per-row results of all query blocks along dim 0: the block's own
     tensor when it is the only block, else one preallocated buffer."""
@@ -548,7 +550,7 @@ def _block_coeff(cfg, c, b):
     (sum; and for a pack's mean, whose `1 / real rows` is the device-side `grad_loss`)."""
     return cfg.coeff * b * c if cfg.per_token or cfg.rows.count is not None else cfg.coeff * c / cfg.rows.seq_len
 
-
+# %% ../nbs/04_fused.ipynb #b472baa6
 def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, one, dk_out):
     "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
     b = k_i.shape[0]
@@ -573,7 +575,7 @@ def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, 
         grads = (grads[0], dw.to(grads[1].dtype), _dk_result(dk, k_i, dk_out))
     return _kl_rows(target, log_p, support).sum(), grads
 
-
+# %% ../nbs/04_fused.ipynb #d8fa8f81
 def _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out):
     "Dense KL of the block `[t0, t1)` over all causal entries (dense kernels with `q_offset = t0`)."
     b, n_comp = k_i.shape[:2]
@@ -634,7 +636,7 @@ class _Block(NamedTuple):
     tlen: torch.Tensor  # [c·b] int32
     poison: torch.Tensor  # [b, c] fp32, 0 or NaN
 
-
+# %% ../nbs/04_fused.ipynb #a8538a62
 def _block_forward(cfg, ins, t0, t1) -> _Block:
     "Indexer top-k, compact attention rows and the FlashMLA forward (non-finite rule inside) of query rows `[t0, t1)`."
     b = ins.query.shape[1]
@@ -670,7 +672,7 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
 def _ones(device=None):
     return torch.ones(1, device=device, dtype=torch.float32)
 
-
+# %% ../nbs/04_fused.ipynb #800fc154
 class _LossSum:
     """Path B's indexer loss over query blocks: the KL total,
     the non-finite flag, the per-row indexer gradients and `d_k`."""
@@ -800,7 +802,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             None,
         )
 
-
+# %% ../nbs/04_fused.ipynb #415997d6
 def _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, cfg: _PathB):
     "Path B on checked tensors → `(out [sq, b, H·512], loss 0-d fp32, lse [sq·b, H] fp32)` (settings in `cfg`)."
     return _CSAIndexerSparseAttnFunc.apply(query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, cfg)

@@ -135,7 +135,7 @@ def _check_devices(**tensors):
 
 _CUDA_MAJOR: dict = {}
 
-
+# %% ../nbs/03_kernels.ipynb #2c1947df
 @torch.compiler.assume_constant_result
 def _cuda_major(index) -> int:
     "Compute-capability major of CUDA device `index` (None: the current one), cached; a constant for `torch.compile`."
@@ -812,7 +812,7 @@ def _indexer_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss
 def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
 
-
+# %% ../nbs/03_kernels.ipynb #87fdc956
 @_op(
     "dense_indexer_bwd",
     "(Tensor q, Tensor w, Tensor k, Tensor attn_scores, Tensor attn_denom, Tensor index_scores, "
@@ -861,7 +861,7 @@ def _sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poiso
         out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
     return (out, lse) if heads == h else (out[:, :h].contiguous(), lse[:, :h].contiguous())
 
-
+# %% ../nbs/03_kernels.ipynb #d84bfd6d
 def flash_mla_sparse_fwd(
     q: torch.Tensor,
     kv: torch.Tensor,
@@ -1013,7 +1013,7 @@ def _check_index_heads(h, major, fp8):
             f"`q` has {h} index heads; the cuDNN {kind} on SM{major}0 runs {getattr(lim, field) or 'none'}"
         )
 
-
+# %% ../nbs/03_kernels.ipynb #bbed8aaf
 def indexer_fwd(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -1094,7 +1094,7 @@ def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causa
         "indexer_fwd_thd", q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causal_offsets, q_scale, k_scale
     )
 
-
+# %% ../nbs/03_kernels.ipynb #1dad87c1
 def indexer_fwd_thd(
     q,
     k,

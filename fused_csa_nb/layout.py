@@ -457,7 +457,7 @@ class PackRows(NamedTuple):
         rows. Returns a tensor of `out`'s shape and dtype."""
         return torch.where(self.real.view(-1, 1, 1), out, 0)
 
-
+# %% ../nbs/00_layout.ipynb #cb7c2875
 def _doc_of(cu, rows):
     """Document of each of `rows` (int64) under `cu [N+1]`: the last `d` with `cu[d] <= row`
     (N past `cu[N]`; empty documents skipped)."""
@@ -471,7 +471,7 @@ def _doc_bound(cu, T: int, max_seqlen: int) -> int:
         return int((cu[1:] - cu[:-1]).max())
     return min(max_seqlen, T)
 
-
+# %% ../nbs/00_layout.ipynb #7345e162
 def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
     "`pack_rows` of checked arguments; `max_seqlen` is tightened by `_doc_bound` (what every size of the pack follows)."
     max_seqlen = _doc_bound(cu, T, max_seqlen)
@@ -506,7 +506,7 @@ def _pack_rows(cu, T: int, max_seqlen: int, ratio: int) -> PackRows:
         torch.where(real, visible, 0),
     )
 
-
+# %% ../nbs/00_layout.ipynb #6350c2ed
 def _pack_window(pack: PackRows, window: int) -> torch.Tensor:
     """Window rows `[1, T, window]` of a pack
     (global rows, b = 1): `t − window + 1 + c` inside the row's document, else `-1`."""
@@ -570,7 +570,7 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
             )
     return max_seqlen
 
-
+# %% ../nbs/00_layout.ipynb #02dbd513
 def thd_positions(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
     """Each row's position in its document, int64 `[T]`: `t − cu[d]`
     (padding rows `t >= cu[N]`: `t − cu[N]`); no host sync.

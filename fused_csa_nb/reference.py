@@ -430,7 +430,7 @@ def _pool_launch(kernel, a, g, ape, overlap, first, *outs):
         HAS_FIRST=first is not None,
     )
 
-
+# %% ../nbs/01_reference.ipynb #c1b2160f
 def _pool_fwd(a, g, ape, overlap: bool, first=None):
     """The pooling kernel forward → `(c [n, b, d] fp32, (a, g, ape, first) as the kernels read them)` (contiguous;
     `first` int8 or None)."""
@@ -939,7 +939,7 @@ def fp8_indexer_scores(
             q_offset=q_offset,
         )
 
-
+# %% ../nbs/01_reference.ipynb #9a3066e7
 def selection_scores(
     q_idx, k_idx, weights, ratio: int, softmax_scale=None, *, q_offset: int = 0, precision: str = "bf16"
 ) -> torch.Tensor:
@@ -1234,7 +1234,7 @@ def _stream_pool_torch(ring_a, ring_g, a_new, g_new, ape, positions, overlap: bo
     c = _gated_pool(a, g, ape, overlap)  # as `_compress` pools
     return c[1::2] if overlap else c
 
-
+# %% ../nbs/01_reference.ipynb #2135193f
 @patch
 def step(
     self: Compressor, x: torch.Tensor, positions: torch.Tensor, ring_a: torch.Tensor, ring_g: torch.Tensor, proj=None
@@ -1267,7 +1267,7 @@ def step(
     )  # rows [s·b]: one kernel pass
     return c.view(s, b, d).to(x.dtype), a_new, g_new
 
-
+# %% ../nbs/01_reference.ipynb #383868e8
 @patch
 def step(  # noqa: F811 (@patch: CSAIndexer's method)
     self: CSAIndexer,

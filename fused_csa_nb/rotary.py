@@ -379,7 +379,7 @@ def layer_rotary(cfg, ratio: int, device=None) -> RotaryTable:
     kept = _kept_table(cfg, ratio, device)
     return RotaryTable(kept.inv_freq.clone(), kept.rotary_dim)
 
-
+# %% ../nbs/00_rotary.ipynb #bc6c3423
 @functools.lru_cache(maxsize=256)
 def _cached_table(rotary_dim, theta, factor, original_seq_len, beta_fast, beta_slow, device):
     """One table per setting and device, computed on the CPU (the same bits on every device); `factor=None`:

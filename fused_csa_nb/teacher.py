@@ -28,7 +28,7 @@ def _check_ratio(ratio, required):
         return
     check_int("ratio", ratio, 1)
 
-
+# %% ../nbs/02_teacher.ipynb #5cd0d7d6
 def _check_teacher_inputs(
     query,
     kv,
@@ -89,7 +89,7 @@ def _check_teacher_inputs(
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devs))}")
     return sq, b, H, D, n_comp
 
-
+# %% ../nbs/02_teacher.ipynb #0ba48a72
 def _scale(softmax_scale, D):
     "The softmax scale, `D ** -0.5` by default (every bad value a `ValueError`)."
     return check_scale("softmax_scale", softmax_scale, D**-0.5)
@@ -568,7 +568,7 @@ def _kernel_inputs(query, kv, compressed_kv, attn_sink, window_idxs, ratio, what
 def _blocks(H, D, n, max_n=64):
     return (min(64, max(16, _next_pow2(H))), min(max_n, max(16, _next_pow2(n))), min(64, max(16, _next_pow2(D))))
 
-
+# %% ../nbs/02_teacher.ipynb #8aa34024
 def _launch_window(query, kv, attn_sink, window_idxs, scale, out):
     sq, b, H, D = query.shape
     q, k, w = query.contiguous(), kv.contiguous(), window_idxs.contiguous()
@@ -603,7 +603,7 @@ def _launch_window(query, kv, attn_sink, window_idxs, scale, out):
         num_warps=4,
     )
 
-
+# %% ../nbs/02_teacher.ipynb #c3d9d2ec
 def _launch_compressed(query, compressed_kv, ratio, scale, lse, out):
     sq, b, H, D = query.shape
     q, c = query.contiguous(), compressed_kv.contiguous()

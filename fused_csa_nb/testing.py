@@ -278,7 +278,7 @@ def _stand_in_index_dk_deterministic(q, w, k, target, predict, indices, grad_los
 
 STAND_INS["index_dk_deterministic"] = _stand_in_index_dk_deterministic
 
-
+# %% ../nbs/03_testing.ipynb #5170f969
 def _register_stand_ins():
     """Register the CPU kernels of the `fused_csa` ops that lack one
     (inside `stand_in_kernels`, whenever an op was redefined)."""
@@ -308,7 +308,7 @@ class _StandInPlatform:
     def kernels(self) -> bool:
         return True
 
-
+# %% ../nbs/03_testing.ipynb #b039f428
 @contextlib.contextmanager
 def stand_in_kernels(sm_major: int = 9):
     """Let the kernel adapters accept CPU tensors, which the stand-in CPU kernels of the `fused_csa` ops run,
@@ -437,7 +437,7 @@ def _ranks_once(fn, spec, world_size, backend, timeout, args, modules):
             return None, failed
         return [torch.load(os.path.join(tmp, f"rank{r}.pt"), weights_only=False) for r in range(world_size)], None
 
-
+# %% ../nbs/03_testing.ipynb #4bee49c8
 def run_ranks(
     fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 300.0, modules: dict | None = None
 ) -> list:
