@@ -891,6 +891,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     pi = sub.add_parser("info", help="package, torch, GPU and kernel-package report")
     pi.set_defaults(func=cmd_info)
+    _add_demo(sub)
+    _add_bench(sub)
+    return p
+
+
+def _add_demo(sub):
+    "The `demo` subcommand of `build_parser` (`sub`: its subparsers)."
     pd = sub.add_parser(
         "demo",
         help="run one CSA layer (forward + backward) and report",
@@ -917,6 +924,10 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     add_csa_arguments(pd)
     pd.set_defaults(func=cmd_demo)
+
+# %% ../nbs/09_cli.ipynb #55e4aa0a
+def _add_bench(sub):
+    "The `bench` subcommand of `build_parser` (`sub`: its subparsers): the main tables' options, then the sections'."
     pb = sub.add_parser("bench", help="fused vs native parity and speed on the GPU (Markdown tables)")
     pb.add_argument(
         "--seq-len", type=_int_in(256), default=None, help="main tables: tokens per sequence, >= 256 (default 4096)"
@@ -935,6 +946,12 @@ def build_parser() -> argparse.ArgumentParser:
         "replace the same section's tables there, the other sections stay; checked before measuring",
     )
     pb.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    _add_bench_sections(pb)
+    pb.set_defaults(func=cmd_bench)
+
+# %% ../nbs/09_cli.ipynb #4396ada7
+def _add_bench_sections(pb):
+    "The `bench` options that measure another section (`--long-context`, `--decode`, `--packed`) and theirs."
     pb.add_argument(
         "--long-context",
         action="store_true",
@@ -980,8 +997,6 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument(
         "--pack-tokens", type=_int_in(1024), default=None, help="with --packed: tokens of the pack (default 65536)"
     )
-    pb.set_defaults(func=cmd_bench)
-    return p
 
 # %% ../nbs/09_cli.ipynb #a6c3e9d2
 def main(argv=None) -> int:
