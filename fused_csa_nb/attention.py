@@ -514,35 +514,53 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     segments = self._segments(query)
     keys = self._keys(key, x, qr, segments)[0]
     out, _ = self.backend.attend(query, keys, segments[0][1], self._sink(), train=False, loss=False)
-    s, rings = query.shape[0], []
-    comps = ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring))
-    mods = [(m, ring) for m, ring in comps if m is not None]
-    for m, ring in mods:  # the projections of the last tokens the streaming steps need (a few rows: cuBLAS)
-        xt = x[s - min(s, ring[0].shape[0]) :]
-        rings.append((ring, m.wkv(xt), m.wgate(xt)))
     cache.fill(
         key.squeeze(2),
         keys.kv_full[keys.slot0 :] if keys.n_comp else None,
         None if keys.indexer is None else keys.indexer[1],
-        rings,
+        self._ring_projections(x, cache),
     )
     return out
 
 # %% ../nbs/06_attention.ipynb #17a74cbf
 @patch
-def _step_projections(self: CompressedSparseAttention, x) -> list | None:
-    """`x [s, b, hidden]`'s projections of a decode step in one kernel (see above): the compressor's `wkv`, `wgate`,
-    then the indexer compressor's `wkv`, `wgate` and the indexer's `weights_proj`, those the layer has → a list of
-    `[s, b, N_i]` views; `None` where the modules project it themselves (native, not CUDA, not bf16, autocast)."""
-    if x is None or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
+def _projections(self: CompressedSparseAttention, x, weights: list) -> list | None:
+    """`x [s, b, hidden]` through every weight of `weights` (`[N_i, hidden]` each) in one kernel (see above) → a list
+    of `[s, b, N_i]` views; `None` where the modules project it themselves (native, not CUDA, not bf16, autocast)."""
+    if not weights or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
         return None
+    if x.dtype != torch.bfloat16 or any(w.dtype != x.dtype or not w.is_contiguous() for w in weights):
+        return None
+    return _linears(x, weights)
+
+
+@patch
+def _step_projections(self: CompressedSparseAttention, x) -> list | None:
+    """A decode step's `_projections` of `x [s, b, hidden]`: the compressor's `wkv`, `wgate`, then the indexer
+    compressor's `wkv`, `wgate` and the indexer's `weights_proj`, those the layer has; `None` without `x`."""
     mods = [m for m in (self.compressor, self.indexer and self.indexer.compressor) if m is not None]
     ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + (
         [self.indexer.weights_proj.weight] if self.indexer else []
     )
-    if not ws or x.dtype != torch.bfloat16 or any(w.dtype != x.dtype or not w.is_contiguous() for w in ws):
-        return None
-    return _linears(x, ws)
+    return None if x is None else self._projections(x, ws)
+
+# %% ../nbs/06_attention.ipynb #c408bcba
+@patch
+def _ring_projections(self: CompressedSparseAttention, x, cache) -> list:
+    """What a prompt `x [s, b, hidden]` leaves in the cache's compressor rings: `(ring, a, g)` per ring the layer
+    has, `a`, `g [k, b, width]` the `wkv`, `wgate` projections of its last `k = min(s, S)` tokens (`S`: the ring's
+    slots, the rows the streaming steps read). A few rows: one launch for every ring on the fused path
+    (`_projections`), else each module's linears."""
+    comps = ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring))
+    mods = [(m, ring) for m, ring in comps if m is not None]
+    if not mods:
+        return []
+    s, ks = x.shape[0], {min(x.shape[0], ring[0].shape[0]) for _, ring in mods}
+    if len(ks) == 1:  # every ring keeps as many rows (ratio 4: both overlap rings hold 2·ratio)
+        proj = self._projections(x[s - ks.pop() :], [w.weight for m, _ in mods for w in (m.wkv, m.wgate)])
+        if proj is not None:
+            return [(ring, proj[2 * j], proj[2 * j + 1]) for j, (_, ring) in enumerate(mods)]
+    return [(ring, m.wkv(xt), m.wgate(xt)) for m, ring in mods for xt in [x[s - min(s, ring[0].shape[0]) :]]]
 
 # %% ../nbs/06_attention.ipynb #d4039daf
 @patch

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import numbers
 import operator
@@ -368,6 +369,90 @@ def _triton_runs_on(x: torch.Tensor) -> bool:
         and x.numel() > 0
         and not torch.compiler.is_compiling()
     )
+
+
+def _cdiv(a: int, b: int) -> int:
+    "`⌈a / b⌉` on the host, for grids and block counts (`triton.cdiv` costs microseconds: it unwraps its arguments)."
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    "The smallest power of two `>= n` on the host (`triton.next_power_of_2`'s value, `0` for `0`), for block sizes."
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+# %% ../nbs/00_checks.ipynb #67e8e461
+def _triton_minor(version: str) -> tuple:
+    "`(major, minor)` of a version string such as `'3.6.0'` or `'3.9.0+git'`."
+    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in version.split(".")[:2])
+
+
+_BIND_LAUNCHES = triton is not None and (3, 6) <= _triton_minor(triton.__version__) < (4, 0)
+_BOUND: dict = {}  # the argument kind → (launcher, function, metadata, constexpr values) or None (Triton launches)
+
+
+def _cuda_stream() -> tuple:
+    "`(device index, raw stream)`: where Triton launches, the current CUDA device's current stream."
+    d = torch.cuda.current_device()
+    return d, torch._C._cuda_getCurrentRawStream(d)
+
+
+def _hooked() -> bool:
+    "Whether a launch hook is set (a profiler reads every launch through Triton's own path)."
+    rt = triton.knobs.runtime
+    return any(getattr(h, "calls", h) for h in (rt.launch_enter_hook, rt.launch_exit_hook))
+
+# %% ../nbs/00_checks.ipynb #31f58b7b
+def _bind(kernel, compiled, n_args: int, meta: dict):
+    """The direct launch of `compiled` (what Triton just launched for `kernel`): its launcher, function, metadata and
+    the values of the constexprs after the `n_args` positional arguments, in signature order; `None` where a keyword
+    is not a constexpr or a constexpr has no value (then Triton keeps launching it)."""
+    rest = kernel.params[n_args:]
+    if not all(p.is_constexpr and (p.name in meta or p.default is not inspect.Parameter.empty) for p in rest):
+        return None
+    tail = tuple(meta[p.name] if p.name in meta else p.default for p in rest)
+    return compiled.run, compiled.function, compiled.packed_metadata, tail
+
+# %% ../nbs/00_checks.ipynb #4f7d848e
+def _launch_triton(kernel, grid: tuple, *args, **meta):
+    """`kernel[grid](*args, **meta)` (see above): `kernel` a `triton.jit` function, `grid` a tuple of 1 to 3 ints,
+    `args` its arguments in signature order up to the first constexpr, `meta` its constexprs and launch options
+    (`num_warps`, ...) by name. Returns nothing."""
+    if not _BIND_LAUNCHES or kernel.__class__ is not triton.runtime.jit.JITFunction or _hooked():
+        kernel[grid](*args, **meta)
+        return
+    if torch.compiler.is_compiling():
+        kernel[grid](*args, **meta)
+        return
+    device, stream = _cuda_stream()
+    vals, kind = [], [kernel, device, *meta.items()]
+    val, key = vals.append, kind.append
+    for a in args:  # the kind, flat: an int as itself, a tensor as its dtype and address mod 16, else type and value
+        if a.__class__ is int:
+            val(a)
+            key(a)
+        elif isinstance(a, torch.Tensor):
+            p = a.data_ptr()
+            val(p)
+            key(a.dtype)
+            key(p & 15)
+        else:
+            val(a)
+            key(a.__class__)
+            key(a)
+    kind = tuple(kind)
+    bound = _BOUND.get(kind, False)
+    if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches
+        compiled = kernel[grid](*args, **meta)
+        if len(_BOUND) >= 4096:
+            _BOUND.clear()
+        _BOUND[kind] = _bind(kernel, compiled, len(args), meta)
+        return
+    if bound is None:
+        kernel[grid](*args, **meta)
+        return
+    run, function, metadata, tail = bound
+    g = (*grid, 1, 1)
+    run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *tail)
 
 # %% ../nbs/00_checks.ipynb #514aa970
 def first_order_only(what: str):

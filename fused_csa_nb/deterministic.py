@@ -9,6 +9,9 @@ import torch
 
 from fused_csa_nb.checks import (
     _TRITON_IMPORT_ERROR,
+    _cdiv,
+    _launch_triton,
+    _pow2,
     check_choice,
     check_int,
     check_scale,
@@ -337,7 +340,7 @@ _DET_DEFAULT = dict(accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=
 
 def _det_blocks(h):
     "`(BLOCK_H, BLOCK_K, num_warps)` for `h` heads (64 padded heads: 64 slots a block; 128: 32)."
-    bh = max(16, triton.next_power_of_2(h))
+    bh = max(16, _pow2(h))
     return bh, (64 if bh <= 64 else 32), (4 if bh <= 64 else 8)
 
 
@@ -393,8 +396,18 @@ def _segment_sum(targets, n: int, part, acc):
     persistent segment-sum kernel): `part [P, D]`, `acc [n, D]` float32, `targets [P]` (`n`: no target)."""
     keys, order, start, nseg = _segments(targets, n)
     d = acc.shape[-1]
-    _det_segment_sum_kernel[(min(_programs(acc.device), start.shape[0] - 1), d // _BLOCK_D)](
-        part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D
+    _launch_triton(
+        _det_segment_sum_kernel,
+        (min(_programs(acc.device), start.shape[0] - 1), d // _BLOCK_D),
+        part,
+        order,
+        keys,
+        start,
+        nseg,
+        acc,
+        D=d,
+        BLOCK_P=16,
+        BLOCK_D=_BLOCK_D,
     )
 
 # %% ../nbs/04_deterministic.ipynb #b7e2d4a8
@@ -446,8 +459,22 @@ def _deterministic_sparse_bwd(
     acc = torch.zeros(n, d, dtype=torch.int64 if fixed else torch.float32, device=dev)
     bad = torch.zeros(n, dtype=torch.int32, device=dev)
     if s_q and k:
-        _det_delta_kernel[(s_q,)](
-            out, dout, delta, q, kvmax, bound, h, sm_scale, D=d, DV=dv, BLOCK_H=bh, BLOCK_D=_BLOCK_D, BOUND=fixed
+        _launch_triton(
+            _det_delta_kernel,
+            (s_q,),
+            out,
+            dout,
+            delta,
+            q,
+            kvmax,
+            bound,
+            h,
+            sm_scale,
+            D=d,
+            DV=dv,
+            BLOCK_H=bh,
+            BLOCK_D=_BLOCK_D,
+            BOUND=fixed,
         )
     else:
         delta.zero_()
@@ -465,13 +492,13 @@ def _deterministic_sparse_bwd(
         r1 = min(s_q, r0 + rows)
         ds = torch.empty(r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev)  # bf16: what dq reads
         part = ds if fixed else torch.empty((r1 - r0) * k, d, dtype=part_dtype, device=dev)
-        _det_ds_kernel[(r1 - r0, triton.cdiv(k, v["BLOCK_K"]))](
+        _launch_triton(_det_ds_kernel, (r1 - r0, _cdiv(k, v["BLOCK_K"])),
             q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, acc, bad, two_e, r0, h, k, n, sm_scale,
             D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
             UPCAST=up, FIXED=fixed, ROWS64=n * d >= 2**31, PIPE=v["num_stages"] is not None,
             STAGES=v["num_stages"] or 1, num_warps=v["num_warps"],
         )  # fmt: skip
-        _det_dq_kernel[(r1 - r0, d // v["dq_BLOCK_D"])](
+        _launch_triton(_det_dq_kernel, (r1 - r0, d // v["dq_BLOCK_D"]),
             kv, indices, tl_ptr, ds, dq, r0, h, k, n,
             D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
             UPCAST=up,
@@ -707,7 +734,7 @@ def _deterministic_index_dk(
     q, w, k, idx = (t.contiguous() for t in (q, w, k, indices))
     acc = torch.zeros(b * sk, d, dtype=torch.int64 if fixed else torch.float32, device=dev)
     bad = torch.zeros(b * sk, dtype=torch.int32, device=dev)
-    n_rows, bh, up, nkb = b * s, max(16, triton.next_power_of_2(h)), _interpreted(), triton.cdiv(kk, 64)
+    n_rows, bh, up, nkb = b * s, max(16, _pow2(h)), _interpreted(), _cdiv(kk, 64)
     dw = torch.zeros(n_rows, nkb, bh, dtype=torch.float32, device=dev)  # per row and block of 64 slots
     valid = (idx >= 0) & (idx < sk)
     e, bsum = _fixed_point_exponent(_index_dk_bound(q, w, g, valid, sm_scale)) if fixed else (None, None)
@@ -724,7 +751,7 @@ def _deterministic_index_dk(
     for r0 in range(0, n_rows, rows):
         r1 = min(n_rows, r0 + rows)
         part = acc if fixed else torch.empty((r1 - r0) * kk, d, dtype=torch.float32, device=dev)
-        _det_index_dk_kernel[(r1 - r0, nkb)](
+        _launch_triton(_det_index_dk_kernel, (r1 - r0, nkb),
             q, w, k, g, idx, part, dw[r0:r1], acc, bad, two_e, r0, s, h, kk, sk, sm_scale,
             D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, FIXED=fixed, num_warps=num_warps,
         )  # fmt: skip

@@ -448,7 +448,8 @@ def _topk_launch(plan):
         return None
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
-from .checks import _TRITON_IMPORT_ERROR, tl, triton  # the package's one guarded triton import
+# the package's one guarded triton import
+from .checks import _TRITON_IMPORT_ERROR, _cdiv, _launch_triton, _pow2, tl, triton
 
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter runs the kernels (CPU tests)
 
@@ -488,13 +489,15 @@ def _nan_rows_(out, sink, row_poison=None):
         raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
     s_q, h, dv = out.shape
     if s_q:
-        _nan_rows_kernel[(s_q,)](
+        _launch_triton(
+            _nan_rows_kernel,
+            (s_q,),
             out,
             sink,
             sink if row_poison is None else row_poison,
             h,
             HAS_ROW=row_poison is not None,
-            BLOCK_H=triton.next_power_of_2(h),
+            BLOCK_H=_pow2(h),
             DV=dv,
             BLOCK_D=64,
         )
@@ -1549,7 +1552,7 @@ def _step_rows(pos: torch.Tensor, s: int, ratio: int):
     b = pos.shape[0]
     rows = torch.empty(4, s, b, dtype=torch.int64, device=pos.device)
     complete = torch.empty(s, b, dtype=torch.bool, device=pos.device)
-    _step_rows_kernel[(b,)](rows, complete.view(torch.uint8), pos, s, b, ratio)
+    _launch_triton(_step_rows_kernel, (b,), rows, complete.view(torch.uint8), pos, s, b, ratio)
     return rows, complete
 
 # %% ../nbs/03_kernels.ipynb #95b9407f
@@ -1620,7 +1623,7 @@ def _step_writes(kv, slots: int, key, rows, complete, comp=None, index=None):
         q, bad = q.flatten(2), index_bad.view(torch.uint8)
         poison = torch.empty(b, s, dtype=torch.float32, device=kv.device)
     key, done = _unit(key), (rows if complete is None else complete.view(torch.uint8))  # None: ratio 0, not read
-    _step_writes_kernel[(b,)](
+    _launch_triton(_step_writes_kernel, (b,),
         kv, key, rows, done, ca, cg, na, ng, ent, ia, ig, ma, mg, ik, keys, bad, q, w, poison,
         s, b, slots, d, ca.shape[-1], ca.shape[0], ia.shape[-1], ia.shape[0], keys.shape[-1], q.shape[-1], w.shape[-1],
         *kv.stride()[:2], *key.stride()[:2], *ca.stride()[:2], *na.stride()[:2], *ent.stride()[:2],
@@ -1633,15 +1636,15 @@ def _step_writes(kv, slots: int, key, rows, complete, comp=None, index=None):
 if triton is not None:
 
     @triton.jit
-    def _slot_row(dst_ptr, slot, d0, src_ptr, t, b64, B, W, BLOCK: tl.constexpr):
-        """Row `t` of sequence `b64` of a contiguous `src [k, B, W]` into slot `slot` of `dst [S, B, W]` (rows `d0`
-        apart: a cache's view of some of its sequences)."""
-        _copy_row(dst_ptr + slot * d0 + b64 * W, src_ptr + (t * B + b64) * W, W, BLOCK)
+    def _slot_row(dst_ptr, slot, d0, src_ptr, t, b64, st, sb, W, BLOCK: tl.constexpr):
+        """Row `t` of sequence `b64` of `src [k, B, W]` (strides `st`, `sb`, 1) into slot `slot` of `dst [S, B, W]`
+        (slots `d0` apart: a cache's view of some of its sequences)."""
+        _copy_row(dst_ptr + slot * d0 + b64 * W, src_ptr + t * st + b64 * sb, W, BLOCK)
 
     @triton.jit
     def _fill_writes_kernel(
         kv_ptr, key_ptr, ent_ptr, ca_ptr, cg_ptr, a_ptr, g_ptr, ia_ptr, ig_ptr, ma_ptr, mg_ptr, ik_ptr, keys_ptr,
-        bad_ptr, pos_ptr, s, B, SLOTS, E, D, KW, N, KC, SC, WC, KI, SI, WI, DI, kv0, ca0, ia0,
+        bad_ptr, pos_ptr, s, B, SLOTS, E, D, KW, N, KC, SC, WC, KI, SI, WI, DI, kv0, ca0, ia0, at, ab, mt, mb,
         HAS_COMP: tl.constexpr, HAS_INDEX: tl.constexpr, BLOCK: tl.constexpr,
     ):  # fmt: skip
         "Row `t` of part `part` (window, entries, compressor ring, indexer ring, indexer keys) of sequence `bb`."
@@ -1649,22 +1652,22 @@ if triton is not None:
         b64, t64 = bb.to(tl.int64), t.to(tl.int64)
         if part == 0:
             if t < KW:  # token s − KW + t
-                _slot_row(kv_ptr, (s - KW + t64) % SLOTS, kv0, key_ptr, t64, b64, B, D, BLOCK)
+                _slot_row(kv_ptr, (s - KW + t64) % SLOTS, kv0, key_ptr, t64, b64, B * D, D, D, BLOCK)
             if t == 0:
                 tl.store(pos_ptr + bb, tl.load(pos_ptr + bb) + s)
         if part == 1:
             if t < N:
-                _slot_row(kv_ptr, SLOTS + t64, kv0, ent_ptr, t64, b64, B, D, BLOCK)
+                _slot_row(kv_ptr, SLOTS + t64, kv0, ent_ptr, t64, b64, B * D, D, D, BLOCK)
         if HAS_COMP:
             if part == 2:
                 if t < KC:
-                    _slot_row(ca_ptr, (s - KC + t64) % SC, ca0, a_ptr, t64, b64, B, WC, BLOCK)
-                    _slot_row(cg_ptr, (s - KC + t64) % SC, ca0, g_ptr, t64, b64, B, WC, BLOCK)
+                    _slot_row(ca_ptr, (s - KC + t64) % SC, ca0, a_ptr, t64, b64, at, ab, WC, BLOCK)
+                    _slot_row(cg_ptr, (s - KC + t64) % SC, ca0, g_ptr, t64, b64, at, ab, WC, BLOCK)
         if HAS_INDEX:
             if part == 3:
                 if t < KI:
-                    _slot_row(ia_ptr, (s - KI + t64) % SI, ia0, ma_ptr, t64, b64, B, WI, BLOCK)
-                    _slot_row(ig_ptr, (s - KI + t64) % SI, ia0, mg_ptr, t64, b64, B, WI, BLOCK)
+                    _slot_row(ia_ptr, (s - KI + t64) % SI, ia0, ma_ptr, t64, b64, mt, mb, WI, BLOCK)
+                    _slot_row(ig_ptr, (s - KI + t64) % SI, ia0, mg_ptr, t64, b64, mt, mb, WI, BLOCK)
             if part == 4:
                 if t < N:  # index_keys [B, E, DI], rows E·DI apart
                     _copy_row(ik_ptr + (b64 * E + t64) * DI, keys_ptr + (t64 * B + b64) * DI, DI, BLOCK)
@@ -1672,16 +1675,23 @@ if triton is not None:
                         tl.store(bad_ptr + bb, 1)
 
 # %% ../nbs/03_kernels.ipynb #0fb76163
+def _shared_rows(a, g) -> tuple:
+    "`a`, `g` as they are where they share strides with a unit last one (views of one output), else contiguous copies."
+    return (a, g) if a.stride() == g.stride() and a.stride(-1) == 1 else (a.contiguous(), g.contiguous())
+
+
 def _fill_writes(kv, slots: int, pos, key, entries=None, comp=None, index=None):
     """A prefix of `s` tokens into an empty cache, one launch (see above; checked tensors of one CUDA device).
 
     `kv [R + E, b, D]`: the cache's window ring then entries; `slots`: `R`; `pos [b]` int64: the sequences' counters
     (advanced by `s`); `key [s, b, D]`: the prefix's raw keys (the last `min(s, R)` are kept); `entries [n, b, D]` or
     `None`; `comp`: `(ring_a, ring_g, a, g)` — the compressor ring `[S, b, W]` twice and the projections `[k, b, W]`
-    of the prefix's last `k` tokens (the last `min(k, S)` are kept) — or `None`; `index`: `(ring_a, ring_g, a, g,
-    keys, index_keys, index_bad)` — the same for the indexer's compressor, its keys `[n, b, Di]`, the cache's
-    `index_keys [b, E, Di]` and `index_bad [b]` bool (set where a key is not finite) — or `None`. The cache's tensors
-    may be a view of some of its sequences (`CSACache.sequence`); the others are read contiguous (copied if not)."""
+    of the prefix's last `k` tokens (the last `min(k, S)` are kept; `a` and `g` are read where they are when they
+    share their strides with a unit last one, as views of one `_linears` output do) — or `None`; `index`: `(ring_a,
+    ring_g, a, g, keys, index_keys, index_bad)` — the same for the indexer's compressor, its keys `[n, b, Di]`, the
+    cache's `index_keys [b, E, Di]` and `index_bad [b]` bool (set where a key is not finite) — or `None`. The cache's
+    tensors may be a view of some of its sequences (`CSACache.sequence`); the keys and entries are read contiguous
+    (copied if not)."""
     s, b, d = key.shape
     kw, n = min(s, slots), 0 if entries is None else entries.shape[0]
     key, ent = key[s - kw :].contiguous(), kv if entries is None else entries.contiguous()
@@ -1690,15 +1700,17 @@ def _fill_writes(kv, slots: int, pos, key, entries=None, comp=None, index=None):
     if comp is not None:
         ca, cg, a, g = comp
         kc = min(a.shape[0], ca.shape[0])
-        a, g = a[a.shape[0] - kc :].contiguous(), g[g.shape[0] - kc :].contiguous()
+        a, g = _shared_rows(a[a.shape[0] - kc :], g[g.shape[0] - kc :])
     if index is not None:
         ia, ig, ma, mg, keys, ik, index_bad = index
         ki, bad = min(ma.shape[0], ia.shape[0]), index_bad.view(torch.uint8)
-        ma, mg, keys = ma[ma.shape[0] - ki :].contiguous(), mg[mg.shape[0] - ki :].contiguous(), keys.contiguous()
-    _fill_writes_kernel[(max(kw, n, kc, ki, 1), b, 5)](
+        ma, mg = _shared_rows(ma[ma.shape[0] - ki :], mg[mg.shape[0] - ki :])
+        keys = keys.contiguous()
+    _launch_triton(_fill_writes_kernel, (max(kw, n, kc, ki, 1), b, 5),
         kv, key, ent, ca, cg, a, g, ia, ig, ma, mg, ik, keys, bad, pos, s, b, slots, ik.shape[1], d, kw, n,
         kc, ca.shape[0], ca.shape[-1], ki, ia.shape[0], ia.shape[-1], keys.shape[-1],
-        kv.stride(0), ca.stride(0), ia.stride(0), HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024,
+        kv.stride(0), ca.stride(0), ia.stride(0), *a.stride()[:2], *ma.stride()[:2],
+        HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024,
     )  # fmt: skip
 
 # %% ../nbs/03_kernels.ipynb #3e86f032
@@ -1743,7 +1755,7 @@ def _step_flat_index(positions, slots: int, window: int, entries: int, selected=
     out = torch.empty(s * b, kp, dtype=torch.int32, device=positions.device)
     sel = _unit(selected) if selected is not None else out
     vis = visible if mode == 2 else positions
-    _step_index_kernel[(s * b,)](
+    _launch_triton(_step_index_kernel, (s * b,),
         out, positions, sel, vis, b, slots, window, window + k, kp, *sel.stride()[:2], *vis.stride()[:2],
         MODE=mode, BLOCK=256,
     )  # fmt: skip
@@ -1795,7 +1807,7 @@ def _decode_scores(q, w, keys, visible, scale: float, q_scale=None, k_scale=None
     out = torch.empty(b * s, E, dtype=torch.float32, device=q.device)
     lengths = torch.empty(b * s, dtype=torch.int32, device=q.device)
     qs, ks = (q_scale if q_scale is not None else w), (k_scale if k_scale is not None else w)
-    _decode_scores_kernel[(b * s, triton.cdiv(E, 64))](
+    _launch_triton(_decode_scores_kernel, (b * s, _cdiv(E, 64)),
         out, lengths, q, w, qs, keys, ks, visible, scale, s, E, *q.stride()[:2], *w.stride()[:2],
         *keys.stride()[:2], ks.stride(0), *visible.stride(), HI=hi, DI=di, BLOCK_E=64,
         HAS_QS=q_scale is not None, HAS_KS=k_scale is not None, WIDEN=_INTERPRETED,
@@ -1859,18 +1871,18 @@ def _linears(x: torch.Tensor, weights) -> list:
     x2 = x.reshape(-1, K)
     x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
     M, ns = x2.shape[0], [w.shape[0] for w in weights]
-    bn = 32 if sum(triton.cdiv(n, 32) for n in ns) >= 64 else 16  # tiles of 32 rows, unless too few programs
+    bn = 32 if sum(_cdiv(n, 32) for n in ns) >= 64 else 16  # tiles of 32 rows, unless too few programs
     cols, tiles = [0], [0]
     for n in ns:
         cols.append(cols[-1] + n)
-        tiles.append(tiles[-1] + triton.cdiv(n, bn))
+        tiles.append(tiles[-1] + _cdiv(n, bn))
     out = torch.empty(M, cols[-1], dtype=x.dtype, device=x.device)
     pad = LINEARS_MAX - len(weights)
     ws, ts, cs = list(weights) + [weights[0]] * pad, tiles[1:-1] + [tiles[-1]] * pad, cols[1:-1] + [0] * pad
-    bm = min(64, max(16, triton.next_power_of_2(M)))
-    _linears_kernel[(tiles[-1], triton.cdiv(M, bm))](
+    bm = min(64, max(16, _pow2(M)))
+    _launch_triton(_linears_kernel, (tiles[-1], _cdiv(M, bm)),
         x2, out, *ws, *ts, *cs, *(ns + [0] * pad), M, K, x2.stride(0), out.stride(0),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=min(512 if M <= 16 else 256, triton.next_power_of_2(K)), WIDEN=_INTERPRETED,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=min(512 if M <= 16 else 256, _pow2(K)), WIDEN=_INTERPRETED,
         num_warps=4, num_stages=3,
     )  # fmt: skip
     return [out[:, a:b].view(*lead, b - a) for a, b in zip(cols, cols[1:])]
@@ -1916,8 +1928,8 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
     top-K granularity; `splits`: the most parts a row is cut into (whole granules each)."""
     s_q, h, d = q.shape
     granules = indices.shape[1] // multiple
-    per = triton.cdiv(granules, max(1, min(splits, granules))) * multiple  # keys per part
-    P = triton.cdiv(indices.shape[1], per) if granules > 1 else 1
+    per = _cdiv(granules, max(1, min(splits, granules))) * multiple  # keys per part
+    P = _cdiv(indices.shape[1], per) if granules > 1 else 1
     if P == 1:
         return _sparse_fwd(q, kv, indices, sm_scale, attn_sink, None, row_poison, heads=heads, multiple=multiple)[0]
     idx = _pad_idx(indices, P * per).view(s_q * P, per)  # part p of row r: row r·P + p
@@ -1928,9 +1940,9 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
     part, lse = _sparse_fwd(qp, kv, idx, sm_scale, _NO_SINK[key], heads=heads, multiple=multiple)
     out = torch.empty(s_q, h, part.shape[-1], dtype=part.dtype, device=q.device)
     dv = part.shape[-1]
-    _combine_splits_kernel[(s_q, h, triton.cdiv(dv, 128))](
+    _launch_triton(_combine_splits_kernel, (s_q, h, _cdiv(dv, 128)),
         out, part, lse, attn_sink, attn_sink if row_poison is None else row_poison, h, P,
-        HAS_POISON=row_poison is not None, PP=triton.next_power_of_2(P), DV=dv, BLOCK_D=128,
+        HAS_POISON=row_poison is not None, PP=_pow2(P), DV=dv, BLOCK_D=128,
     )  # fmt: skip
     return out
 
@@ -1988,13 +2000,22 @@ def _input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0, row_base
         N, D = k_idx.shape[0], k_idx.shape[-1]
         k = k_idx if k_idx.stride(-1) == 1 else k_idx.contiguous()
         bad = torch.empty(B, N, dtype=torch.int32, device=q_idx.device)
-        _entry_bad_kernel[(triton.cdiv(N, 64), B)](
-            k, bad, N, D, k.stride(0), k.stride(1), BLOCK_E=64, BLOCK_D=min(128, triton.next_power_of_2(D))
+        _launch_triton(
+            _entry_bad_kernel,
+            (_cdiv(N, 64), B),
+            k,
+            bad,
+            N,
+            D,
+            k.stride(0),
+            k.stride(1),
+            BLOCK_E=64,
+            BLOCK_D=min(128, _pow2(D)),
         )
         cnt = bad.cumsum(-1)  # [b, n_comp]: bad entries up to e
     rng = row_base is not None
     if S:
-        _row_poison_kernel[(S, B)](
+        _launch_triton(_row_poison_kernel, (S, B),
             q2, w2, cnt, row_base if rng else out, row_visible if rng else out, out, S, N, q2.shape[-1],
             w2.shape[-1], q2.stride(0), q2.stride(1), w2.stride(0), w2.stride(1), q_offset, max(ratio, 1),
             HAS_K=has_k, HAS_RANGE=rng, BLOCK=1024,
@@ -2035,8 +2056,8 @@ def _attn_index(window_idxs, selected, slot0: int, compressed_first: bool = Fals
     out = torch.empty(sq * b, W + k, dtype=torch.int32, device=window_idxs.device)
     tlen = torch.empty(sq * b, dtype=torch.int32, device=window_idxs.device)
     if sq:
-        _attn_index_kernel[(sq, b)](
+        _launch_triton(_attn_index_kernel, (sq, b),
             window_idxs, selected, out, tlen, b, W, k, slot0, *window_idxs.stride()[:2], *selected.stride()[:2],
-            SEL_FIRST=compressed_first, BLOCK=triton.next_power_of_2(W + k),
+            SEL_FIRST=compressed_first, BLOCK=_pow2(W + k),
         )  # fmt: skip
     return out, tlen

@@ -13,6 +13,9 @@ from torch.utils.checkpoint import checkpoint
 from fused_csa_nb.checks import (
     first_order_only,
     _describe,
+    _cdiv,
+    _launch_triton,
+    _pow2,
     _triton_runs_on,
     check_bool,
     check_device,
@@ -409,10 +412,12 @@ def _pool_launch(kernel, a, g, ape, overlap, first, *outs):
     (`first [n]` int8 or None)."""
     n, r, b, w = a.shape
     d = w // 2 if overlap else w
-    rp = triton.next_power_of_2(r)
-    bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
+    rp = _pow2(r)
+    bd = min(_pow2(d), max(16, _pool_tile_size(rp) // rp))
     args = (n,) if kernel is _pool_bwd_kernel else ()
-    kernel[(n, b, triton.cdiv(d, bd))](
+    _launch_triton(
+        kernel,
+        (n, b, _cdiv(d, bd)),
         a,
         g,
         ape,
@@ -992,10 +997,19 @@ def _fp8_quantize_bf16(y: torch.Tensor):
     flat = y.reshape(-1, n).contiguous()
     x8 = torch.empty(flat.shape, dtype=torch.bfloat16, device=y.device)
     scale = torch.empty(flat.shape[0], dtype=torch.float32, device=y.device)
-    bn = triton.next_power_of_2(n)
+    bn = _pow2(n)
     br = max(1, min(32, 4096 // bn))
-    _fp8_quantize_kernel[(triton.cdiv(flat.shape[0], br),)](
-        flat, x8, scale, flat.shape[0], n, MIN_AMAX=FP8_MIN_AMAX, BLOCK_R=br, BLOCK_N=bn
+    _launch_triton(
+        _fp8_quantize_kernel,
+        (_cdiv(flat.shape[0], br),),
+        flat,
+        x8,
+        scale,
+        flat.shape[0],
+        n,
+        MIN_AMAX=FP8_MIN_AMAX,
+        BLOCK_R=br,
+        BLOCK_N=bn,
     )
     return x8.view(y.shape), scale.view(y.shape[:-1])
 
@@ -1176,20 +1190,20 @@ def _stream_entry(comp, ring_a, ring_g, a, g, pos, dtype):
         a, g = a.contiguous(), g.contiguous()
     pos = pos.contiguous()
     out = torch.empty(s, b, d, device=a.device, dtype=dtype)
-    rp = triton.next_power_of_2(r)
-    bd = min(triton.next_power_of_2(d), max(16, _pool_tile_size(rp) // rp))
-    n_blocks, j0 = triton.cdiv(d, bd), (d - comp.rotary_dim) // 2
+    rp = _pow2(r)
+    bd = min(_pow2(d), max(16, _pool_tile_size(rp) // rp))
+    n_blocks, j0 = _cdiv(d, bd), (d - comp.rotary_dim) // 2
     c = out if n_blocks == 1 else torch.empty(s, b, d, device=a.device, dtype=torch.float32)  # the pooled rows
-    _stream_entry_kernel[(s, b, n_blocks)](
+    _launch_triton(_stream_entry_kernel, (s, b, n_blocks),
         ring_a, ring_g, a, g, comp.ape, pos, comp.norm_weight, comp.inv_freq, c, out,
         b, ring_a.shape[0], w, r, d, d if comp.overlap else 0, j0,
         ring_a.stride(0), ring_a.stride(1), a.stride(0), a.stride(1), comp.eps,
         RP=rp, BLOCK_D=bd, OVERLAP=comp.overlap, FINISH=n_blocks == 1,
     )  # fmt: skip
     if n_blocks > 1:
-        _entry_finish_kernel[(s, b)](
+        _launch_triton(_entry_finish_kernel, (s, b),
             c, out, pos, comp.norm_weight, comp.inv_freq, b, r, d, j0, comp.eps, 0, 1,
-            HAS_POS=True, BLOCK_J=triton.next_power_of_2(d // 2),
+            HAS_POS=True, BLOCK_J=_pow2(d // 2),
         )  # fmt: skip
     return out
 
@@ -1205,9 +1219,9 @@ def _finish_entries(comp, c, start_pos: int, step: int, dtype):
     n, b, d = c.shape
     out = torch.empty(n, b, d, device=c.device, dtype=dtype)
     if n:
-        _entry_finish_kernel[(n, b)](
+        _launch_triton(_entry_finish_kernel, (n, b),
             c, out, c, comp.norm_weight, comp.inv_freq, b, step, d, (d - comp.rotary_dim) // 2, comp.eps, start_pos,
-            step, HAS_POS=False, BLOCK_J=triton.next_power_of_2(d // 2),
+            step, HAS_POS=False, BLOCK_J=_pow2(d // 2),
         )  # fmt: skip
     return out
 

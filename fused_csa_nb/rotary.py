@@ -15,6 +15,9 @@ import torch
 from fused_csa_nb.checks import (
     first_order_only,
     _describe,
+    _cdiv,
+    _launch_triton,
+    _pow2,
     _is_bool,
     _triton_runs_on,
     check_choice,
@@ -200,10 +203,22 @@ def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
     S, d = x.shape[0], x.shape[-1]
     x = x.contiguous()
     y, R = torch.empty_like(x), x.numel() // (S * d)
-    bj = triton.next_power_of_2(d // 2)
-    br = min(triton.next_power_of_2(R), max(1, 2048 // bj))
-    _rotary_kernel[(S, triton.cdiv(R, br))](
-        x, y, positions, inv_freq, R, j0, HALF=d // 2, SHIFT=d % 2, BLOCK_R=br, BLOCK_J=bj, CONJ=conj
+    bj = _pow2(d // 2)
+    br = min(_pow2(R), max(1, 2048 // bj))
+    _launch_triton(
+        _rotary_kernel,
+        (S, _cdiv(R, br)),
+        x,
+        y,
+        positions,
+        inv_freq,
+        R,
+        j0,
+        HALF=d // 2,
+        SHIFT=d % 2,
+        BLOCK_R=br,
+        BLOCK_J=bj,
+        CONJ=conj,
     )
     return y
 

@@ -10,7 +10,9 @@ import math
 import torch
 
 from .checks import check_bool, check_float, check_index_values, check_int, check_scale, check_tensor
-from .checks import _TRITON_IMPORT_ERROR, tl, triton  # the package's one guarded triton import
+
+# the package's one guarded triton import
+from .checks import _TRITON_IMPORT_ERROR, _cdiv, _launch_triton, tl, triton
 from .layout import visible_counts
 
 # %% auto #0
@@ -573,8 +575,10 @@ def _launch_window(query, kv, attn_sink, window_idxs, scale, out):
     sq, b, H, D = query.shape
     q, k, w = query.contiguous(), kv.contiguous(), window_idxs.contiguous()
     BH, BN, BD = _blocks(H, D, w.shape[-1])
-    grid = (sq * b, triton.cdiv(H, BH))
-    _window_lse_kernel[grid](
+    grid = (sq * b, _cdiv(H, BH))
+    _launch_triton(
+        _window_lse_kernel,
+        grid,
         q,
         k,
         attn_sink.contiguous().float(),
@@ -608,8 +612,10 @@ def _launch_compressed(query, compressed_kv, ratio, scale, lse, out):
     sq, b, H, D = query.shape
     q, c = query.contiguous(), compressed_kv.contiguous()
     BH, BN, BD = _blocks(H, D, c.shape[0], max_n=128)
-    grid = (sq * b, triton.cdiv(H, BH))
-    _causal_compressed_lse_kernel[grid](
+    grid = (sq * b, _cdiv(H, BH))
+    _launch_triton(
+        _causal_compressed_lse_kernel,
+        grid,
         q,
         c,
         lse,
