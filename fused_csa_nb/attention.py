@@ -538,11 +538,13 @@ def _projections(self: CompressedSparseAttention, x, weights: list) -> list | No
 def _step_projections(self: CompressedSparseAttention, x) -> list | None:
     """A decode step's `_projections` of `x [s, b, hidden]`: the compressor's `wkv`, `wgate`, then the indexer
     compressor's `wkv`, `wgate` and the indexer's `weights_proj`, those the layer has; `None` without `x`."""
+    if x is None:
+        return None
     mods = [m for m in (self.compressor, self.indexer and self.indexer.compressor) if m is not None]
     ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + (
         [self.indexer.weights_proj.weight] if self.indexer else []
     )
-    return None if x is None else self._projections(x, ws)
+    return self._projections(x, ws)
 
 # %% ../nbs/06_attention.ipynb #c408bcba
 @patch
@@ -560,7 +562,11 @@ def _ring_projections(self: CompressedSparseAttention, x, cache) -> list:
         proj = self._projections(x[s - ks.pop() :], [w.weight for m, _ in mods for w in (m.wkv, m.wgate)])
         if proj is not None:
             return [(ring, proj[2 * j], proj[2 * j + 1]) for j, (_, ring) in enumerate(mods)]
-    return [(ring, m.wkv(xt), m.wgate(xt)) for m, ring in mods for xt in [x[s - min(s, ring[0].shape[0]) :]]]
+    rings = []
+    for m, ring in mods:  # each ring its own rows
+        xt = x[s - min(s, ring[0].shape[0]) :]
+        rings.append((ring, m.wkv(xt), m.wgate(xt)))
+    return rings
 
 # %% ../nbs/06_attention.ipynb #d4039daf
 @patch

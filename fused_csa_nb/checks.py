@@ -417,42 +417,38 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
     """`kernel[grid](*args, **meta)` (see above): `kernel` a `triton.jit` function, `grid` a tuple of 1 to 3 ints,
     `args` its arguments in signature order up to the first constexpr, `meta` its constexprs and launch options
     (`num_warps`, ...) by name. Returns nothing."""
-    if not _BIND_LAUNCHES or kernel.__class__ is not triton.runtime.jit.JITFunction or _hooked():
-        kernel[grid](*args, **meta)
-        return
-    if torch.compiler.is_compiling():
-        kernel[grid](*args, **meta)
-        return
-    device, stream = _cuda_stream()
-    vals, kind = [], [kernel, device, *meta.items()]
-    val, key = vals.append, kind.append
-    for a in args:  # the kind, flat: an int as itself, a tensor as its dtype and address mod 16, else type and value
-        if a.__class__ is int:
-            val(a)
-            key(a)
-        elif isinstance(a, torch.Tensor):
-            p = a.data_ptr()
-            val(p)
-            key(a.dtype)
-            key(p & 15)
-        else:
-            val(a)
-            key(a.__class__)
-            key(a)
-    kind = tuple(kind)
-    bound = _BOUND.get(kind, False)
-    if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches
-        compiled = kernel[grid](*args, **meta)
-        if len(_BOUND) >= 4096:
-            _BOUND.clear()
-        _BOUND[kind] = _bind(kernel, compiled, len(args), meta)
-        return
-    if bound is None:
-        kernel[grid](*args, **meta)
-        return
-    run, function, metadata, tail = bound
-    g = (*grid, 1, 1)
-    run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *tail)
+    jit = _BIND_LAUNCHES and kernel.__class__ is triton.runtime.jit.JITFunction
+    if jit and not _hooked() and not torch.compiler.is_compiling():
+        device, stream = _cuda_stream()
+        vals, kind = [], [kernel, device, *meta.items()]
+        val, key = vals.append, kind.append
+        for a in args:  # the kind, flat: an int as itself, a tensor as its dtype and address mod 16, else type, value
+            if a.__class__ is int:
+                val(a)
+                key(a)
+            elif isinstance(a, torch.Tensor):
+                p = a.data_ptr()
+                val(p)
+                key(a.dtype)
+                key(p & 15)
+            else:
+                val(a)
+                key(a.__class__)
+                key(a)
+        kind = tuple(kind)
+        bound = _BOUND.get(kind, False)
+        if bound:  # the kept launcher of this kind
+            run, function, metadata, tail = bound
+            g = (*grid, 1, 1)
+            run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *tail)
+            return
+        if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches; keep its kernel
+            compiled = kernel[grid](*args, **meta)
+            if len(_BOUND) >= 4096:
+                _BOUND.clear()
+            _BOUND[kind] = _bind(kernel, compiled, len(args), meta)
+            return
+    kernel[grid](*args, **meta)
 
 # %% ../nbs/00_checks.ipynb #514aa970
 def first_order_only(what: str):
