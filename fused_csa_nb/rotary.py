@@ -206,20 +206,9 @@ def _rotary_one_pass(x, positions, inv_freq, j0: int, conj: bool):
     bj = _pow2(d // 2)
     br = min(_pow2(R), max(1, 2048 // bj))
     _launch_triton(
-        _rotary_kernel,
-        (S, _cdiv(R, br)),
-        x,
-        y,
-        positions,
-        inv_freq,
-        R,
-        j0,
-        HALF=d // 2,
-        SHIFT=d % 2,
-        BLOCK_R=br,
-        BLOCK_J=bj,
-        CONJ=conj,
-    )
+        _rotary_kernel, (S, _cdiv(R, br)), x, y, positions, inv_freq, R, j0,
+        HALF=d // 2, SHIFT=d % 2, BLOCK_R=br, BLOCK_J=bj, CONJ=conj,
+    )  # fmt: skip
     return y
 
 
