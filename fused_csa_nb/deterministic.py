@@ -397,18 +397,9 @@ def _segment_sum(targets, n: int, part, acc):
     keys, order, start, nseg = _segments(targets, n)
     d = acc.shape[-1]
     _launch_triton(
-        _det_segment_sum_kernel,
-        (min(_programs(acc.device), start.shape[0] - 1), d // _BLOCK_D),
-        part,
-        order,
-        keys,
-        start,
-        nseg,
-        acc,
-        D=d,
-        BLOCK_P=16,
-        BLOCK_D=_BLOCK_D,
-    )
+        _det_segment_sum_kernel, (min(_programs(acc.device), start.shape[0] - 1), d // _BLOCK_D),
+        part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D,
+    )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #b7e2d4a8
 def _fixed_point_exponent(bound):
@@ -460,22 +451,9 @@ def _deterministic_sparse_bwd(
     bad = torch.zeros(n, dtype=torch.int32, device=dev)
     if s_q and k:
         _launch_triton(
-            _det_delta_kernel,
-            (s_q,),
-            out,
-            dout,
-            delta,
-            q,
-            kvmax,
-            bound,
-            h,
-            sm_scale,
-            D=d,
-            DV=dv,
-            BLOCK_H=bh,
-            BLOCK_D=_BLOCK_D,
-            BOUND=fixed,
-        )
+            _det_delta_kernel, (s_q,),
+            out, dout, delta, q, kvmax, bound, h, sm_scale, D=d, DV=dv, BLOCK_H=bh, BLOCK_D=_BLOCK_D, BOUND=fixed,
+        )  # fmt: skip
     else:
         delta.zero_()
         dq.zero_()

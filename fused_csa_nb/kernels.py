@@ -2001,17 +2001,9 @@ def _input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0, row_base
         k = k_idx if k_idx.stride(-1) == 1 else k_idx.contiguous()
         bad = torch.empty(B, N, dtype=torch.int32, device=q_idx.device)
         _launch_triton(
-            _entry_bad_kernel,
-            (_cdiv(N, 64), B),
-            k,
-            bad,
-            N,
-            D,
-            k.stride(0),
-            k.stride(1),
-            BLOCK_E=64,
-            BLOCK_D=min(128, _pow2(D)),
-        )
+            _entry_bad_kernel, (_cdiv(N, 64), B),
+            k, bad, N, D, k.stride(0), k.stride(1), BLOCK_E=64, BLOCK_D=min(128, _pow2(D)),
+        )  # fmt: skip
         cnt = bad.cumsum(-1)  # [b, n_comp]: bad entries up to e
     rng = row_base is not None
     if S:

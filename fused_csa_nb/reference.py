@@ -1000,17 +1000,9 @@ def _fp8_quantize_bf16(y: torch.Tensor):
     bn = _pow2(n)
     br = max(1, min(32, 4096 // bn))
     _launch_triton(
-        _fp8_quantize_kernel,
-        (_cdiv(flat.shape[0], br),),
-        flat,
-        x8,
-        scale,
-        flat.shape[0],
-        n,
-        MIN_AMAX=FP8_MIN_AMAX,
-        BLOCK_R=br,
-        BLOCK_N=bn,
-    )
+        _fp8_quantize_kernel, (_cdiv(flat.shape[0], br),),
+        flat, x8, scale, flat.shape[0], n, MIN_AMAX=FP8_MIN_AMAX, BLOCK_R=br, BLOCK_N=bn,
+    )  # fmt: skip
     return x8.view(y.shape), scale.view(y.shape[:-1])
 
 
