@@ -15,7 +15,7 @@ from torch import nn
 
 from .backends import KeySet, make_backend
 from .cache import MAX_STEP, CSACache, make_cache
-from .checks import _triton_runs_on, check_choice, check_like_module, check_tensor
+from .checks import _graph_replay, _triton_runs_on, check_choice, check_like_module, check_tensor
 from .config import COMPRESS_RATIOS, CSAConfig
 from fused_csa_nb.context_parallel import (
     CP_LAYOUTS,
@@ -295,9 +295,10 @@ def _segments(self: CompressedSparseAttention, query, pack=None) -> list:
 
 # %% ../nbs/06_attention.ipynb #8f93adbc
 @patch
-def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
+def _keys(self: CompressedSparseAttention, key, x, qr, segments, proj=None) -> list:
     """One `KeySet` per segment: its raw keys behind their window halo, the compressed entries and indexer keys of the
-    whole sequence (each rank's own, gathered across the CP group), and the segment's indexer queries and weights."""
+    whole sequence (each rank's own, gathered across the CP group), and the segment's indexer queries and weights.
+    `proj`: a one-device call's compressor projections made already (`_prompt_projections`), or `None`."""
     if segments[0][1].thd:
         return [self._packed_keys(key, x, qr, segments[0][1])]
     kv, (W, r) = key.squeeze(2), (self.cfg.window_size, self.ratio)
@@ -306,7 +307,13 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
     x_halos = _halos(x, r, segments, self.cp_group) if r == 4 else none
     local = [
         self._local_keys(
-            kv[rows_of], None if x is None else x[rows_of], None if qr is None else qr[rows_of], rows.start, kh, xh
+            kv[rows_of],
+            None if x is None else x[rows_of],
+            None if qr is None else qr[rows_of],
+            rows.start,
+            kh,
+            xh,
+            proj,
         )
         for (rows_of, rows), kh, xh in zip(segments, kv_halos, x_halos)
     ]
@@ -328,10 +335,10 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments) -> list:
 
 # %% ../nbs/06_attention.ipynb #c31c719d
 @patch
-def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo):
+def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo, proj=None):
     """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)`
-    of
-    `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none)."""
+    of `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none);
+    `proj`: the compressors' projections of `x` made already (`_prompt_projections`; no halo), or `None`."""
     r, n = self.ratio, kv.shape[0]
     kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
     if self.compressor is None:
@@ -345,13 +352,14 @@ def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo,
             qr_ext = _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first)
         if not first:
             s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
-    comp = self.compressor._compress(x_ext, s0)
+    cp, ip = proj or (None, None)  # made already (a prefill through the cache), or by the modules here
+    comp = self.compressor._compress(x_ext, s0, cp)
     if comp is None:
         return kv_ext, None, None  # one device, sq < ratio: no compressed entry
     comp = comp[keep]
     if self.indexer is None:
         return kv_ext, comp, None
-    q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0)
+    q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0, ip)
     k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
     return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
 
@@ -510,16 +518,19 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
 # %% ../nbs/06_attention.ipynb #2c02119f
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
-    "The ordinary forward over a prompt (inference), its keys then stored in the empty `cache` (`CSACache.fill`)."
+    """The ordinary forward over a prompt (inference), its keys stored in the empty `cache` (`CSACache.fill`) before
+    the attention (see below): the compressors' projections of every row are made once, for the pooling and the rings."""
     segments = self._segments(query)
-    keys = self._keys(key, x, qr, segments)[0]
-    out, _ = self.backend.attend(query, keys, segments[0][1], self._sink(), train=False, loss=False)
+    proj = self._prompt_projections(x)  # per compressor: (wkv(x), wgate(x)), or None
+    keys = self._keys(key, x, qr, segments, proj)[0]
     cache.fill(
         key.squeeze(2),
         keys.kv_full[keys.slot0 :] if keys.n_comp else None,
         None if keys.indexer is None else keys.indexer[1],
-        self._ring_projections(x, cache),
+        [(ring, *p) for ring, p in zip((cache.comp_ring, cache.index_ring), proj) if p is not None],
     )
+    del proj  # the projections' memory back before the attention
+    out, _ = self.backend.attend(query, keys, segments[0][1], self._sink(), train=False, loss=False)
     return out
 
 # %% ../nbs/06_attention.ipynb #17a74cbf
@@ -548,25 +559,12 @@ def _step_projections(self: CompressedSparseAttention, x) -> list | None:
 
 # %% ../nbs/06_attention.ipynb #c408bcba
 @patch
-def _ring_projections(self: CompressedSparseAttention, x, cache) -> list:
-    """What a prompt `x [s, b, hidden]` leaves in the cache's compressor rings: `(ring, a, g)` per ring the layer
-    has, `a`, `g [k, b, width]` the `wkv`, `wgate` projections of its last `k = min(s, S)` tokens (`S`: the ring's
-    slots, the rows the streaming steps read). A few rows: one launch for every ring on the fused path
-    (`_projections`), else each module's linears."""
-    comps = ((self.compressor, cache.comp_ring), (self.indexer and self.indexer.compressor, cache.index_ring))
-    mods = [(m, ring) for m, ring in comps if m is not None]
-    if not mods:
-        return []
-    s, ks = x.shape[0], {min(x.shape[0], ring[0].shape[0]) for _, ring in mods}
-    if len(ks) == 1:  # every ring keeps as many rows (ratio 4: both overlap rings hold 2·ratio)
-        proj = self._projections(x[s - ks.pop() :], [w.weight for m, _ in mods for w in (m.wkv, m.wgate)])
-        if proj is not None:
-            return [(ring, proj[2 * j], proj[2 * j + 1]) for j, (_, ring) in enumerate(mods)]
-    rings = []
-    for m, ring in mods:  # each ring its own rows
-        xt = x[s - min(s, ring[0].shape[0]) :]
-        rings.append((ring, m.wkv(xt), m.wgate(xt)))
-    return rings
+def _prompt_projections(self: CompressedSparseAttention, x) -> tuple:
+    """A prompt's compressor projections, made once for two readers (see above) → `((wkv(x), wgate(x)) of the
+    compressor, the same of the indexer's compressor)`, `[s, b, width]` each, `None` for one the layer lacks. `x [s, b,
+    hidden]`: the prompt's layer input (`None` at ratio 0)."""
+    mods = (self.compressor, self.indexer and self.indexer.compressor)
+    return tuple(None if m is None else (m.wkv(x), m.wgate(x)) for m in mods)
 
 # %% ../nbs/06_attention.ipynb #d4039daf
 @patch
@@ -592,10 +590,12 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
 
 # %% ../nbs/06_attention.ipynb #920a9be6
 class _StepGraph(NamedTuple):
-    "A decode step recorded in a CUDA graph: its static inputs, its static output, the layer's tensor addresses."
+    "A decode step recorded in a CUDA graph: its launch, its static inputs and output, the layer's tensor addresses."
 
     graph: object  # torch.cuda.CUDAGraph, or None when the recording failed (the steps of that key stay eager)
-    inputs: tuple  # static (query, key, x, qr); None where the step reads none (x at ratio 0, qr without indexer)
+    replay: object  # the graph's launch (`checks._graph_replay`), or None
+    inputs: list  # the static tensors of the inputs the step reads (x: a compressor or an indexer; qr: an indexer)
+    reads: tuple  # their places in (query, key, x, qr)
     out: torch.Tensor | None  # [s, b, H·D], rewritten by every replay
     tensors: tuple  # the layer's `_tensor_ptrs()` when recorded
 
@@ -614,9 +614,9 @@ def _step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple
         return out
     if g.graph is None:
         return self._decode_step(query, key, x, qr, cache)
-    pairs = [(s, t) for s, t in zip(g.inputs, (query, key, x, qr)) if s is not None]
-    torch._foreach_copy_([s for s, _ in pairs], [t for _, t in pairs])  # the step's inputs in one kernel
-    g.graph.replay()
+    args = (query, key, x, qr)
+    torch._foreach_copy_(g.inputs, [args[i] for i in g.reads])  # the step's inputs in one kernel
+    g.replay()
     cache.advance(query.shape[0], host_only=True)
     return g.out.clone()
 
@@ -625,10 +625,10 @@ def _step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple
 def _record_step(self: CompressedSparseAttention, cache, inputs, ptrs) -> _StepGraph:
     """The decode step on `inputs` recorded in a CUDA graph (nothing runs: the cache's tensors are untouched, its host
     lengths restored) → `_StepGraph`; a failed recording warns and keeps that step size eager."""
-    reads = (True, True, self.compressor is not None or self.indexer is not None, self.indexer is not None)
-    static = tuple(t.clone() if t is not None and r else None for t, r in zip(inputs, reads))  # what the step reads
+    wants = (True, True, self.compressor is not None or self.indexer is not None, self.indexer is not None)
+    static = tuple(t.clone() if t is not None and r else None for t, r in zip(inputs, wants))  # what the step reads
     lengths = list(cache.host_lengths)
-    graph = torch.cuda.CUDAGraph()
+    graph, device = torch.cuda.CUDAGraph(), torch.cuda.current_device()
     try:
         with torch.cuda.graph(graph):
             out = self._decode_step(*static, cache)
@@ -640,4 +640,6 @@ def _record_step(self: CompressedSparseAttention, cache, inputs, ptrs) -> _StepG
         graph, out = None, None
     finally:
         cache.host_lengths[:] = lengths  # the recording advanced the mirror; the replays will
-    return _StepGraph(graph, static, out, ptrs)
+    reads = tuple(i for i, t in enumerate(static) if t is not None)
+    replay = None if graph is None else _graph_replay(graph, device)  # the graph draws no random numbers
+    return _StepGraph(graph, replay, [static[i] for i in reads], reads, out, ptrs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import math
 import numbers
@@ -449,6 +450,37 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
             _BOUND[kind] = _bind(kernel, compiled, len(args), meta)
             return
     kernel[grid](*args, **meta)
+
+# %% ../nbs/00_checks.ipynb #72476198
+_DRIVER: list = []  # cuda-python's driver binding once imported; [None]: not importable
+
+
+def _graph_replay(graph, device: int):
+    """A replay of `graph` (a captured `torch.cuda.CUDAGraph` that draws no random numbers, recorded on CUDA device
+    `device`) at one launch's cost (see above): a callable without arguments → None. It launches the graph's
+    executable on `device`'s current stream; `graph.replay` where the driver binding or the executable is missing, and
+    per call while another device is current."""
+    if not _DRIVER:
+        try:
+            _DRIVER.append(importlib.import_module("cuda.bindings.driver"))
+        except ImportError:
+            _DRIVER.append(None)
+    drv = _DRIVER[0]
+    try:
+        exe = drv.CUgraphExec(graph.raw_cuda_graph_exec())
+    except (AttributeError, RuntimeError, TypeError):  # no binding, not a torch graph, or no executable
+        return graph.replay
+    launch, ok = drv.cuGraphLaunch, drv.CUresult.CUDA_SUCCESS
+    stream, current = torch._C._cuda_getCurrentRawStream, torch._C._cuda_getDevice
+
+    def replay():
+        if current() != device:
+            return graph.replay()
+        (err,) = launch(exe, drv.CUstream(stream(device)))
+        if err != ok:
+            raise RuntimeError(f"launching a captured CUDA graph failed: {err}")
+
+    return replay
 
 # %% ../nbs/00_checks.ipynb #514aa970
 def first_order_only(what: str):

@@ -10,7 +10,7 @@ import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .checks import check_int
+from .checks import _graph_replay, check_int
 
 # %% auto #0
 __all__ = ['capture_step', 'DecodeGraph', 'capture_decode', 'decode_step_ops']
@@ -80,10 +80,13 @@ class DecodeGraph:
 
     `graph`: the captured `torch.cuda.CUDAGraph`; `out [s_new, b, H·D]`: the step's static output tensor, rewritten by
     every replay; `cache`: the `CSACache` the step reads and writes (its host lengths advance by `n` a replay); `n`: the
-    tokens one step adds per sequence, `s_new` (default 1)."""
+    tokens one step adds per sequence, `s_new` (default 1); `device`: the CUDA device index it was captured on (default:
+    the current one). A replay launches the graph without torch's random-number prologue (`checks._graph_replay`: a
+    decode step draws no random numbers)."""
 
-    def __init__(self, graph, out, cache, n: int = 1):
+    def __init__(self, graph, out, cache, n: int = 1, device: int | None = None):
         self.graph, self.out, self.cache, self.n = graph, out, cache, n
+        self._launch = _graph_replay(graph, torch.cuda.current_device() if device is None else device)
 
     def replay(self) -> torch.Tensor:
         c = self.cache
@@ -92,7 +95,7 @@ class DecodeGraph:
                 f"the cache is full: a sequence holds {max(c.lengths)} of max_seq_len={c.max_seq_len} tokens, "
                 f"a step adds {self.n}"
             )
-        self.graph.replay()
+        self._launch()
         c.advance(self.n, host_only=True)
         return self.out
 

@@ -1644,7 +1644,8 @@ if triton is not None:
     @triton.jit
     def _fill_writes_kernel(
         kv_ptr, key_ptr, ent_ptr, ca_ptr, cg_ptr, a_ptr, g_ptr, ia_ptr, ig_ptr, ma_ptr, mg_ptr, ik_ptr, keys_ptr,
-        bad_ptr, pos_ptr, s, B, SLOTS, E, D, KW, N, KC, SC, WC, KI, SI, WI, DI, kv0, ca0, ia0, at, ab, mt, mb,
+        bad_ptr, pos_ptr, s, B, SLOTS, E, D, KW, N, KC, SC, WC, KI, SI, WI, DI, kv0, ca0, ia0, kt, kb, A0, at, ab,
+        M0, mt, mb,
         HAS_COMP: tl.constexpr, HAS_INDEX: tl.constexpr, BLOCK: tl.constexpr,
     ):  # fmt: skip
         "Row `t` of part `part` (window, entries, compressor ring, indexer ring, indexer keys) of sequence `bb`."
@@ -1652,7 +1653,7 @@ if triton is not None:
         b64, t64 = bb.to(tl.int64), t.to(tl.int64)
         if part == 0:
             if t < KW:  # token s − KW + t
-                _slot_row(kv_ptr, (s - KW + t64) % SLOTS, kv0, key_ptr, t64, b64, B * D, D, D, BLOCK)
+                _slot_row(kv_ptr, (s - KW + t64) % SLOTS, kv0, key_ptr, s - KW + t64, b64, kt, kb, D, BLOCK)
             if t == 0:
                 tl.store(pos_ptr + bb, tl.load(pos_ptr + bb) + s)
         if part == 1:
@@ -1661,13 +1662,13 @@ if triton is not None:
         if HAS_COMP:
             if part == 2:
                 if t < KC:
-                    _slot_row(ca_ptr, (s - KC + t64) % SC, ca0, a_ptr, t64, b64, at, ab, WC, BLOCK)
-                    _slot_row(cg_ptr, (s - KC + t64) % SC, ca0, g_ptr, t64, b64, at, ab, WC, BLOCK)
+                    _slot_row(ca_ptr, (s - KC + t64) % SC, ca0, a_ptr, A0 + t64, b64, at, ab, WC, BLOCK)
+                    _slot_row(cg_ptr, (s - KC + t64) % SC, ca0, g_ptr, A0 + t64, b64, at, ab, WC, BLOCK)
         if HAS_INDEX:
             if part == 3:
                 if t < KI:
-                    _slot_row(ia_ptr, (s - KI + t64) % SI, ia0, ma_ptr, t64, b64, mt, mb, WI, BLOCK)
-                    _slot_row(ig_ptr, (s - KI + t64) % SI, ia0, mg_ptr, t64, b64, mt, mb, WI, BLOCK)
+                    _slot_row(ia_ptr, (s - KI + t64) % SI, ia0, ma_ptr, M0 + t64, b64, mt, mb, WI, BLOCK)
+                    _slot_row(ig_ptr, (s - KI + t64) % SI, ia0, mg_ptr, M0 + t64, b64, mt, mb, WI, BLOCK)
             if part == 4:
                 if t < N:  # index_keys [B, E, DI], rows E·DI apart
                     _copy_row(ik_ptr + (b64 * E + t64) * DI, keys_ptr + (t64 * B + b64) * DI, DI, BLOCK)
@@ -1675,41 +1676,43 @@ if triton is not None:
                         tl.store(bad_ptr + bb, 1)
 
 # %% ../nbs/03_kernels.ipynb #0fb76163
-def _shared_rows(a, g) -> tuple:
-    "`a`, `g` as they are where they share strides with a unit last one (views of one output), else contiguous copies."
-    return (a, g) if a.stride() == g.stride() and a.stride(-1) == 1 else (a.contiguous(), g.contiguous())
+def _last_rows(a, g, k: int) -> tuple:
+    """The last `k` rows of `a`, `g [n, b, W]` as `(a, g, first)`: read in place from row `first` where the two share
+    strides with a unit last one (two outputs alike, or views of one), else those rows copied (`first = 0`)."""
+    if a.stride() == g.stride() and a.stride(-1) == 1:
+        return a, g, a.shape[0] - k
+    return a[a.shape[0] - k :].contiguous(), g[g.shape[0] - k :].contiguous(), 0
 
 
 def _fill_writes(kv, slots: int, pos, key, entries=None, comp=None, index=None):
     """A prefix of `s` tokens into an empty cache, one launch (see above; checked tensors of one CUDA device).
 
     `kv [R + E, b, D]`: the cache's window ring then entries; `slots`: `R`; `pos [b]` int64: the sequences' counters
-    (advanced by `s`); `key [s, b, D]`: the prefix's raw keys (the last `min(s, R)` are kept); `entries [n, b, D]` or
-    `None`; `comp`: `(ring_a, ring_g, a, g)` — the compressor ring `[S, b, W]` twice and the projections `[k, b, W]`
-    of the prefix's last `k` tokens (the last `min(k, S)` are kept; `a` and `g` are read where they are when they
-    share their strides with a unit last one, as views of one `_linears` output do) — or `None`; `index`: `(ring_a,
+    (advanced by `s`); `key [s, b, D]`: the prefix's raw keys (the last `min(s, R)` are kept; read in place where the
+    last stride is 1); `entries [n, b, D]` or `None`; `comp`: `(ring_a, ring_g, a, g)` — the compressor ring `[S, b,
+    W]` twice and the projections `[k, b, W]` of the prefix's last `k` tokens (all of them, say: the last `min(k, S)`
+    are kept, read in place where `a` and `g` share their strides with a unit last one) — or `None`; `index`: `(ring_a,
     ring_g, a, g, keys, index_keys, index_bad)` — the same for the indexer's compressor, its keys `[n, b, Di]`, the
     cache's `index_keys [b, E, Di]` and `index_bad [b]` bool (set where a key is not finite) — or `None`. The cache's
     tensors may be a view of some of its sequences (`CSACache.sequence`); the keys and entries are read contiguous
     (copied if not)."""
     s, b, d = key.shape
     kw, n = min(s, slots), 0 if entries is None else entries.shape[0]
-    key, ent = key[s - kw :].contiguous(), kv if entries is None else entries.contiguous()
+    key, ent = _unit(key), kv if entries is None else entries.contiguous()
     ca = cg = a = g = ia = ig = ma = mg = ik = keys = bad = kv  # absent: never read
-    kc = ki = 0
+    kc = ki = a0 = m0 = 0
     if comp is not None:
         ca, cg, a, g = comp
         kc = min(a.shape[0], ca.shape[0])
-        a, g = _shared_rows(a[a.shape[0] - kc :], g[g.shape[0] - kc :])
+        a, g, a0 = _last_rows(a, g, kc)
     if index is not None:
         ia, ig, ma, mg, keys, ik, index_bad = index
-        ki, bad = min(ma.shape[0], ia.shape[0]), index_bad.view(torch.uint8)
-        ma, mg = _shared_rows(ma[ma.shape[0] - ki :], mg[mg.shape[0] - ki :])
-        keys = keys.contiguous()
+        ki, bad, keys = min(ma.shape[0], ia.shape[0]), index_bad.view(torch.uint8), keys.contiguous()
+        ma, mg, m0 = _last_rows(ma, mg, ki)
     _launch_triton(_fill_writes_kernel, (max(kw, n, kc, ki, 1), b, 5),
         kv, key, ent, ca, cg, a, g, ia, ig, ma, mg, ik, keys, bad, pos, s, b, slots, ik.shape[1], d, kw, n,
-        kc, ca.shape[0], ca.shape[-1], ki, ia.shape[0], ia.shape[-1], keys.shape[-1],
-        kv.stride(0), ca.stride(0), ia.stride(0), *a.stride()[:2], *ma.stride()[:2],
+        kc, ca.shape[0], ca.shape[-1], ki, ia.shape[0], ia.shape[-1], keys.shape[-1], kv.stride(0), ca.stride(0),
+        ia.stride(0), *key.stride()[:2], a0, *a.stride()[:2], m0, *ma.stride()[:2],
         HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024,
     )  # fmt: skip
 
@@ -1854,11 +1857,27 @@ if triton is not None:
 
 # %% ../nbs/03_kernels.ipynb #6979df5f
 LINEARS_MAX = 5  # weights one `_linears` launch takes
+_LINEAR_PLANS: dict = {}  # (rows, K, widths) → the launch's grid, tile constants and block sizes
+
+
+def _linears_plan(M: int, K: int, ns: tuple) -> tuple:
+    """The tiling of `M` rows of width `K` through weights of `ns` rows (see above) → `(grid, constants, total width,
+    BLOCK_M, BLOCK_N, BLOCK_K)`, `constants` the kernel's tile starts, column starts and widths, padded to
+    `LINEARS_MAX`."""
+    bn = 32 if sum(_cdiv(n, 32) for n in ns) >= 64 else 16  # tiles of 32 rows, unless too few programs
+    cols, tiles = [0], [0]
+    for n in ns:
+        cols.append(cols[-1] + n)
+        tiles.append(tiles[-1] + _cdiv(n, bn))
+    pad = LINEARS_MAX - len(ns)
+    consts = (*tiles[1:-1], *[tiles[-1]] * pad, *cols[1:-1], *[0] * pad, *ns, *[0] * pad)
+    bm = min(64, max(16, _pow2(M)))
+    return (tiles[-1], _cdiv(M, bm)), consts, cols[-1], bm, bn, min(512 if M <= 16 else 256, _pow2(K))
 
 
 def _linears(x: torch.Tensor, weights) -> list:
     """`[x @ w.T for w in weights]` in one kernel (see above): float32 sums, outputs in `x`'s dtype, views of one
-    `[*lead, ΣN]` tensor.
+    `[*lead, ΣN]` tensor; the tiling is planned once per rows, width and weight widths.
 
     `x [*lead, K]` bf16 (rows of unit stride): the input; `weights`: up to `LINEARS_MAX` contiguous `[N_i, K]`
     tensors of `x`'s dtype and device. Returns `[*lead, N_i]` per weight."""
@@ -1868,24 +1887,18 @@ def _linears(x: torch.Tensor, weights) -> list:
             f"`weights` must be 1 to {LINEARS_MAX} [N, {K}] tensors (x's width), "
             f"got {[tuple(w.shape) for w in weights]}"
         )
-    x2 = x.reshape(-1, K)
-    x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
-    M, ns = x2.shape[0], [w.shape[0] for w in weights]
-    bn = 32 if sum(_cdiv(n, 32) for n in ns) >= 64 else 16  # tiles of 32 rows, unless too few programs
-    cols, tiles = [0], [0]
-    for n in ns:
-        cols.append(cols[-1] + n)
-        tiles.append(tiles[-1] + _cdiv(n, bn))
-    out = torch.empty(M, cols[-1], dtype=x.dtype, device=x.device)
-    pad = LINEARS_MAX - len(weights)
-    ws, ts, cs = list(weights) + [weights[0]] * pad, tiles[1:-1] + [tiles[-1]] * pad, cols[1:-1] + [0] * pad
-    bm = min(64, max(16, _pow2(M)))
-    _launch_triton(_linears_kernel, (tiles[-1], _cdiv(M, bm)),
-        x2, out, *ws, *ts, *cs, *(ns + [0] * pad), M, K, x2.stride(0), out.stride(0),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=min(512 if M <= 16 else 256, _pow2(K)), WIDEN=_INTERPRETED,
-        num_warps=4, num_stages=3,
+    x2 = _unit(x.reshape(-1, K))
+    M, ns = x2.shape[0], tuple(w.shape[0] for w in weights)
+    plan = _LINEAR_PLANS.get((M, K, ns))
+    if plan is None:
+        plan = _LINEAR_PLANS[M, K, ns] = _linears_plan(M, K, ns)
+    grid, consts, total, bm, bn, bk = plan
+    out = torch.empty(*lead, total, dtype=x.dtype, device=x.device)
+    _launch_triton(_linears_kernel, grid,
+        x2, out, *weights, *[weights[0]] * (LINEARS_MAX - len(weights)), *consts, M, K, x2.stride(0), total,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, WIDEN=_INTERPRETED, num_warps=4, num_stages=3,
     )  # fmt: skip
-    return [out[:, a:b].view(*lead, b - a) for a, b in zip(cols, cols[1:])]
+    return list(out.split_with_sizes(ns, -1))
 
 # %% ../nbs/03_kernels.ipynb #b7867626
 if triton is not None:

@@ -524,15 +524,17 @@ class Compressor(nn.Module):
         check_like_module("x", x, self, "compressor")
         return self._compress(x, start_pos)
 
-    def _compress(self, x, start_pos: int = 0):
-        "`forward` on checked inputs (the layer's call)."
+    def _compress(self, x, start_pos: int = 0, proj=None):
+        """`forward` on checked inputs (the layer's call); `proj`: `(wkv(x), wgate(x))` `[sq, b, width]` each, made
+        already (a prefill through the cache: its rings keep the last rows), or `None`: projected here."""
         sq, b, _ = x.shape
         r, d, n = self.ratio, self.head_dim, sq // self.ratio
         if n == 0:
             return None
         acc = _acc_dtype(x.dtype)
         xc = x if n * r == sq else x[: n * r]
-        a, g = self.wkv(xc).view(n, r, b, -1), self.wgate(xc).view(n, r, b, -1)  # [n, r, b, width], x's dtype
+        a, g = (self.wkv(xc), self.wgate(xc)) if proj is None else (t[: n * r] for t in proj)
+        a, g = a.view(n, r, b, -1), g.view(n, r, b, -1)  # [n, r, b, width], x's dtype
         c = _gated_pool(a, g, self.ape, self.overlap)  # [n, b, d] in acc
         if not (c.requires_grad or torch.is_grad_enabled() and self.norm_weight.requires_grad) and _finishes(c, d):
             return _finish_entries(self, c, start_pos, r, x.dtype)  # no gradient: the norm and the rotary in one launch
@@ -620,15 +622,15 @@ class CSAIndexer(nn.Module):
         check_like_module("qr", qr, self, "indexer")
         return self._index(x, qr, start_pos)
 
-    def _index(self, x, qr, start_pos: int = 0):
-        "`forward` on checked inputs (the layer's call)."
+    def _index(self, x, qr, start_pos: int = 0, proj=None):
+        "`forward` on checked inputs (the layer's call); `proj`: its compressor's (`Compressor._compress`)."
         x, qr = x.detach(), qr.detach()
         sq, b, _ = x.shape
         q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
         pos = cached_index(_positions_of, start_pos, sq, 1, device=x.device).view(sq, 1, 1)
         q = _rotate(q, pos, self.rotary_dim, self.compressor.inv_freq)
         weights = self.weights_proj(x) * self.n_heads**-0.5
-        return q, self.compressor._compress(x, start_pos), weights
+        return q, self.compressor._compress(x, start_pos, proj), weights
 
     def _index_packed(self, x, qr, pack):
         """`(q_idx [T,1,Hi,Di], k_idx [capacity,1,Di], weights [T,1,Hi])` of a pack:
