@@ -519,7 +519,8 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     """The ordinary forward over a prompt (inference), its keys stored in the empty `cache` (`CSACache.fill`) before
-    the attention (see below): the compressors' projections of every row are made once, for the pooling and the rings."""
+    the attention (see below): the compressors' projections of every row are made once, for the pooling and the
+    rings."""
     segments = self._segments(query)
     proj = self._prompt_projections(x)  # per compressor: (wkv(x), wgate(x)), or None
     keys = self._keys(key, x, qr, segments, proj)[0]
