@@ -573,8 +573,9 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
     """One batched step of `s <= MAX_STEP` new tokens per sequence
     (`query [s, b, H, D]`, `key [s, b, 1, D]`, `x`, `qr`),
     each attending over the cache and the step's tokens before it → `out [s, b, H·D]`: the module steps, the cache's
-    writes, then the backend's `attend` of the step's rows (a row set, `StepRows`) over the cache's keys."""
-    s, rows = query.shape[0], cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
+    writes (and its advance), then the backend's `attend` of the step's rows (a row set, `StepRows`) over the
+    cache's keys."""
+    rows = cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
     comp = index = indexer = None
     proj = self._step_projections(x)  # x through every weight that reads it, one kernel; None: the modules do it
     if self.compressor is not None:  # the module steps read the rings; the cache then writes them
@@ -583,10 +584,9 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
         q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring, proj=proj and proj[-3:])
         index = (k_i, a, g, q_i, w_i)
         indexer = (q_i, cache.index_keys8 if self.cfg.indexer_precision == "fp8" else cache.index_keys, w_i)
-    poison = cache.write_step(rows, key[:, :, 0], comp, index)  # [b, s] NaN / 0 with the indexer, else None
+    poison = cache.write_step(rows, key[:, :, 0], comp, index)  # and the advance; [b, s] NaN / 0 with the indexer
     keys = KeySet(cache.kv, 0, rows.n_entries, indexer)  # the window ring, then the entry slots
     out, _ = self.backend.attend(query, keys, rows._replace(poison=poison), self._sink(), train=False, loss=False)
-    cache.advance(s)
     return out
 
 # %% ../nbs/06_attention.ipynb #920a9be6

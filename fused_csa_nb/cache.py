@@ -211,7 +211,8 @@ def step_rows(self: CSACache, s: int) -> StepRows:
         rows, complete = _step_rows(self.pos, s, r)
         if not r:
             return StepRows(rows[0], packed=rows, **geo)
-        return StepRows(rows[0], rows[1], rows[2], complete, rows[3].t(), rows, **geo)
+        positions, entry, last, visible = rows.unbind(0)  # views of the one buffer the kernels read
+        return StepRows(positions, entry, last, complete, visible.t(), rows, **geo)
     pt = self.step_positions(s)
     if not r:
         return StepRows(pt, **geo)
@@ -396,14 +397,16 @@ def _write_keys8(self: CSACache, k: torch.Tensor, rows: StepRows):
 @patch
 @torch.no_grad()
 def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, index=None):
-    """Every write of a decode step (the four methods above, in their order) and the rows' poison: one kernel on CUDA
-    (`kernels._step_writes`, the FP8 form of the indexer keys after it), the four methods elsewhere.
+    """Every write of a decode step (the four methods above, in their order), the rows' poison and the step's
+    `advance`: the cache holds `s` more tokens after it. One kernel on CUDA (`kernels._step_writes`, the FP8 form of
+    the indexer keys after it), the four methods and `advance` elsewhere.
 
     `rows`: the step's `StepRows`; `key [s, b, D]`: the rows' raw keys; `comp`: `(entries, a, g)` as `Compressor.step`
     returns them, or `None` (ratio 0); `index`: `(keys, a, g, q_i, w_i)` — `CSAIndexer.step`'s keys `[s, b, Di]` and
     ring projections, the rows' indexer queries `[s, b, Hi, Di]` and head weights `[s, b, Hi]` — or `None` (no
     indexer). Returns with `index` the rows' poison `[b, s]` fp32: NaN where a complete indexer key of the sequence so
     far, or the row's own indexer query or weights, is not finite, else 0; `None` without."""
+    s = key.shape[0]
     if rows.packed is not None and _triton_runs_on(self.kv):
         c = None if comp is None else (*self.comp_ring, comp[1], comp[2], comp[0])
         i = (
@@ -411,20 +414,23 @@ def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, ind
             if index is None
             else (*self.index_ring, *index[1:3], index[0], self.index_keys, self.index_bad, *index[3:])
         )
-        poison = _step_writes(self.kv, self.slots, key, rows.packed, rows.complete, c, i)
+        poison = _step_writes(self.kv, self.slots, self.pos, key, rows.packed, rows.complete, c, i)
         if index is not None and self.index_keys8 is not None:
             self._write_keys8(_at_last(index[0], rows), rows)
+        self.advance(s, host_only=True)  # the kernel advanced the counters
         return poison
     self.write_keys(key, rows)
     if comp is not None:
         self.write_ring(self.comp_ring, comp[1], comp[2], rows)
         self.write_entries(comp[0], rows)
-    if index is None:
-        return None
-    keys, a, g, q_i, w_i = index
-    self.write_ring(self.index_ring, a, g, rows)
-    bad = self.write_index_keys(keys, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)  # [s, b]
-    return torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
+    poison = None
+    if index is not None:
+        keys, a, g, q_i, w_i = index
+        self.write_ring(self.index_ring, a, g, rows)
+        bad = self.write_index_keys(keys, rows) | _nonfinite(q_i, (2, 3)) | _nonfinite(w_i, 2)  # [s, b]
+        poison = torch.zeros(bad.shape, dtype=torch.float32, device=bad.device).masked_fill(bad, float("nan")).t()
+    self.advance(s)
+    return poison
 
 # %% ../nbs/05_cache.ipynb #b3f1d2a0
 def _ring_pairs(buf, vals, p0: int) -> list:

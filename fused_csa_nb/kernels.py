@@ -1560,7 +1560,7 @@ if triton is not None:
 
     @triton.jit
     def _step_writes_kernel(
-        kv_ptr, key_ptr, rows_ptr, done_ptr,
+        kv_ptr, key_ptr, rows_ptr, done_ptr, pos_ptr,
         ca_ptr, cg_ptr, na_ptr, ng_ptr, ent_ptr,
         ia_ptr, ig_ptr, ma_ptr, mg_ptr, ik_ptr, keys_ptr, bad_ptr, q_ptr, w_ptr, poison_ptr,
         s, B, SLOTS, D, WC, SC, WI, SI, DI, QN, HI,
@@ -1595,6 +1595,7 @@ if triton is not None:
                 tl.store(poison_ptr + b64 * s + t, tl.where(row_bad, float("nan"), 0.0))
         if HAS_INDEX:
             tl.store(bad_ptr + bb, bad.to(tl.uint8))
+        tl.store(pos_ptr + bb, tl.load(pos_ptr + bb) + s)  # the sequence holds s more tokens
 
 # %% ../nbs/03_kernels.ipynb #9f461fbd
 def _unit(t):
@@ -1602,10 +1603,11 @@ def _unit(t):
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def _step_writes(kv, slots: int, key, rows, complete, comp=None, index=None):
+def _step_writes(kv, slots: int, pos, key, rows, complete, comp=None, index=None):
     """All cache writes of a step of `s` rows per sequence (checked tensors of one CUDA device; see above).
 
-    `kv [R + E, b, D]`: the cache's window ring then entries; `slots`: `R`; `key [s, b, D]`: the rows' raw keys;
+    `kv [R + E, b, D]`: the cache's window ring then entries; `slots`: `R`; `pos [b]` int64: the sequences' counters
+    (advanced by `s`); `key [s, b, D]`: the rows' raw keys;
     `rows [4, s, b]` int64, `complete [s, b]` bool (`None` for ratio 0): `_step_rows`'s; `comp`: `(ring_a, ring_g, a,
     g, entries)` — the compressor ring `[S, b, W]` twice, the rows' projections `[s, b, W]` and entries `[s, b, D]` —
     or `None`; `index`: `(ring_a, ring_g, a, g, keys, index_keys, index_bad, q_i, w_i)` — the indexer ring,
@@ -1624,7 +1626,7 @@ def _step_writes(kv, slots: int, key, rows, complete, comp=None, index=None):
         poison = torch.empty(b, s, dtype=torch.float32, device=kv.device)
     key, done = _unit(key), (rows if complete is None else complete.view(torch.uint8))  # None: ratio 0, not read
     _launch_triton(_step_writes_kernel, (b,),
-        kv, key, rows, done, ca, cg, na, ng, ent, ia, ig, ma, mg, ik, keys, bad, q, w, poison,
+        kv, key, rows, done, pos, ca, cg, na, ng, ent, ia, ig, ma, mg, ik, keys, bad, q, w, poison,
         s, b, slots, d, ca.shape[-1], ca.shape[0], ia.shape[-1], ia.shape[0], keys.shape[-1], q.shape[-1], w.shape[-1],
         *kv.stride()[:2], *key.stride()[:2], *ca.stride()[:2], *na.stride()[:2], *ent.stride()[:2],
         *ia.stride()[:2], *ma.stride()[:2], *ik.stride()[:2], *keys.stride()[:2], *q.stride()[:2], *w.stride()[:2],
