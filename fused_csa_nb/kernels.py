@@ -1859,7 +1859,7 @@ if triton is not None:
 
 # %% ../nbs/03_kernels.ipynb #6979df5f
 LINEARS_MAX = 5  # weights one `_linears` launch takes
-_LINEAR_PLANS: dict = {}  # (rows, K, widths) → the launch's grid, tile constants and block sizes
+_LINEAR_PLANS: dict = {}  # (rows, K, widths) → the launch's grid, tile constants and block sizes (1,024 at most)
 
 
 def _linears_plan(M: int, K: int, ns: tuple) -> tuple:
@@ -1893,6 +1893,8 @@ def _linears(x: torch.Tensor, weights) -> list:
     M, ns = x2.shape[0], tuple(w.shape[0] for w in weights)
     plan = _LINEAR_PLANS.get((M, K, ns))
     if plan is None:
+        if len(_LINEAR_PLANS) >= 1024:
+            _LINEAR_PLANS.clear()
         plan = _LINEAR_PLANS[M, K, ns] = _linears_plan(M, K, ns)
     grid, consts, total, bm, bn, bk = plan
     out = torch.empty(*lead, total, dtype=x.dtype, device=x.device)
