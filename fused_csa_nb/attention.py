@@ -536,27 +536,20 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
 
 # %% ../nbs/06_attention.ipynb #17a74cbf
 @patch
-def _projections(self: CompressedSparseAttention, x, weights: list) -> list | None:
-    """`x [s, b, hidden]` through every weight of `weights` (`[N_i, hidden]` each) in one kernel (see above) → a list
-    of `[s, b, N_i]` views; `None` where the modules project it themselves (native, not CUDA, not bf16, autocast)."""
-    if not weights or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
-        return None
-    if x.dtype != torch.bfloat16 or any(w.dtype != x.dtype or not w.is_contiguous() for w in weights):
-        return None
-    return _linears(x, weights)
-
-
-@patch
 def _step_projections(self: CompressedSparseAttention, x) -> list | None:
-    """A decode step's `_projections` of `x [s, b, hidden]`: the compressor's `wkv`, `wgate`, then the indexer
-    compressor's `wkv`, `wgate` and the indexer's `weights_proj`, those the layer has; `None` without `x`."""
-    if x is None:
+    """A decode step's `x [s, b, hidden]` through every weight that reads it in one kernel (see above): the
+    compressor's `wkv`, `wgate`, then the indexer compressor's `wkv`, `wgate` and the indexer's `weights_proj`, those
+    the layer has → a list of `[s, b, N_i]` views; `None` without `x`, or where the modules project it themselves
+    (native, not CUDA, not bf16, autocast)."""
+    if x is None or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
         return None
     mods = [m for m in (self.compressor, self.indexer and self.indexer.compressor) if m is not None]
     ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + (
         [self.indexer.weights_proj.weight] if self.indexer else []
     )
-    return self._projections(x, ws)
+    if not ws or x.dtype != torch.bfloat16 or any(w.dtype != x.dtype or not w.is_contiguous() for w in ws):
+        return None
+    return _linears(x, ws)
 
 # %% ../nbs/06_attention.ipynb #c408bcba
 @patch
