@@ -15,7 +15,14 @@ from torch import nn
 
 from .backends import KeySet, make_backend
 from .cache import MAX_STEP, CSACache, make_cache
-from .checks import _graph_replay, _triton_runs_on, check_choice, check_like_module, check_tensor
+from fused_csa_nb.checks import (
+    _graph_replay,
+    _triton_runs_on,
+    check_choice,
+    check_like_module,
+    check_tensor,
+    no_grad_fast,
+)
 from .config import COMPRESS_RATIOS, CSAConfig
 from fused_csa_nb.context_parallel import (
     CP_LAYOUTS,
@@ -478,15 +485,16 @@ def _check_cache_query(self: CompressedSparseAttention, cache, query):
             f"`query` is {query.dtype} on {query.device} but the cache holds {cache.kv.dtype} on "
             f"{cache.kv.device}: build the cache with new_cache(..., dtype=query.dtype, device=query.device)"
         )
-    room = cache.max_seq_len - max(cache.lengths)
-    if query.shape[0] > room:
+    held = max(cache.lengths)
+    if query.shape[0] > cache.max_seq_len - held:
         raise ValueError(
-            f"{query.shape[0]} new tokens overflow the cache: a sequence holds {max(cache.lengths)} of its "
-            f"max_seq_len={cache.max_seq_len} tokens ({room} left)"
+            f"{query.shape[0]} new tokens overflow the cache: a sequence holds {held} of its "
+            f"max_seq_len={cache.max_seq_len} tokens ({cache.max_seq_len - held} left)"
         )
 
 # %% ../nbs/06_attention.ipynb #ffe7d5ff
 @patch
+@no_grad_fast
 def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlens=None, max_seqlen=None):
     """`forward(..., cache=cache)` (see above) → `(out [s_new, b, H·D], None)`: a prefill of an empty cache, or batched
     steps of up to `MAX_STEP` tokens; `s_new = 0` writes nothing and returns an empty output."""
@@ -500,19 +508,18 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
     self._check_once(query, key, x, qr)
     compiling = torch.compiler.is_compiling()  # then the checks keep no signature
     ptrs = self._tensor_ptrs() if compiling else self.__dict__["_checked"][0]  # the layer's tensors, as just checked
-    with torch.no_grad():
-        if s > 1 and not any(cache.lengths):
-            return self._prefill(query, key, x, qr, cache), None
-        if s <= MAX_STEP:
-            return self._step(query, key, x, qr, cache, ptrs), None
+    if s > 1 and not any(cache.lengths):
+        return self._prefill(query, key, x, qr, cache), None
+    if s <= MAX_STEP:
+        return self._step(query, key, x, qr, cache, ptrs), None
 
-        def at(t, c):
-            return None if t is None else t[c]
+    def at(t, c):
+        return None if t is None else t[c]
 
-        outs = [
-            self._step(query[c], key[c], at(x, c), at(qr, c), cache, ptrs)
-            for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))
-        ]
+    outs = [
+        self._step(query[c], key[c], at(x, c), at(qr, c), cache, ptrs)
+        for c in (slice(t, t + MAX_STEP) for t in range(0, s, MAX_STEP))
+    ]
     return torch.cat(outs), None
 
 # %% ../nbs/06_attention.ipynb #2c02119f

@@ -28,24 +28,25 @@ from .config import CSAConfig
 _silent = lambda *args, **kwargs: None  # the measuring functions' default `log`: rows are returned, not printed
 
 # %% auto #0
-__all__ = ['median_time_ms', 'measured_on', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair', 'bench_layer',
-           'layer_parity', 'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'deterministic_step', 'run_benchmarks',
-           'benchmarks_markdown', 'long_context_layer', 'long_context_rows', 'long_context_markdown',
+__all__ = ['median_times_ms', 'median_time_ms', 'measured_on', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair',
+           'bench_layer', 'layer_parity', 'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'deterministic_step',
+           'run_benchmarks', 'benchmarks_markdown', 'long_context_layer', 'long_context_rows', 'long_context_markdown',
            'plot_long_context', 'blocked_parity', 'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths',
            'packed_rows', 'packed_markdown', 'cp_markdown', 'benchmarks_section', 'decode_rows', 'prefill_rows',
            'decode_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
-def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> float:
-    """Median wall time of `fn()` in milliseconds after `warmup` calls (CUDA events on a CUDA `device`).
+def median_times_ms(fns, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> list[float]:
+    """Median wall times in milliseconds of the calls `fns`, timed in turn (see above): each round runs `setup()` then
+    one of them, for every one of them.
 
-    `fn`: the call to time, without arguments (its result is dropped); `warmup`: untimed calls before the timed ones;
-    `iters`: timed calls (>= 1); `device`: where `fn` runs, CUDA events around each call on a CUDA device (synchronised
-    before and after the timed calls), `time.perf_counter` on the CPU; `None`: CUDA when available, else the CPU;
-    `setup`: a callable without arguments run before each call, outside its timed span (e.g. emptying a cache),
-    or `None`. Returns the median of the `iters` times in ms."""
-    if not callable(fn):
-        raise TypeError(f"`fn` must be a callable (what is timed), got {type(fn).__name__}")
+    `fns`: a list or tuple of callables without arguments (their results are dropped); `warmup`: untimed rounds before
+    the timed ones; `iters`: timed rounds (>= 1); `device`: where they run, CUDA events around each call on a CUDA
+    device (synchronised before and after the timed rounds), `time.perf_counter` on the CPU; `None`: CUDA when
+    available, else the CPU; `setup`: a callable without arguments run before each call, outside its timed span (e.g.
+    emptying a cache), or `None`. Returns one median of `iters` times per call, in the order of `fns`."""
+    if not isinstance(fns, (list, tuple)) or not fns or not all(callable(f) for f in fns):
+        raise TypeError(f"`fns` must be a non-empty list of callables (what is timed), got {fns!r}")
     check_int("warmup", warmup, 0)
     check_int("iters", iters, 1)
     if setup is not None and not callable(setup):
@@ -57,26 +58,42 @@ def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None, setup=N
         else (torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
     )
     for _ in range(warmup):
-        setup()
-        fn()
+        for fn in fns:
+            setup()
+            fn()
+    times = [[] for _ in fns]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for s, e in ev:
-            setup()
-            s.record()
-            fn()
-            e.record()
+        ev = [
+            [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
+            for _ in range(iters)
+        ]
+        for pairs in ev:
+            for fn, (s, e) in zip(fns, pairs):
+                setup()
+                s.record()
+                fn()
+                e.record()
         torch.cuda.synchronize(device)
-        times = [s.elapsed_time(e) for s, e in ev]
+        for pairs in ev:
+            for t, (s, e) in zip(times, pairs):
+                t.append(s.elapsed_time(e))
     else:
-        times = []
         for _ in range(iters):
-            setup()
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+            for fn, t in zip(fns, times):
+                setup()
+                t0 = time.perf_counter()
+                fn()
+                t.append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) for t in times]
+
+
+def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> float:
+    """Median wall time of `fn()` in milliseconds after `warmup` calls (CUDA events on a CUDA `device`):
+    `median_times_ms` of the one call `fn`, the same arguments. Returns the median of the `iters` times in ms."""
+    if not callable(fn):
+        raise TypeError(f"`fn` must be a callable (what is timed), got {type(fn).__name__}")
+    return median_times_ms([fn], warmup=warmup, iters=iters, device=device, setup=setup)[0]
 
 
 def _need_cuda(what: str):
@@ -1308,15 +1325,20 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 30, seed: int = 0, log=_sil
     `seqlens`: prompt lengths; `iters`: timed calls per median (after three warm-up calls); `seed`: the layer's and the
     inputs' seed (`long_context_layer`); `log`: called with each row as it is measured.
     Returns one dict per length: `sq`, `plain_ms` (the inference forward), `cached_ms` (the same forward into a cache of
-    `sq` tokens, emptied before each call outside the timed span), `ratio_to_plain`."""
+    `sq` tokens), `ratio_to_plain`. The two calls are timed in turn (`median_times_ms`), each from an idle GPU: the
+    cache emptied and the device synchronised before each of them, outside the timed span (the plain forward does not
+    read the cache)."""
     rows = []
     for sq in seqlens:
         layer, ins = long_context_layer(4, sq, seed=seed)
         layer.eval()
         cache = layer.new_cache(1, sq)
         with torch.no_grad():
-            plain = median_time_ms(lambda: layer(*ins[:4]), warmup=3, iters=iters)
-            cached = median_time_ms(lambda: layer(*ins[:4], cache=cache), setup=cache.reset, warmup=3, iters=iters)
+            plain, cached = median_times_ms(
+                [lambda: layer(*ins[:4]), lambda: layer(*ins[:4], cache=cache)],
+                setup=lambda: (cache.reset(), torch.cuda.synchronize()),
+                iters=iters,
+            )
         rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain))
         log(rows[-1])
         layer = ins = cache = None

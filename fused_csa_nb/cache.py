@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 from fastcore.basics import patch
 
-from .checks import _triton_runs_on, check_bool, check_int
+from .checks import _triton_runs_on, check_bool, check_int, no_grad_fast
 from .kernels import _step_flat_index, _step_rows, _step_writes, _fill_writes, round_up
 from .layout import _flat_global, _pad_idx, cached_index
 from .reference import _fp8_rows_bf16, _positions_of
@@ -325,7 +325,7 @@ def advance(self: CSACache, n: int = 1, *, host_only: bool = False):
 
 
 @patch
-@torch.no_grad()
+@no_grad_fast
 def write_keys(self: CSACache, key: torch.Tensor, rows: StepRows):
     """The raw keys of a step's `s <= MAX_STEP` new tokens into their window-ring slots (token `p` at slot `p % R`).
     `key [s, b, D]`: the step's raw keys (cast to the cache's dtype); `rows`: the step's `StepRows`."""
@@ -334,7 +334,7 @@ def write_keys(self: CSACache, key: torch.Tensor, rows: StepRows):
 
 
 @patch
-@torch.no_grad()
+@no_grad_fast
 def write_ring(self: CSACache, ring: tuple, a: torch.Tensor, g: torch.Tensor, rows: StepRows):
     """A step's new projections into a compressor ring: the last `min(s, S)` of them, token `p` at slot `p % S`.
 
@@ -355,7 +355,7 @@ def _at_last(t: torch.Tensor, rows: StepRows) -> torch.Tensor:
 
 
 @patch
-@torch.no_grad()
+@no_grad_fast
 def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
     """The compressor's entries of a step's rows' blocks into the entry slots `R + block`: each row writes the entry of
     its block's `last` row, so duplicate writes of a slot carry equal values.
@@ -367,7 +367,7 @@ def write_entries(self: CSACache, entries: torch.Tensor, rows: StepRows):
 
 # %% ../nbs/05_cache.ipynb #423016b8
 @patch
-@torch.no_grad()
+@no_grad_fast
 def write_index_keys(self: CSACache, keys: torch.Tensor, rows: StepRows) -> torch.Tensor:
     """The indexer's keys of a step's rows' blocks into `index_keys` (with their FP8 form), as `write_entries` writes
     the entries.
@@ -395,7 +395,7 @@ def _write_keys8(self: CSACache, k: torch.Tensor, rows: StepRows):
 
 # %% ../nbs/05_cache.ipynb #56116ae7
 @patch
-@torch.no_grad()
+@no_grad_fast
 def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, index=None):
     """Every write of a decode step (the four methods above, in their order), the rows' poison and the step's
     `advance`: the cache holds `s` more tokens after it. One kernel on CUDA (`kernels._step_writes`, the FP8 form of
@@ -443,7 +443,7 @@ def _ring_pairs(buf, vals, p0: int) -> list:
 
 # %% ../nbs/05_cache.ipynb #52484a81
 @patch
-@torch.no_grad()
+@no_grad_fast
 def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=()):
     """Store what a forward over a whole prefix of `s` tokens computed into this empty cache, then advance it by `s`.
 
@@ -585,7 +585,7 @@ def keep(self: StepRows, out: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/05_cache.ipynb #715de266
 @patch
-@torch.no_grad()
+@no_grad_fast
 def grow(self: CSACache, max_seq_len: int) -> CSACache:
     """A copy of this cache with room for more tokens per sequence: the window ring, the entries, the rings and the
     counters copied over; it belongs to the same layer.

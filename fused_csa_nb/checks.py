@@ -18,7 +18,7 @@ import torch
 
 # %% auto #0
 __all__ = ['check_int', 'check_bool', 'check_float', 'check_scale', 'check_choice', 'check_tensor', 'check_like_module',
-           'check_device', 'index_checks', 'check_index_values', 'first_order_only']
+           'check_device', 'index_checks', 'check_index_values', 'first_order_only', 'no_grad_fast']
 
 # %% ../nbs/00_checks.ipynb #5631495a
 def _describe(value) -> str:
@@ -503,3 +503,17 @@ def first_order_only(what: str):
         return first_order
 
     return decorate
+
+# %% ../nbs/00_checks.ipynb #4cd3980a
+def no_grad_fast(fn):
+    """`torch.no_grad()` as a decorator of `fn` that enters it only where gradients are on (see above): `fn(*args,
+    **kwargs)` runs with gradients off and returns its result. Returns the wrapper (`functools.wraps(fn)`)."""
+
+    @functools.wraps(fn)
+    def without_grad(*args, **kwargs):
+        if not torch.is_grad_enabled():
+            return fn(*args, **kwargs)
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+
+    return without_grad

@@ -12,6 +12,7 @@ from torch.utils.checkpoint import checkpoint
 
 from fused_csa_nb.checks import (
     first_order_only,
+    no_grad_fast,
     _describe,
     _cdiv,
     _launch_triton,
@@ -748,7 +749,7 @@ def _poison_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
     return mn * 0 + mx * 0  # inf·0 = NaN; no overflow (unlike mx - mn)
 
 
-@torch.no_grad()  # a constant: no gradient to its inputs
+@no_grad_fast  # a constant: no gradient to its inputs
 def indexer_input_poison(
     q_idx: torch.Tensor, k_idx: torch.Tensor | None, weights: torch.Tensor, ratio: int, q_offset: int = 0
 ) -> torch.Tensor:
@@ -769,7 +770,7 @@ def indexer_input_poison(
     return _indexer_input_poison(q_idx, k_idx, weights, ratio, q_offset)
 
 
-@torch.no_grad()
+@no_grad_fast
 def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
     "`indexer_input_poison` on checked inputs (the fused path's call)."
     sq = q_idx.shape[0]
@@ -784,7 +785,7 @@ def _indexer_input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0):
     return poison.t().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # a fresh [b, sq]
 
 
-@torch.no_grad()
+@no_grad_fast
 def _packed_input_poison(q_idx, k_idx, weights, row_base, row_visible):
     """`indexer_input_poison` of rows of a pack (`[1, c]`): `q_idx [c, 1, Hi, Di]`, `weights [c, 1, Hi]`, the pack's
     entries `k_idx [C, 1, Di]`; row `t` sees
