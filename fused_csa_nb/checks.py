@@ -389,6 +389,7 @@ def _triton_minor(version: str) -> tuple:
 
 _BIND_LAUNCHES = triton is not None and (3, 6) <= _triton_minor(triton.__version__) < (4, 0)
 _BOUND: dict = {}  # the argument kind → (launcher, function, metadata, constexpr values) or None (Triton launches)
+_LEADS: dict = {}  # a kernel → how many of its first launch's arguments were tensors before the first scalar
 
 
 def _cuda_stream() -> tuple:
@@ -421,34 +422,32 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
     jit = _BIND_LAUNCHES and kernel.__class__ is triton.runtime.jit.JITFunction
     if jit and not _hooked() and not torch.compiler.is_compiling():
         device, stream = _cuda_stream()
-        vals, kind = [], [kernel, device, *meta.items()]
-        val, key = vals.append, kind.append
-        for a in args:  # the kind, flat: an int as itself, a tensor as its dtype and address mod 16, else type, value
-            if a.__class__ is int:
-                val(a)
-                key(a)
-            elif isinstance(a, torch.Tensor):
-                p = a.data_ptr()
-                val(p)
-                key(a.dtype)
-                key(p & 15)
-            else:
-                val(a)
-                key(a.__class__)
-                key(a)
-        kind = tuple(kind)
-        bound = _BOUND.get(kind, False)
-        if bound:  # the kept launcher of this kind
-            run, function, metadata, tail = bound
-            g = (*grid, 1, 1)
-            run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *tail)
-            return
-        if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches; keep its kernel
-            compiled = kernel[grid](*args, **meta)
-            if len(_BOUND) >= 4096:
-                _BOUND.clear()
-            _BOUND[kind] = _bind(kernel, compiled, len(args), meta)
-            return
+        lead = _LEADS.get(kernel)  # the leading tensors of the kernel's first launch: pointers; then scalars
+        if lead is None:
+            lead = _LEADS[kernel] = next((i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)), len(args))
+        head, scalars = args[:lead], args[lead:]
+        try:
+            vals = [a.data_ptr() for a in head]
+        except AttributeError:  # not a tensor where the first launch had one: Triton launches
+            vals = None
+        if vals is not None:  # the kind: each tensor's dtype and address mod 16, each scalar's value and type
+            kind = (kernel, device, *meta.items(), scalars, *map(type, scalars), *[a.dtype for a in head])
+            kind = (*kind, *[p & 15 for p in vals])
+            bound = _BOUND.get(kind, False)
+            if bound:  # the kept launcher of this kind
+                run, function, metadata, tail = bound
+                g = (*grid, 1, 1)
+                run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *scalars, *tail)
+                return
+            if (
+                bound is False
+            ):  # a new kind: Triton binds, specialises, compiles if need be and launches; keep its kernel
+                compiled = kernel[grid](*args, **meta)
+                if len(_BOUND) >= 4096:
+                    _BOUND.clear()
+                if not any(isinstance(a, torch.Tensor) for a in scalars):  # a tensor among them: never kept
+                    _BOUND[kind] = _bind(kernel, compiled, len(args), meta)
+                return
     kernel[grid](*args, **meta)
 
 # %% ../nbs/00_checks.ipynb #72476198
