@@ -525,20 +525,19 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
 # %% ../nbs/06_attention.ipynb #2c02119f
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
-    """The ordinary forward over a prompt (inference), its keys stored in the empty `cache` (`CSACache.fill`) before
-    the attention (see below): the compressors' projections of every row are made once, for the pooling and the
-    rings."""
+    """The ordinary forward over a prompt (inference), its keys then stored in the empty `cache` (`CSACache.fill`)
+    after the attention (see below): the compressors' projections of every row are made once, for the pooling and
+    the rings."""
     segments = self._segments(query)
     proj = self._prompt_projections(x)  # per compressor: (wkv(x), wgate(x)), or None
     keys = self._keys(key, x, qr, segments, proj)[0]
-    cache.fill(
+    out, _ = self.backend.attend(query, keys, segments[0][1], self._sink(), train=False, loss=False)
+    cache.fill(  # the fill's host work runs while the attention kernel does
         key.squeeze(2),
         keys.kv_full[keys.slot0 :] if keys.n_comp else None,
         None if keys.indexer is None else keys.indexer[1],
         [(ring, *p) for ring, p in zip((cache.comp_ring, cache.index_ring), proj) if p is not None],
     )
-    del proj  # the projections' memory back before the attention
-    out, _ = self.backend.attend(query, keys, segments[0][1], self._sink(), train=False, loss=False)
     return out
 
 # %% ../nbs/06_attention.ipynb #17a74cbf
