@@ -1384,7 +1384,8 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
         L += [
             "",
             "A prompt through the cache (inference forward + storing its keys) against the plain inference forward "
-            "(ratio 4, b = 1; the cache emptied before each call, outside the timed span):",
+            "(ratio 4, b = 1; the two calls in turn, each from an idle GPU: the cache emptied and the device "
+            "synchronised before each, outside the timed span):",
             "",
             "| s_q | inference ms | through the cache ms | ratio |",
             "|---|---|---|---|",
