@@ -87,7 +87,7 @@ def median_times_ms(fns, *, warmup: int = 3, iters: int = 10, device=None, setup
                 t.append((time.perf_counter() - t0) * 1e3)
     return [statistics.median(t) for t in times]
 
-
+# %% ../nbs/07_bench.ipynb #3a0ffcd0
 def median_time_ms(fn, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> float:
     """Median wall time of `fn()` in milliseconds after `warmup` calls (CUDA events on a CUDA `device`):
     `median_times_ms` of the one call `fn`, the same arguments. Returns the median of the `iters` times in ms."""
