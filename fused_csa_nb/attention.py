@@ -542,20 +542,27 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
 
 # %% ../nbs/06_attention.ipynb #17a74cbf
 @patch
-def _step_projections(self: CompressedSparseAttention, x) -> list | None:
+def _step_projections(self: CompressedSparseAttention, x, qr) -> list | None:
     """A decode step's `x [s, b, hidden]` through every weight that reads it in one kernel (see above): the
-    compressor's `wkv`, `wgate`, then the indexer compressor's `wkv`, `wgate` and the indexer's `weights_proj`, those
-    the layer has → a list of `[s, b, N_i]` views; `None` without `x`, or where the modules project it themselves
-    (native, not CUDA, not bf16, autocast)."""
+    compressor's `wkv`, `wgate`, then the indexer compressor's `wkv`, `wgate` and the indexer's `weights_proj` (times
+    `Hi^-½`), those the layer has; then with an indexer its `wq(qr)` (`qr [s, b, q_lora_rank]`) in a second → a list
+    of `[s, b, N_i]` views; `None` without `x`, or where the modules project it themselves (native, not CUDA, not
+    bf16, autocast)."""
     if x is None or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
         return None
-    mods = [m for m in (self.compressor, self.indexer and self.indexer.compressor) if m is not None]
-    ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + (
-        [self.indexer.weights_proj.weight] if self.indexer else []
-    )
-    if not ws or x.dtype != torch.bfloat16 or any(w.dtype != x.dtype or not w.is_contiguous() for w in ws):
+    ix = self.indexer
+    mods = [m for m in (self.compressor, ix and ix.compressor) if m is not None]
+    ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + ([ix.weights_proj.weight] if ix else [])
+    ins = [x] + ([qr] if ix else [])
+    if (
+        not ws
+        or any(t.dtype != torch.bfloat16 for t in ins)
+        or any(w.dtype != x.dtype or not w.is_contiguous() for w in ws + ([ix.wq.weight] if ix else []))
+    ):
         return None
-    return _linears(x, ws)
+    if ix is None:
+        return _linears(x, ws)
+    return _linears(x, ws, last_scale=ix.n_heads**-0.5) + _linears(qr, [ix.wq.weight])
 
 # %% ../nbs/06_attention.ipynb #c408bcba
 @patch
@@ -576,11 +583,11 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
     cache's keys."""
     rows = cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
     comp = index = indexer = None
-    proj = self._step_projections(x)  # x through every weight that reads it, one kernel; None: the modules do it
+    proj = self._step_projections(x, qr)  # x through every weight that reads it, one kernel (qr: another)
     if self.compressor is not None:  # the module steps read the rings; the cache then writes them
         comp = self.compressor.step(x, rows.positions, *cache.comp_ring, proj=proj and proj[:2])  # (entries, a, g)
     if self.indexer is not None:
-        q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring, proj=proj and proj[-3:])
+        q_i, w_i, k_i, (a, g) = self.indexer.step(x, qr, rows.positions, *cache.index_ring, proj=proj and proj[-4:])
         index = (k_i, a, g, q_i, w_i)
         indexer = (q_i, cache.index_keys8 if self.cfg.indexer_precision == "fp8" else cache.index_keys, w_i)
     poison = cache.write_step(rows, key[:, :, 0], comp, index)  # and the advance; [b, s] NaN / 0 with the indexer

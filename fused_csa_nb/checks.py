@@ -388,20 +388,29 @@ def _triton_minor(version: str) -> tuple:
 
 
 _BIND_LAUNCHES = triton is not None and (3, 6) <= _triton_minor(triton.__version__) < (4, 0)
-_BOUND: dict = {}  # the argument kind → (launcher, function, metadata, constexpr values) or None (Triton launches)
-_LEADS: dict = {}  # a kernel → how many of its first launch's arguments were tensors before the first scalar
+_KEPT = "_csa_kept"  # the attribute of a jit function that holds its `_Kept`
+_RUNTIME = triton.knobs.runtime if _BIND_LAUNCHES else None  # where Triton's launch hooks are set
+
+
+class _Kept:
+    "A jit function's kept launches: its leading tensor count and its kinds."
+
+    def __init__(self, lead: int):
+        self.lead = lead  # how many of its first launch's arguments were tensors before the first scalar
+        self.kinds: dict = {}  # the argument kind → (launcher, function, metadata, constexpr values) or None
 
 
 def _cuda_stream() -> tuple:
-    "`(device index, raw stream)`: where Triton launches, the current CUDA device's current stream."
-    d = torch.cuda.current_device()
+    """`(device index, raw stream)`: where Triton launches, the current CUDA device's current stream (CUDA is
+    initialised: the launch's tensors are on it)."""
+    d = torch._C._cuda_getDevice()
     return d, torch._C._cuda_getCurrentRawStream(d)
 
 
 def _hooked() -> bool:
     "Whether a launch hook is set (a profiler reads every launch through Triton's own path)."
-    rt = triton.knobs.runtime
-    return any(getattr(h, "calls", h) for h in (rt.launch_enter_hook, rt.launch_exit_hook))
+    e, x = _RUNTIME.launch_enter_hook, _RUNTIME.launch_exit_hook
+    return bool(getattr(e, "calls", e) or getattr(x, "calls", x))
 
 # %% ../nbs/00_checks.ipynb #31f58b7b
 def _bind(kernel, compiled, n_args: int, meta: dict):
@@ -419,34 +428,33 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
     """`kernel[grid](*args, **meta)` (see above): `kernel` a `triton.jit` function, `grid` a tuple of 1 to 3 ints,
     `args` its arguments in signature order up to the first constexpr, `meta` its constexprs and launch options
     (`num_warps`, ...) by name. Returns nothing."""
-    jit = _BIND_LAUNCHES and kernel.__class__ is triton.runtime.jit.JITFunction
-    if jit and not _hooked() and not torch.compiler.is_compiling():
+    kept = kernel.__dict__.get(_KEPT) if _BIND_LAUNCHES else None
+    if kept is None and _BIND_LAUNCHES and kernel.__class__ is triton.runtime.jit.JITFunction:
+        lead = next((i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)), len(args))
+        kept = _Kept(lead)  # the leading tensors of the first launch: pointers; then scalars
+        setattr(kernel, _KEPT, kept)
+    if kept is not None and not _hooked() and not torch.compiler.is_compiling():
         device, stream = _cuda_stream()
-        lead = _LEADS.get(kernel)  # the leading tensors of the kernel's first launch: pointers; then scalars
-        if lead is None:
-            lead = _LEADS[kernel] = next((i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)), len(args))
-        head, scalars = args[:lead], args[lead:]
+        head, scalars = args[: kept.lead], args[kept.lead :]
         try:
             vals = [a.data_ptr() for a in head]
         except AttributeError:  # not a tensor where the first launch had one: Triton launches
             vals = None
         if vals is not None:  # the kind: each tensor's dtype and address mod 16, each scalar's value and type
-            kind = (kernel, device, *meta.items(), scalars, *map(type, scalars), *[a.dtype for a in head])
+            kind = (device, *meta.items(), scalars, *map(type, scalars), *[a.dtype for a in head])
             kind = (*kind, *[p & 15 for p in vals])
-            bound = _BOUND.get(kind, False)
+            bound = kept.kinds.get(kind, False)
             if bound:  # the kept launcher of this kind
                 run, function, metadata, tail = bound
                 g = (*grid, 1, 1)
                 run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *scalars, *tail)
                 return
-            if (
-                bound is False
-            ):  # a new kind: Triton binds, specialises, compiles if need be and launches; keep its kernel
+            if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches; keep it
                 compiled = kernel[grid](*args, **meta)
-                if len(_BOUND) >= 4096:
-                    _BOUND.clear()
+                if len(kept.kinds) >= 1024:
+                    kept.kinds.clear()
                 if not any(isinstance(a, torch.Tensor) for a in scalars):  # a tensor among them: never kept
-                    _BOUND[kind] = _bind(kernel, compiled, len(args), meta)
+                    kept.kinds[kind] = _bind(kernel, compiled, len(args), meta)
                 return
     kernel[grid](*args, **meta)
 

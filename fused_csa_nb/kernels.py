@@ -526,12 +526,9 @@ def _run(name: str, *args):
     return getattr(torch.ops.fused_csa, name)(*args)
 
 # %% ../nbs/03_kernels.ipynb #daf9db07
-@_op(
-    "flash_mla_sparse_fwd",
-    "(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor attn_sink, "
-    "Tensor? topk_length, Tensor? row_poison) -> (Tensor, Tensor)",
-)
-def _flash_mla_fwd_op(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
+def _flash_mla_raw(q, kv, indices, sm_scale, attn_sink, topk_length=None):
+    """FlashMLA's sparse forward alone on checked flat CUDA tensors (heads and indices padded) → `(out [s_q, H, 512]
+    bf16, lse [s_q, H] fp32)`: no non-finite rule (the op below adds it; the split parts' merge applies its own)."""
     out, _max_logits, lse = _lib("flash_mla").flash_mla_sparse_fwd(
         q,
         kv.unsqueeze(1),
@@ -541,6 +538,16 @@ def _flash_mla_fwd_op(q, kv, indices, sm_scale, attn_sink, topk_length, row_pois
         attn_sink=attn_sink,
         topk_length=topk_length,
     )
+    return out, lse
+
+
+@_op(
+    "flash_mla_sparse_fwd",
+    "(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor attn_sink, "
+    "Tensor? topk_length, Tensor? row_poison) -> (Tensor, Tensor)",
+)
+def _flash_mla_fwd_op(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
+    out, lse = _flash_mla_raw(q, kv, indices, sm_scale, attn_sink, topk_length)
     return _nan_rows_(out, attn_sink, row_poison), lse  # the non-finite rule (sink, rows) in place
 
 
@@ -1170,11 +1177,13 @@ def indexer_fwd_thd(
     return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco, q_scale, k_scale)
 
 # %% ../nbs/03_kernels.ipynb #4a28336c
-def _radix_topk(values, lengths, top_k, deterministic: bool = True):
+def _radix_topk(values, lengths, top_k, deterministic: bool = True, signed_zeros: bool = True):
     """Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32;
     the tie rule (smaller column wins; `-0.0` made `+0.0` in `values`, in place); `deterministic`:
-    ascending ids, repeatable."""
-    values.add_(0.0)  # the radix orders +0 above -0: one zero, as the native sort has it
+    ascending ids, repeatable; `signed_zeros=False`: `values` holds no `-0.0` (its kernel wrote `+0.0`), one launch
+    less."""
+    if signed_zeros:
+        values.add_(0.0)  # the radix orders +0 above -0: one zero, as the native sort has it
     return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1]), deterministic), top_k)
 
 
@@ -1824,10 +1833,12 @@ if triton is not None:
 
     @triton.jit
     def _linears_kernel(
-        x_ptr, out_ptr, w0, w1, w2, w3, w4, t1, t2, t3, t4, c1, c2, c3, c4, n0, n1, n2, n3, n4, M, K, x_row, o_row,
+        x_ptr, out_ptr, w0, w1, w2, w3, w4, t1, t2, t3, t4, c1, c2, c3, c4, n0, n1, n2, n3, n4, M, K, t_last,
+        x_row, o_row, last_scale,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WIDEN: tl.constexpr,
     ):  # fmt: skip
-        "Tile `pid` of weight `i` (`t_i <= pid < t_(i+1)`): `x @ w_i[rows].T` into output columns `c_i + rows`."
+        """Tile `pid` of weight `i` (`t_i <= pid < t_(i+1)`): `x @ w_i[rows].T` into output columns `c_i + rows`, times
+        `last_scale` from tile `t_last` on (the last weight's)."""
         pid, pm = tl.program_id(0), tl.program_id(1)
         z = pid * 0  # every branch's integers the same runtime int32 (an argument of 1 would be a constant)
         w_ptr, tile, col, n = w0, pid, z, n0 + z
@@ -1854,7 +1865,7 @@ if triton is not None:
             if WIDEN:  # the interpreter's bf16 products: the same exact products in fp32
                 a, w = a.to(tl.float32), w.to(tl.float32)
             acc += tl.dot(a, w, input_precision="ieee" if WIDEN else None)
-        out = acc.to(out_ptr.dtype.element_ty)
+        out = (acc * tl.where(pid >= t_last, last_scale, 1.0)).to(out_ptr.dtype.element_ty)
         tl.store(out_ptr + rm[:, None] * o_row + col + rn[None, :], out, mask=(rm[:, None] < M) & (rn[None, :] < n))
 
 # %% ../nbs/03_kernels.ipynb #6979df5f
@@ -1874,15 +1885,18 @@ def _linears_plan(M: int, K: int, ns: tuple) -> tuple:
     pad = LINEARS_MAX - len(ns)
     consts = (*tiles[1:-1], *[tiles[-1]] * pad, *cols[1:-1], *[0] * pad, *ns, *[0] * pad)
     bm = min(64, max(16, _pow2(M)))
+    consts = (*consts, M, K, tiles[-2])  # then the rows, the width and the last weight's first tile
     return (tiles[-1], _cdiv(M, bm)), consts, cols[-1], bm, bn, min(512 if M <= 16 else 256, _pow2(K))
 
 
-def _linears(x: torch.Tensor, weights) -> list:
+def _linears(x: torch.Tensor, weights, last_scale: float = 1.0) -> list:
     """`[x @ w.T for w in weights]` in one kernel (see above): float32 sums, outputs in `x`'s dtype, views of one
     `[*lead, ΣN]` tensor; the tiling is planned once per rows, width and weight widths.
 
     `x [*lead, K]` bf16 (rows of unit stride): the input; `weights`: up to `LINEARS_MAX` contiguous `[N_i, K]`
-    tensors of `x`'s dtype and device. Returns `[*lead, N_i]` per weight."""
+    tensors of `x`'s dtype and device; `last_scale`: a factor of the last weight's sums before their rounding (the
+    indexer's head weights `weights_proj(x) · Hi^-½`: one rounding, and for a power of two the product's own).
+    Returns `[*lead, N_i]` per weight."""
     lead, K = x.shape[:-1], x.shape[-1]
     if not 1 <= len(weights) <= LINEARS_MAX or any(w.shape[1:] != (K,) for w in weights):
         raise ValueError(
@@ -1899,7 +1913,7 @@ def _linears(x: torch.Tensor, weights) -> list:
     grid, consts, total, bm, bn, bk = plan
     out = torch.empty(*lead, total, dtype=x.dtype, device=x.device)
     _launch_triton(_linears_kernel, grid,
-        x2, out, *weights, *[weights[0]] * (LINEARS_MAX - len(weights)), *consts, M, K, x2.stride(0), total,
+        x2, out, *weights, *[weights[0]] * (LINEARS_MAX - len(weights)), *consts, x2.stride(0), total, last_scale,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, WIDEN=_INTERPRETED, num_warps=4, num_stages=3,
     )  # fmt: skip
     return list(out.split_with_sizes(ns, -1))
@@ -1954,7 +1968,13 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
     if key not in _NO_SINK:
         _NO_SINK[key] = torch.full((h,), float("-inf"), dtype=torch.float32, device=q.device)
     qp = q.unsqueeze(1).expand(s_q, P, h, d).contiguous().view(s_q * P, h, d)  # FlashMLA reads q contiguous
-    part, lse = _sparse_fwd(qp, kv, idx, sm_scale, _NO_SINK[key], heads=heads, multiple=multiple)
+    qp, sink = _pad_heads(qp, _NO_SINK[key], heads)
+    if qp.is_cuda:  # FlashMLA alone: no sink to apply, no row to poison (the merge below applies both)
+        part, lse = _flash_mla_raw(qp, kv, idx, sm_scale, sink)
+    else:  # the op's stand-in (tests without a GPU)
+        part, lse = _run("flash_mla_sparse_fwd", qp, kv, idx, sm_scale, sink, None, None)
+    if heads != h:
+        part, lse = part[:, :h].contiguous(), lse[:, :h].contiguous()
     out = torch.empty(s_q, h, part.shape[-1], dtype=part.dtype, device=q.device)
     dv = part.shape[-1]
     _launch_triton(_combine_splits_kernel, (s_q, h, _cdiv(dv, 128)),

@@ -1293,20 +1293,20 @@ def step(  # noqa: F811 (@patch: CSAIndexer's method)
     `x [s, b, hidden_size]`: the new tokens' layer input; `qr [s, b, q_lora_rank]`: their query
     latent; `positions [s, b]` int64: their global positions (`pos + t`); `ring_a [S, b, width]`: the earlier
     tokens' `wkv` projections in its compressor's ring (as for `Compressor.step`); `ring_g [S, b, width]`: their `wgate`
-    projections; `proj`: `(compressor.wkv(x), compressor.wgate(x), weights_proj(x))` when the caller made them
-    already (`None`: made here). Returns `(q_i [s, b, Hi, Di], w_i [s, b, Hi],
+    projections; `proj`: `(compressor.wkv(x), compressor.wgate(x), weights_proj(x) · Hi ** -0.5, wq(qr))` when the
+    caller made them already (`None`: made here). Returns `(q_i [s, b, Hi, Di], w_i [s, b, Hi],
     keys [s, b, Di], (a, g))`: the queries roped at their positions, the head weights (`weights_proj(x) · Hi ** -0.5`),
     then the keys and ring projections of its compressor's `step`."""
     s, b = x.shape[:2]
+    w, q = (self.weights_proj(x) * self.n_heads**-0.5, self.wq(qr)) if proj is None else proj[2:]
     q = _rotate(
-        self.wq(qr).view(s * b, self.n_heads, self.head_dim),
+        q.view(s * b, self.n_heads, self.head_dim),
         positions.reshape(s * b, 1),
         self.rotary_dim,
         self.compressor.inv_freq,
     ).view(s, b, self.n_heads, self.head_dim)
     keys, a, g = self.compressor.step(x, positions, ring_a, ring_g, None if proj is None else proj[:2])
-    w = self.weights_proj(x) if proj is None else proj[2]
-    return q, w * self.n_heads**-0.5, keys, (a, g)
+    return q, w, keys, (a, g)
 
 # %% ../nbs/01_reference.ipynb #db4f9e3e
 def decode_indexer_scores(
