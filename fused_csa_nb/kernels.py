@@ -1967,7 +1967,10 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
     key = (q.device, h)
     if key not in _NO_SINK:
         _NO_SINK[key] = torch.full((h,), float("-inf"), dtype=torch.float32, device=q.device)
-    qp = q.unsqueeze(1).expand(s_q, P, h, d).contiguous().view(s_q * P, h, d)  # FlashMLA reads q contiguous
+    if s_q == 1 and q.is_cuda:  # one row: its query repeated as a view (FlashMLA reads its strides), no copy
+        qp = q.expand(P, h, d)
+    else:  # row r's query P times in a row
+        qp = q.unsqueeze(1).expand(s_q, P, h, d).contiguous().view(s_q * P, h, d)
     qp, sink = _pad_heads(qp, _NO_SINK[key], heads)
     if qp.is_cuda:  # FlashMLA alone: no sink to apply, no row to poison (the merge below applies both)
         part, lse = _flash_mla_raw(qp, kv, idx, sm_scale, sink)
