@@ -542,6 +542,25 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
 
 # %% ../nbs/06_attention.ipynb #17a74cbf
 @patch
+def _step_weights(self: CompressedSparseAttention) -> tuple | None:
+    """The weights a decode step's projections read (see above), listed and checked once per state of the layer's
+    tensors (`_tensor_ptrs`, as the last input check read them) → `(x's weights, their last one's scale, [wq] or
+    [])`: the compressor's `wkv`, `wgate`, the indexer compressor's two and the indexer's `weights_proj` (scaled by
+    `Hi^-½`), those the layer has; `None` where one is not a contiguous bf16 tensor (the modules project then)."""
+    checked = self.__dict__.get("_checked")
+    ptrs = checked[0] if checked else self._tensor_ptrs()
+    got = self.__dict__.get("_step_weights_of")
+    if got is None or got[0] != ptrs:
+        ix = self.indexer
+        mods = [m for m in (self.compressor, ix and ix.compressor) if m is not None]
+        ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + ([ix.weights_proj.weight] if ix else [])
+        qw = [ix.wq.weight] if ix else []
+        ok = ws and all(w.dtype == torch.bfloat16 and w.is_contiguous() for w in ws + qw)
+        got = self.__dict__["_step_weights_of"] = (ptrs, (ws, ix.n_heads**-0.5 if ix else 1.0, qw) if ok else None)
+    return got[1]
+
+
+@patch
 def _step_projections(self: CompressedSparseAttention, x, qr) -> list | None:
     """A decode step's `x [s, b, hidden]` through every weight that reads it in one kernel (see above): the
     compressor's `wkv`, `wgate`, then the indexer compressor's `wkv`, `wgate` and the indexer's `weights_proj` (times
@@ -550,19 +569,11 @@ def _step_projections(self: CompressedSparseAttention, x, qr) -> list | None:
     bf16, autocast)."""
     if x is None or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
         return None
-    ix = self.indexer
-    mods = [m for m in (self.compressor, ix and ix.compressor) if m is not None]
-    ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + ([ix.weights_proj.weight] if ix else [])
-    ins = [x] + ([qr] if ix else [])
-    if (
-        not ws
-        or any(t.dtype != torch.bfloat16 for t in ins)
-        or any(w.dtype != x.dtype or not w.is_contiguous() for w in ws + ([ix.wq.weight] if ix else []))
-    ):
+    bound = self._step_weights()
+    if bound is None or x.dtype != torch.bfloat16 or (bound[2] and qr.dtype != torch.bfloat16):
         return None
-    if ix is None:
-        return _linears(x, ws)
-    return _linears(x, ws, last_scale=ix.n_heads**-0.5) + _linears(qr, [ix.wq.weight])
+    ws, scale, qw = bound
+    return _linears(x, ws, scale) + (_linears(qr, qw) if qw else [])
 
 # %% ../nbs/06_attention.ipynb #c408bcba
 @patch

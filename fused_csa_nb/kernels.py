@@ -1870,7 +1870,7 @@ if triton is not None:
 
 # %% ../nbs/03_kernels.ipynb #6979df5f
 LINEARS_MAX = 5  # weights one `_linears` launch takes
-_LINEAR_PLANS: dict = {}  # (rows, K, widths) → the launch's grid, tile constants and block sizes (1,024 at most)
+_LINEAR_PLANS: dict = {}  # (rows, K, weight shapes) → the launch's grid, tile constants, block sizes, widths
 
 
 def _linears_plan(M: int, K: int, ns: tuple) -> tuple:
@@ -1898,19 +1898,20 @@ def _linears(x: torch.Tensor, weights, last_scale: float = 1.0) -> list:
     indexer's head weights `weights_proj(x) · Hi^-½`: one rounding, and for a power of two the product's own).
     Returns `[*lead, N_i]` per weight."""
     lead, K = x.shape[:-1], x.shape[-1]
-    if not 1 <= len(weights) <= LINEARS_MAX or any(w.shape[1:] != (K,) for w in weights):
-        raise ValueError(
-            f"`weights` must be 1 to {LINEARS_MAX} [N, {K}] tensors (x's width), "
-            f"got {[tuple(w.shape) for w in weights]}"
-        )
     x2 = _unit(x.reshape(-1, K))
-    M, ns = x2.shape[0], tuple(w.shape[0] for w in weights)
-    plan = _LINEAR_PLANS.get((M, K, ns))
-    if plan is None:
+    key = (x2.shape[0], K, *[w.shape for w in weights])  # the rows, the width and every weight's shape
+    plan = _LINEAR_PLANS.get(key)
+    if plan is None:  # checked once per key: a call of these shapes passed
+        if not 1 <= len(weights) <= LINEARS_MAX or any(w.shape[1:] != (K,) for w in weights):
+            raise ValueError(
+                f"`weights` must be 1 to {LINEARS_MAX} [N, {K}] tensors (x's width), "
+                f"got {[tuple(w.shape) for w in weights]}"
+            )
         if len(_LINEAR_PLANS) >= 1024:
             _LINEAR_PLANS.clear()
-        plan = _LINEAR_PLANS[M, K, ns] = _linears_plan(M, K, ns)
-    grid, consts, total, bm, bn, bk = plan
+        ns = tuple(w.shape[0] for w in weights)
+        plan = _LINEAR_PLANS[key] = (*_linears_plan(x2.shape[0], K, ns), ns)
+    grid, consts, total, bm, bn, bk, ns = plan
     out = torch.empty(*lead, total, dtype=x.dtype, device=x.device)
     _launch_triton(_linears_kernel, grid,
         x2, out, *weights, *[weights[0]] * (LINEARS_MAX - len(weights)), *consts, x2.stride(0), total, last_scale,
