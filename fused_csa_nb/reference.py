@@ -525,37 +525,41 @@ class Compressor(nn.Module):
         check_like_module("x", x, self, "compressor")
         return self._compress(x, start_pos)
 
-    def _compress(self, x, start_pos: int = 0, proj=None):
-        """`forward` on checked inputs (the layer's call); `proj`: `(wkv(x), wgate(x))` `[sq, b, width]` each, made
-        already (a prefill through the cache: its rings keep the last rows), or `None`: projected here."""
-        sq, b, _ = x.shape
-        r, d, n = self.ratio, self.head_dim, sq // self.ratio
-        if n == 0:
-            return None
-        acc = _acc_dtype(x.dtype)
-        xc = x if n * r == sq else x[: n * r]
-        a, g = (self.wkv(xc), self.wgate(xc)) if proj is None else (t[: n * r] for t in proj)
-        a, g = a.view(n, r, b, -1), g.view(n, r, b, -1)  # [n, r, b, width], x's dtype
-        c = _gated_pool(a, g, self.ape, self.overlap)  # [n, b, d] in acc
-        if not (c.requires_grad or torch.is_grad_enabled() and self.norm_weight.requires_grad) and _finishes(c, d):
-            return _finish_entries(self, c, start_pos, r, x.dtype)  # no gradient: the norm and the rotary in one launch
-        c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
-        pos = cached_index(_positions_of, start_pos, n, r, device=x.device)  # [n, 1]: each entry's block start
-        return _rotate(c, pos, self.rotary_dim, self.inv_freq).to(x.dtype)
+# %% ../nbs/01_reference.ipynb #0251ed99
+@patch
+def _compress(self: Compressor, x, start_pos: int = 0, proj=None):
+    """`forward` on checked inputs (the layer's call); `proj`: `(wkv(x), wgate(x))` `[sq, b, width]` each, made
+    already (a prefill through the cache: its rings keep the last rows), or `None`: projected here."""
+    sq, b, _ = x.shape
+    r, d, n = self.ratio, self.head_dim, sq // self.ratio
+    if n == 0:
+        return None
+    acc = _acc_dtype(x.dtype)
+    xc = x if n * r == sq else x[: n * r]
+    a, g = (self.wkv(xc), self.wgate(xc)) if proj is None else (t[: n * r] for t in proj)
+    a, g = a.view(n, r, b, -1), g.view(n, r, b, -1)  # [n, r, b, width], x's dtype
+    c = _gated_pool(a, g, self.ape, self.overlap)  # [n, b, d] in acc
+    if not (c.requires_grad or torch.is_grad_enabled() and self.norm_weight.requires_grad) and _finishes(c, d):
+        return _finish_entries(self, c, start_pos, r, x.dtype)  # no gradient: the norm and the rotary in one launch
+    c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(acc), self.eps)
+    pos = cached_index(_positions_of, start_pos, n, r, device=x.device)  # [n, 1]: each entry's block start
+    return _rotate(c, pos, self.rotary_dim, self.inv_freq).to(x.dtype)
 
-    def _compress_packed(self, x, pack):
-        """Entries `[pack.capacity, 1, head_dim]` of the documents of a pack (`layout.PackRows` of this ratio): entry
-        `e = cc[d] + j` pools rows `cu[d] + r·j …` of `x [T, 1, hidden]`, never reaching into another document, and is
-        roped at `r·j`; slots past `cc[N]` hold unused values."""
-        r, d, T = self.ratio, self.head_dim, x.shape[0]
-        start = (pack.cu.long()[pack.entry_doc] + r * pack.entry_j).clamp(max=max(T - r, 0))
-        rows = (start[:, None] + torch.arange(r, device=x.device)).clamp(max=T - 1)  # [C, r]
-        xb = x[:, 0][rows]  # [C, r, hidden]
-        n = xb.shape[0]
-        a, g = self.wkv(xb).view(n, r, 1, -1), self.wgate(xb).view(n, r, 1, -1)
-        c = _gated_pool(a, g, self.ape, self.overlap, pack.entry_j == 0 if self.overlap else None)
-        c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
-        return _rotate(c, (r * pack.entry_j).view(n, 1), self.rotary_dim, self.inv_freq).to(x.dtype)
+# %% ../nbs/01_reference.ipynb #1899a697
+@patch
+def _compress_packed(self: Compressor, x, pack):
+    """Entries `[pack.capacity, 1, head_dim]` of the documents of a pack (`layout.PackRows` of this ratio): entry
+    `e = cc[d] + j` pools rows `cu[d] + r·j …` of `x [T, 1, hidden]`, never reaching into another document, and is
+    roped at `r·j`; slots past `cc[N]` hold unused values."""
+    r, d, T = self.ratio, self.head_dim, x.shape[0]
+    start = (pack.cu.long()[pack.entry_doc] + r * pack.entry_j).clamp(max=max(T - r, 0))
+    rows = (start[:, None] + torch.arange(r, device=x.device)).clamp(max=T - 1)  # [C, r]
+    xb = x[:, 0][rows]  # [C, r, hidden]
+    n = xb.shape[0]
+    a, g = self.wkv(xb).view(n, r, 1, -1), self.wgate(xb).view(n, r, 1, -1)
+    c = _gated_pool(a, g, self.ape, self.overlap, pack.entry_j == 0 if self.overlap else None)
+    c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
+    return _rotate(c, (r * pack.entry_j).view(n, 1), self.rotary_dim, self.inv_freq).to(x.dtype)
 
 # %% ../nbs/01_reference.ipynb #c5dab750
 def _keep_float64_table(self, fn, recurse=True):
@@ -623,28 +627,32 @@ class CSAIndexer(nn.Module):
         check_like_module("qr", qr, self, "indexer")
         return self._index(x, qr, start_pos)
 
-    def _index(self, x, qr, start_pos: int = 0, proj=None):
-        "`forward` on checked inputs (the layer's call); `proj`: its compressor's (`Compressor._compress`)."
-        x, qr = x.detach(), qr.detach()
-        sq, b, _ = x.shape
-        q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
-        pos = cached_index(_positions_of, start_pos, sq, 1, device=x.device).view(sq, 1, 1)
-        q = _rotate(q, pos, self.rotary_dim, self.compressor.inv_freq)
-        weights = self.weights_proj(x) * self.n_heads**-0.5
-        return q, self.compressor._compress(x, start_pos, proj), weights
+# %% ../nbs/01_reference.ipynb #e46dd278
+@patch
+def _index(self: CSAIndexer, x, qr, start_pos: int = 0, proj=None):
+    "`forward` on checked inputs (the layer's call); `proj`: its compressor's (`Compressor._compress`)."
+    x, qr = x.detach(), qr.detach()
+    sq, b, _ = x.shape
+    q = self.wq(qr).view(sq, b, self.n_heads, self.head_dim)
+    pos = cached_index(_positions_of, start_pos, sq, 1, device=x.device).view(sq, 1, 1)
+    q = _rotate(q, pos, self.rotary_dim, self.compressor.inv_freq)
+    weights = self.weights_proj(x) * self.n_heads**-0.5
+    return q, self.compressor._compress(x, start_pos, proj), weights
 
-    def _index_packed(self, x, qr, pack):
-        """`(q_idx [T,1,Hi,Di], k_idx [capacity,1,Di], weights [T,1,Hi])` of a pack:
-        queries roped at their document positions."""
-        x, qr = x.detach(), qr.detach()
-        T = x.shape[0]
-        q = _rotate(
-            self.wq(qr).view(T, 1, self.n_heads, self.head_dim),
-            pack.pos.view(T, 1, 1),
-            self.rotary_dim,
-            self.compressor.inv_freq,
-        )
-        return q, self.compressor._compress_packed(x, pack), self.weights_proj(x) * self.n_heads**-0.5
+# %% ../nbs/01_reference.ipynb #2be8d0e7
+@patch
+def _index_packed(self: CSAIndexer, x, qr, pack):
+    """`(q_idx [T,1,Hi,Di], k_idx [capacity,1,Di], weights [T,1,Hi])` of a pack:
+    queries roped at their document positions."""
+    x, qr = x.detach(), qr.detach()
+    T = x.shape[0]
+    q = _rotate(
+        self.wq(qr).view(T, 1, self.n_heads, self.head_dim),
+        pack.pos.view(T, 1, 1),
+        self.rotary_dim,
+        self.compressor.inv_freq,
+    )
+    return q, self.compressor._compress_packed(x, pack), self.weights_proj(x) * self.n_heads**-0.5
 
 # %% ../nbs/01_reference.ipynb #8c6b1e01
 def indexer_scores(
