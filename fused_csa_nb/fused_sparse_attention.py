@@ -286,11 +286,9 @@ def _select_step(q_i, keys, w_i, index_topk: int, isc: float, rows, fp8: bool = 
         (q, qs), (keys, ks) = _fp8_rows_bf16(q_i), keys
     else:
         q = q_i
-    if _triton_runs_on(q) and q.dtype == keys.dtype == torch.bfloat16:  # [b·s, E], [b·s]: no -0.0 (the kernel's)
-        scores, lengths = _decode_scores(q, w_i, keys, rows.visible, isc, qs, ks)
-        return _radix_topk(scores, lengths, index_topk, signed_zeros=False).view(b, s, -1)
-    scores, lengths = _decode_scores_bmm(q, w_i, keys, rows.visible, isc, qs, ks)
-    return _radix_topk(scores, lengths, index_topk).view(b, s, -1)
+    kernel = _triton_runs_on(q) and q.dtype == keys.dtype == torch.bfloat16  # its scores [b·s, E] hold no -0.0
+    scores, lengths = (_decode_scores if kernel else _decode_scores_bmm)(q, w_i, keys, rows.visible, isc, qs, ks)
+    return _radix_topk(scores, lengths, index_topk, signed_zeros=not kernel).view(b, s, -1)
 
 
 def _bmm_f32(a, b):

@@ -858,15 +858,31 @@ def _(
     return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
 
 # %% ../nbs/03_kernels.ipynb #900b87bd
-def _sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length=None, row_poison=None, *, heads: int, multiple: int):
+def _sparse_fwd(
+    q,
+    kv,
+    indices,
+    sm_scale,
+    attn_sink,
+    topk_length=None,
+    row_poison=None,
+    *,
+    heads: int,
+    multiple: int,
+    rule: bool = True,
+):
     """FlashMLA forward (differentiable: cuDNN backward) on checked flat tensors: `q [s_q,H,D]`, `kv [s_kv,D]`, global
-    `indices [s_q,K]` int32, `attn_sink [H]` fp32; `heads`: the padded head count, `multiple`: the top-K granularity."""
+    `indices [s_q,K]` int32, `attn_sink [H]` fp32; `heads`: the padded head count, `multiple`: the top-K granularity;
+    `rule=False` (without gradients): on CUDA FlashMLA alone, no non-finite rule after it (a caller that applies its
+    own: the split parts' merge)."""
     h = q.shape[1]
     if heads != h:
         q, attn_sink = _pad_heads(q, attn_sink, heads)
     idx = _pad_idx(indices, max(multiple, round_up(indices.shape[1], multiple)))
     if torch.is_grad_enabled() and (q.requires_grad or kv.requires_grad or attn_sink.requires_grad):
         out, lse = _SparseAttention.apply(q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
+    elif not rule and q.is_cuda and not torch.compiler.is_compiling():  # the kernel alone (`_run`'s direct call)
+        out, lse = _flash_mla_raw(q, kv, idx, sm_scale, attn_sink, topk_length)
     else:  # nothing to differentiate (eval, or inside path B's forward): the op alone, no indices saved or clamped
         out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, sm_scale, attn_sink, topk_length, row_poison)
     return (out, lse) if heads == h else (out[:, :h].contiguous(), lse[:, :h].contiguous())
@@ -1876,16 +1892,15 @@ _LINEAR_PLANS: dict = {}  # (rows, K, weight shapes) → the launch's grid, tile
 def _linears_plan(M: int, K: int, ns: tuple) -> tuple:
     """The tiling of `M` rows of width `K` through weights of `ns` rows (see above) → `(grid, constants, total width,
     BLOCK_M, BLOCK_N, BLOCK_K)`, `constants` the kernel's tile starts, column starts and widths, padded to
-    `LINEARS_MAX`."""
+    `LINEARS_MAX`, then the rows, the width and the last weight's first tile."""
     bn = 32 if sum(_cdiv(n, 32) for n in ns) >= 64 else 16  # tiles of 32 rows, unless too few programs
     cols, tiles = [0], [0]
     for n in ns:
         cols.append(cols[-1] + n)
         tiles.append(tiles[-1] + _cdiv(n, bn))
     pad = LINEARS_MAX - len(ns)
-    consts = (*tiles[1:-1], *[tiles[-1]] * pad, *cols[1:-1], *[0] * pad, *ns, *[0] * pad)
+    consts = (*tiles[1:-1], *[tiles[-1]] * pad, *cols[1:-1], *[0] * pad, *ns, *[0] * pad, M, K, tiles[-2])
     bm = min(64, max(16, _pow2(M)))
-    consts = (*consts, M, K, tiles[-2])  # then the rows, the width and the last weight's first tile
     return (tiles[-1], _cdiv(M, bm)), consts, cols[-1], bm, bn, min(512 if M <= 16 else 256, _pow2(K))
 
 
@@ -1972,13 +1987,8 @@ def _split_sparse_fwd(q, kv, indices, sm_scale, attn_sink, row_poison=None, *, h
         qp = q.expand(P, h, d)
     else:  # row r's query P times in a row
         qp = q.unsqueeze(1).expand(s_q, P, h, d).contiguous().view(s_q * P, h, d)
-    qp, sink = _pad_heads(qp, _NO_SINK[key], heads)
-    if qp.is_cuda:  # FlashMLA alone: no sink to apply, no row to poison (the merge below applies both)
-        part, lse = _flash_mla_raw(qp, kv, idx, sm_scale, sink)
-    else:  # the op's stand-in (tests without a GPU)
-        part, lse = _run("flash_mla_sparse_fwd", qp, kv, idx, sm_scale, sink, None, None)
-    if heads != h:
-        part, lse = part[:, :h].contiguous(), lse[:, :h].contiguous()
+    # FlashMLA alone: no sink to apply, no row to poison (the merge below applies both)
+    part, lse = _sparse_fwd(qp, kv, idx, sm_scale, _NO_SINK[key], heads=heads, multiple=multiple, rule=False)
     out = torch.empty(s_q, h, part.shape[-1], dtype=part.dtype, device=q.device)
     dv = part.shape[-1]
     _launch_triton(_combine_splits_kernel, (s_q, h, _cdiv(dv, 128)),
