@@ -36,6 +36,7 @@ from .kernels import _linears
 from .layout import QueryRows, _pack_rows, check_cu_seqlens
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
+from .tape import record_launches
 
 # %% auto #0
 __all__ = ['CompressedSparseAttention']
@@ -620,11 +621,17 @@ class _StepGraph(NamedTuple):
 # %% ../nbs/06_attention.ipynb #22e0188b
 @patch
 def _step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple):
-    """One decode step (`_decode_step`): a replay of its CUDA graph where the cache keeps graphs (see above), else
-    eager. `ptrs`: the layer's `_tensor_ptrs()` now."""
-    if not (cache.graphs and self.fused and query.is_cuda) or torch.cuda.is_current_stream_capturing():
+    """One decode step (`_decode_step`): a replay of its CUDA graph where the cache keeps graphs (see above), else of
+    its launch tape where it keeps tapes (below), else the step itself. `ptrs`: the layer's `_tensor_ptrs()` now."""
+    if not (self.fused and query.is_cuda) or torch.cuda.is_current_stream_capturing() or torch.compiler.is_compiling():
         return self._decode_step(query, key, x, qr, cache)
     k = (query.shape[0], torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cuda"))
+    if not cache.graphs:
+        return (
+            self._taped_step(query, key, x, qr, cache, ptrs, k)
+            if cache.tapes
+            else self._decode_step(query, key, x, qr, cache)
+        )
     g = cache.step_graphs.get(k)
     if g is None or g.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
         out = self._decode_step(query, key, x, qr, cache)  # also the recording's warm-up (kernels built, plans made)
@@ -661,3 +668,30 @@ def _record_step(self: CompressedSparseAttention, cache, inputs, ptrs) -> _StepG
     reads = tuple(i for i, t in enumerate(static) if t is not None)
     replay = None if graph is None else _graph_replay(graph, device)  # the graph draws no random numbers
     return _StepGraph(graph, replay, [static[i] for i in reads], reads, out, ptrs)
+
+# %% ../nbs/06_attention.ipynb #ef0ccf4f
+class _StepTape(NamedTuple):
+    "A decode step's launch tape: the `LaunchTape` (`None` after the first step of its size), the layer's addresses."
+
+    tape: object  # tape.LaunchTape, or None: the next step of this size is recorded
+    tensors: tuple  # the layer's `_tensor_ptrs()` when recorded
+
+# %% ../nbs/06_attention.ipynb #48cc3ea5
+@patch
+def _taped_step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple, k: tuple):
+    """A decode step without graphs (see above): the step's Python at the first step of key `k`, recorded on a
+    launch tape at the second, replayed from it after; the Python where the tape refused or declines. `ptrs`: the
+    layer's `_tensor_ptrs()` now."""
+    args, t = (query, key, x, qr), cache.step_tapes.get(k)
+    if t is not None and t.tape is not None and t.tensors == ptrs and t.tape.why is None:
+        out = t.tape.replay(args)
+        if out is not None:
+            cache.advance(query.shape[0], host_only=True)  # the tape's write kernel advanced the counters
+            return out
+    elif t is not None and t.tape is None and t.tensors == ptrs:  # the second step of this size: recorded
+        out, tape = record_launches(lambda: self._decode_step(*args, cache), args)
+        cache.step_tapes[k] = _StepTape(tape, ptrs)
+        return out
+    elif t is None or t.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
+        cache.step_tapes[k] = _StepTape(None, ptrs)
+    return self._decode_step(*args, cache)

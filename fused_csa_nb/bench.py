@@ -1262,6 +1262,9 @@ def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
         with cache.eager_steps():
             eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
         _rewind(cache, ctx)
+        with cache.eager_steps(tapes=False):
+            python = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
+        _rewind(cache, ctx)
         call = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
         _rewind(cache, ctx)
         graphed = median_time_ms(capture_decode(layer, cache, *static).replay, warmup=warmup, iters=iters)
@@ -1274,6 +1277,7 @@ def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
         context=ctx,
         s_new=s_new,
         eager_us=1e3 * eager,
+        python_us=1e3 * python,
         call_us=1e3 * call,
         graph_us=1e3 * graphed,
         kernels=kernels,
@@ -1292,7 +1296,7 @@ def decode_rows(
     log=_silent,
 ) -> list[dict]:
     """One fused decode step per `(ratio, batch, context)` of `cases`
-    (and per indexer precision at ratio 4): `eager_us`, `call_us`,
+    (and per indexer precision at ratio 4): `eager_us`, `python_us`, `call_us`,
     `graph_us` (median µs per step: see above), `cache_mib` (the cache of that batch and context), `bytes_per_token`.
 
     `cases`: `(ratio, batch, context)` triples, the layer's ratio (0, 4 or 128), the sequences decoded together and
@@ -1301,10 +1305,11 @@ def decode_rows(
     timed on the ratio-4 bf16 rows of one sequence (what a speculative round verifies); `iters`, `warmup`: timed and
     untimed steps per median; `seed`: the weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the
     new token's inputs'; `log`: called with each row as it is measured.
-    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `s_new`, `eager_us` (the
-    cache's graphs off), `call_us` (a plain call: the cache's graphs), `graph_us` (`capture_decode`), `kernels` (device
-    kernels of one step, copies included: `graphs.decode_step_ops`), `cache_mib`, `bytes_per_token` (cache bytes over
-    `batch · max_seq_len`, the cache holding `context` plus room for the timed steps)."""
+    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `s_new`, `eager_us`
+    (the cache's graphs off: tape replays), `python_us` (graphs and tapes off), `call_us` (a plain call: the cache's
+    graphs), `graph_us` (`capture_decode`), `kernels` (device kernels of one step, copies included:
+    `graphs.decode_step_ops`), `cache_mib`, `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache
+    holding `context` plus room for the timed steps)."""
     if not torch.cuda.is_available():
         raise RuntimeError("decode_rows needs a CUDA GPU")
     rows = []
@@ -1346,6 +1351,11 @@ def prefill_rows(seqlens=(4096, 65536), iters: int = 30, seed: int = 0, log=_sil
     return rows
 
 # %% ../nbs/07_bench.ipynb #58e175d8
+def _or_dash(v) -> str:
+    "A measured figure to one decimal, `–` where the row has none."
+    return "–" if v is None else format(v, ".1f")
+
+
 def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: str | None = None) -> str:
     """The decoding section of `BENCHMARKS.md` from `decode_rows` (and `prefill_rows`).
 
@@ -1364,18 +1374,20 @@ def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: st
         "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the "
         "context, one "
         "new token per sequence (`new tokens` > 1: one multi-token step, each new row seeing the rows before it); "
-        "median µs of CUDA events: eager (the cache's graphs off), a plain call (`layer(..., cache=cache)`: "
+        "median µs of CUDA events: eager (the cache's graphs off: each kernel launched from the host, replayed from "
+        "the launch tape the cache recorded at the step's second call), Python (graphs and tapes off: the step's "
+        "Python at every step), a plain call (`layer(..., cache=cache)`: "
         "a replay of the graph the cache recorded at its first step, the call's checks and copies included) "
         "and a replay of a captured CUDA graph alone (`capture_decode`). "
         "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.",
         "",
-        "| ratio | indexer precision | sequences | context | new tokens | eager µs | call µs | graphed µs "
-        "| kernels / step | cache MiB | cache bytes / token |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| ratio | indexer precision | sequences | context | new tokens | eager µs | Python µs | call µs "
+        "| graphed µs | kernels / step | cache MiB | cache bytes / token |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     L += [
         f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r.get('s_new', 1)} | "
-        f"{r['eager_us']:.1f} | {'–' if r.get('call_us') is None else format(r['call_us'], '.1f')} | "
+        f"{r['eager_us']:.1f} | {_or_dash(r.get('python_us'))} | {_or_dash(r.get('call_us'))} | "
         f"{r['graph_us']:.1f} | {r.get('kernels', '–')} | "
         f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |"
         for r in rows

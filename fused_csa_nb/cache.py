@@ -46,6 +46,7 @@ class CSACache:
     rows: tuple = ()  # which entries of `host_lengths` are this cache's sequences
     slots: int = 0  # R: the window ring's slots
     graphs: bool = True  # a fused layer on CUDA replays its decode steps as CUDA graphs (below)
+    tapes: bool = True  # without graphs, it replays their launches from launch tapes (below)
 
     @property
     def batch_size(self) -> int:
@@ -242,7 +243,8 @@ def sequence(self: CSACache, i: int) -> CSACache:
         index_keys8=None if self.index_keys8 is None else tuple(_rows_of(t, i, 0) for t in self.index_keys8),
         index_bad=_rows_of(self.index_bad, i, 0),
         rows=(self.rows[i],),
-        graphs=False,  # a view serves one prompt: a graph per view would be captured, and used, once
+        graphs=False,  # a view serves one prompt: a graph or a tape per view would be recorded, and used, once
+        tapes=False,
     )
 
 # %% ../nbs/05_cache.ipynb #ca9e462f
@@ -297,15 +299,23 @@ def step_graphs(self: CSACache) -> dict:
     return self.__dict__.setdefault("_graphs", {})
 
 
+@patch(as_prop=True)
+def step_tapes(self: CSACache) -> dict:
+    "The recorded decode steps of this cache (launch tapes), by step key (the attention chapter's `_taped_step`)."
+    return self.__dict__.setdefault("_tapes", {})
+
+
 @patch
 @contextlib.contextmanager
-def eager_steps(self: CSACache):
-    "Within it, the layer runs this cache's decode steps eagerly: nothing is captured or replayed."
-    was, self.graphs = self.graphs, False
+def eager_steps(self: CSACache, tapes: bool = True):
+    """Within it, the layer runs this cache's decode steps eagerly: no CUDA graph is captured or replayed. `tapes`:
+    whether their launches replay from launch tapes (`False`: the steps' Python runs every time)."""
+    was = self.graphs, self.tapes
+    self.graphs, self.tapes = False, check_bool("tapes", tapes)
     try:
         yield self
     finally:
-        self.graphs = was
+        self.graphs, self.tapes = was
 
 # %% ../nbs/05_cache.ipynb #e84f72de
 def _nonfinite(t: torch.Tensor, dims) -> torch.Tensor:

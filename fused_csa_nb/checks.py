@@ -423,6 +423,22 @@ def _bind(kernel, compiled, n_args: int, meta: dict):
     tail = tuple(meta[p.name] if p.name in meta else p.default for p in rest)
     return compiled.run, compiled.function, compiled.packed_metadata, tail
 
+# %% ../nbs/00_checks.ipynb #0a24d43d
+_TAPING: list = [None]  # the launch tape being recorded (`tape.record_launches`), or None
+
+
+def _untaped(what: str):
+    "A launch the tape being recorded cannot keep (`what`: which one): that tape refuses to replay."
+    if _TAPING[0] is not None:
+        _TAPING[0].refuse(f"{what} launched outside what a tape keeps")
+
+
+def _tape_call(fn, *args):
+    """`fn(*args)`: a kernel library's launch on tensors (FlashMLA, cuDNN), kept as one step by the tape being
+    recorded → `fn`'s result."""
+    tape = _TAPING[0]
+    return fn(*args) if tape is None else tape.call(fn, args)
+
 # %% ../nbs/00_checks.ipynb #4f7d848e
 def _launch_triton(kernel, grid: tuple, *args, **meta):
     """`kernel[grid](*args, **meta)` (see above): `kernel` a `triton.jit` function, `grid` a tuple of 1 to 3 ints,
@@ -448,14 +464,18 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
                 run, function, metadata, tail = bound
                 g = (*grid, 1, 1)
                 run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *scalars, *tail)
+                if _TAPING[0] is not None:  # a tape is being recorded: it keeps the launch
+                    _TAPING[0].launch(run, g[:3], (function, metadata, None, None, None, *vals, *scalars, *tail), head)
                 return
             if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches; keep it
+                _untaped(getattr(kernel, "__name__", "a Triton kernel"))
                 compiled = kernel[grid](*args, **meta)
                 if len(kept.kinds) >= 1024:
                     kept.kinds.clear()
                 if not any(isinstance(a, torch.Tensor) for a in scalars):  # a tensor among them: never kept
                     kept.kinds[kind] = _bind(kernel, compiled, len(args), meta)
                 return
+    _untaped(getattr(kernel, "__name__", "a Triton kernel"))
     kernel[grid](*args, **meta)
 
 # %% ../nbs/00_checks.ipynb #72476198

@@ -12,7 +12,8 @@ import os
 
 import torch
 
-from .checks import first_order_only, check_bool, check_float, check_int, check_scale, check_tensor
+from .checks import _tape_call, _untaped, first_order_only, check_bool, check_float, check_int, check_scale
+from .checks import check_tensor
 from .layout import _pad_heads, _pad_idx, cached_index
 
 # %% auto #0
@@ -327,6 +328,7 @@ def _bound_call(kind: str, key, public, bind, direct, same=torch.equal):
     if got:
         _BOUND.move_to_end((kind, key))
         return direct(got)
+    _untaped(kind)  # cuDNN's wrapper or plan launches: not a step a tape keeps
     if got is False or not USE_PLANS or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         return public()
     ref, bound = public(), bind()
@@ -421,7 +423,7 @@ def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
 
     def direct(launch):  # the plan's compiled kernel on the caller's outputs and scratch (bound launches, above)
         idx = torch.empty(values.shape[0], top_k, **_I32(values))
-        launch[0](launch[1], values, lengths, idx, None, torch.empty(launch[2], **_I32(values)), launch[3])
+        _tape_call(launch[0], launch[1], values, lengths, idx, None, torch.empty(launch[2], **_I32(values)), launch[3])
         return idx
 
     with torch.cuda.device(values.device):
@@ -529,14 +531,9 @@ def _run(name: str, *args):
 def _flash_mla_raw(q, kv, indices, sm_scale, attn_sink, topk_length=None):
     """FlashMLA's sparse forward alone on checked flat CUDA tensors (heads and indices padded) → `(out [s_q, H, 512]
     bf16, lse [s_q, H] fp32)`: no non-finite rule (the op below adds it; the split parts' merge applies its own)."""
-    out, _max_logits, lse = _lib("flash_mla").flash_mla_sparse_fwd(
-        q,
-        kv.unsqueeze(1),
-        indices.unsqueeze(1),
-        sm_scale,
-        d_v=KERNEL_LIMITS[9].v_head_dim,
-        attn_sink=attn_sink,
-        topk_length=topk_length,
+    fwd, d_v = _lib("flash_mla").flash_mla_sparse_fwd, KERNEL_LIMITS[9].v_head_dim
+    out, _max_logits, lse = _tape_call(
+        fwd, q, kv.unsqueeze(1), indices.unsqueeze(1), sm_scale, d_v, attn_sink, topk_length
     )
     return out, lse
 
