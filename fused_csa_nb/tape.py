@@ -68,7 +68,7 @@ class LaunchTape:
         self.depth = 0  # > 0 inside a kernel-library call: its own PyTorch operations are part of it
         self.raw: list = []  # while recording: ("launch", run, grid, post, tensors) or ("call", fn, leaves, spec, out)
         self.steps: list = []  # once finished: ("launch", run, grid, post, fixes) or ("call", fn, leaves, spec,
-        # fixes, outs)
+        # fixes, outs, flat)
         self.keep: list = []  # the tensors whose addresses the steps hold
 
     @staticmethod
@@ -190,7 +190,8 @@ def _finish(self: LaunchTape, inputs: tuple, out: torch.Tensor):
         ]
         fixes = tuple((i, *s, _like(t)) for i, t, s in at if s is not None)
         leaves = [None if s is not None else t for _, t, s in at]
-        self.steps.append(("call", fn, leaves, spec, fixes, tuple(outs)))
+        flat = type(res) is tuple and not any(isinstance(r, (tuple, list, dict)) for r in res)  # its own leaves
+        self.steps.append(("call", fn, leaves, spec, fixes, tuple(outs), flat))
     self.keep, self.raw = list(keep.values()), []
 
 
@@ -206,7 +207,7 @@ def _run_step(step: tuple, tens: list, ptrs: list, stream):
             for i, s, off in fixes:
                 post[i] = ptrs[s] + off
         return run(*grid, stream, *post)
-    _, fn, leaves, spec, fixes, outs = step
+    _, fn, leaves, spec, fixes, outs, flat = step
     if fixes:
         leaves = list(leaves)
         for i, s, off, like in fixes:
@@ -217,9 +218,9 @@ def _run_step(step: tuple, tens: list, ptrs: list, stream):
         args, kwargs = tree_unflatten(leaves, spec)
         res = fn(*args, **kwargs)
     if outs:
-        flat = tree_flatten(res)[0]
+        got = res if flat else tree_flatten(res)[0]
         for j, s in outs:
-            tens[s], ptrs[s] = flat[j], flat[j].untyped_storage().data_ptr()
+            tens[s], ptrs[s] = got[j], got[j].untyped_storage().data_ptr()
 
 # %% ../nbs/03_tape.ipynb #2322d98d
 def replay(self: LaunchTape, inputs: tuple):
