@@ -646,7 +646,7 @@ def use_fused_csa(
     `"model"` (or `True`): a one-token step of a `DeepseekV4Model` replays a CUDA graph of its whole step, recorded
     at its first step of each batch size (see above), other steps as with `"layers"`; `"layers"`: each attention
     layer replays a CUDA graph its cache records at its first step of each size (`new_cache(graphs=...)`); `False`:
-    eagerly;
+    eagerly (each layer replays its cache's launch tapes: the attention chapter);
     `overrides`: `CSAConfig` fields the HF config does not set (`indexer_loss_coeff`, `indexer_use_sparse_loss`,
     `indexer_precision`, …)."""
     if not isinstance(model, nn.Module):
