@@ -13,6 +13,7 @@ import math
 import numbers
 import operator
 import os
+import threading
 
 import torch
 
@@ -424,19 +425,25 @@ def _bind(kernel, compiled, n_args: int, meta: dict):
     return compiled.run, compiled.function, compiled.packed_metadata, tail
 
 # %% ../nbs/00_checks.ipynb #0a24d43d
-_TAPING: list = [None]  # the launch tape being recorded (`tape.record_launches`), or None
+class _Taping(threading.local):
+    "The launch tape this thread records (`tape.record_launches`), or None: one per thread, as a recording is."
+
+    tape = None
+
+
+_TAPING = _Taping()
 
 
 def _untaped(what: str):
     "A launch the tape being recorded cannot keep (`what`: which one): that tape refuses to replay."
-    if _TAPING[0] is not None:
-        _TAPING[0].refuse(f"{what} launched outside what a tape keeps")
+    if _TAPING.tape is not None:
+        _TAPING.tape.refuse(f"{what} launched outside what a tape keeps")
 
 
 def _tape_call(fn, *args):
     """`fn(*args)`: a kernel library's launch on tensors (FlashMLA, cuDNN), kept as one step by the tape being
     recorded → `fn`'s result."""
-    tape = _TAPING[0]
+    tape = _TAPING.tape
     return fn(*args) if tape is None else tape.call(fn, args)
 
 # %% ../nbs/00_checks.ipynb #4f7d848e
@@ -464,8 +471,10 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
                 run, function, metadata, tail = bound
                 g = (*grid, 1, 1)
                 run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *scalars, *tail)
-                if _TAPING[0] is not None:  # a tape is being recorded: it keeps the launch
-                    _TAPING[0].launch(run, g[:3], (function, metadata, None, None, None, *vals, *scalars, *tail), head)
+                if _TAPING.tape is not None:  # a tape is being recorded: it keeps the launch
+                    _TAPING.tape.launch(
+                        run, g[:3], (function, metadata, None, None, None, *vals, *scalars, *tail), head
+                    )
                 return
             if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches; keep it
                 _untaped(getattr(kernel, "__name__", "a Triton kernel"))

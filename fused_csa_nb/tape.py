@@ -63,6 +63,8 @@ class LaunchTape:
 
     def __init__(self, inputs: tuple, device_type: str = "cuda"):
         self.device_type = device_type
+        cuda = device_type == "cuda" and torch.cuda.is_available()
+        self.device = torch.cuda.current_device() if cuda else None  # the device current while recording: its launches
         self.signature = self._signature(inputs)
         self.why = None  # why the call cannot be replayed, or None
         self.depth = 0  # > 0 inside a kernel-library call: its own PyTorch operations are part of it
@@ -225,9 +227,12 @@ def _run_step(step: tuple, tens: list, ptrs: list, stream):
 # %% ../nbs/03_tape.ipynb #2322d98d
 def replay(self: LaunchTape, inputs: tuple):
     """The recorded call on `inputs` (tensors in the recording's order, `None` where it had none) → its output, in new
-    memory; `None` where the inputs' layout differs from the recording's or a launch hook is set (a profiler sees
-    every launch through Triton's own path): the caller runs the call itself then."""
-    if self._signature(inputs) != self.signature or (self.device_type == "cuda" and _hooked()):
+    memory; `None` where the inputs' layout differs from the recording's, another CUDA device is current (the
+    launches are the recording device's) or a launch hook is set (a profiler sees every launch through Triton's own
+    path): the caller runs the call itself then."""
+    if self._signature(inputs) != self.signature:
+        return None
+    if self.device_type == "cuda" and (_hooked() or torch._C._cuda_getDevice() != self.device):
         return None
     tens = [t for t in inputs if t is not None] + [None] * (self.n_slots - self.n_in)
     if self.alloc is not None:
@@ -249,12 +254,12 @@ def record_launches(fn, inputs: tuple, device_type: str = "cuda") -> tuple:
     why it cannot be replayed (`None`: it can). `inputs`: the tensors `fn` reads that a replay brings anew (`None`
     for one it lacks); `device_type`: the device its work runs on."""
     tape = LaunchTape(inputs, device_type)
-    checks._TAPING[0] = tape
+    checks._TAPING.tape = tape
     try:
         with _Recording(tape):
             out = fn()
     finally:
-        checks._TAPING[0] = None
+        checks._TAPING.tape = None
     if tape.why is None and not isinstance(out, torch.Tensor):
         tape.refuse("the output is not one tensor")
     if tape.why is None:
