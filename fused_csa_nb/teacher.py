@@ -242,6 +242,63 @@ def _predict_log_probs(scores, support):
     p = e / e.sum(-1, keepdim=True).clamp_min(_TINY)
     return torch.log(p.clamp_min(_TINY))
 
+# %% ../nbs/02_teacher.ipynb #b37d09ce
+def _check_loss_inputs(
+    index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs, softmax_scale, coeff, per_token,
+    teacher_lse, max_chunk_bytes, q_offset, row_mask,
+) -> tuple:  # fmt: skip
+    """`csa_indexer_loss`'s arguments checked (its docstring) → `(sq, b, H, D, n_comp, coeff as a float, the softmax
+    scale)`."""
+    check_tensor("index_scores", index_scores, ndim=3, floating=True)
+    _check_ratio(ratio, True)
+    sq, b, H, D, n_comp = _check_teacher_inputs(
+        query, kv, compressed_kv, attn_sink, window_idxs, topk_idxs, ratio, cidx_name="topk_idxs", q_offset=q_offset
+    )
+    if tuple(index_scores.shape) != (b, sq, n_comp):
+        raise ValueError(
+            f"`index_scores` must have shape [b, sq, n_comp] = {(b, sq, n_comp)}, got {tuple(index_scores.shape)}"
+        )
+    if index_scores.device != query.device:
+        raise ValueError(f"`index_scores` is on {index_scores.device}, `query` on {query.device}")
+    coeff = check_float("coeff", coeff)
+    check_bool("per_token", per_token)
+    if row_mask is not None:
+        check_tensor("row_mask", row_mask, dtype=torch.bool, shape=(b, sq), what="[b, sq]")
+    check_int("max_chunk_bytes", max_chunk_bytes, 1)
+    scale = _scale(softmax_scale, D)
+    if teacher_lse is not None:
+        check_tensor("teacher_lse", teacher_lse, ndim=3, floating=True)
+        if tuple(teacher_lse.shape) != (b, sq, H):
+            raise ValueError(f"`teacher_lse` must have shape [b, sq, H] = {(b, sq, H)}, got {tuple(teacher_lse.shape)}")
+    return sq, b, H, D, n_comp, coeff, scale
+
+# %% ../nbs/02_teacher.ipynb #7fde7167
+def _loss_support(index_scores, topk_idxs, off: int, n_comp: int, ratio: int) -> tuple:
+    """Each row's support (see above) → `(support_idxs [b, sq, K] or None, support [b, sq, ·] bool, scores there)`:
+    dense (`topk_idxs=None`) every causal entry and `index_scores` as they are; sparse the visible ids of `topk_idxs`
+    (`-1` elsewhere) and `index_scores` gathered at them. `off`: the rows' first position."""
+    b, sq, dev = index_scores.shape[0], index_scores.shape[1], index_scores.device
+    if topk_idxs is None:
+        return None, _causal_visible(off, off + sq, n_comp, ratio, dev).expand(b, sq, n_comp), index_scores
+    vis_count = visible_counts(off, off + sq, ratio, device=dev)
+    support = (topk_idxs >= 0) & (topk_idxs < vis_count[None, :, None])
+    support_idxs = topk_idxs.masked_fill(~support, -1)
+    return support_idxs, support, torch.gather(index_scores, -1, support_idxs.clamp_min(0).long())
+
+
+def _kl_total(scores, target, support, index_scores, row_mask, off: int, ratio: int):
+    """`Σ` over the rows (those of `row_mask [b, sq]`, or all) of `Σ_j t_j (log t_j − log p_j)` over the support,
+    plus `0 ·` every visible score of `index_scores [b, sq, n_comp]` (see above) → a 0-dim tensor. `scores`,
+    `target`, `support`: `[b, sq, K]` in the loss's dtype; `off`: the rows' first position."""
+    (_, sq, n_comp), dev, zero = index_scores.shape, index_scores.device, torch.zeros((), dtype=scores.dtype)
+    log_p, log_t = _predict_log_probs(scores, support), torch.log(target.clamp_min(_TINY))
+    row = torch.where(support, target * (log_t - log_p), torch.zeros_like(log_p)).sum(-1)  # [b, sq]
+    visible = _causal_visible(off, off + sq, n_comp, ratio, dev)  # the block's own rows
+    if row_mask is not None:
+        row = torch.where(row_mask, row, zero.to(dev))
+        visible = visible & row_mask[:, :, None]
+    return row.sum() + 0.0 * torch.where(visible, index_scores, zero.to(dev)).sum()
+
 # %% ../nbs/02_teacher.ipynb #fb50c448
 def csa_indexer_loss(
     index_scores,
@@ -288,42 +345,14 @@ def csa_indexer_loss(
     `row_mask [b, sq]` bool: only these rows count (padded rows of a packed batch add nothing, NaN included); the mean
     still divides by `b·sq`, so callers that mask rows sum (`per_token=True`) and divide by their own count.
     Returns a 0-dim tensor, float64 for float64 `index_scores`, else fp32."""
-    check_tensor("index_scores", index_scores, ndim=3, floating=True)
-    _check_ratio(ratio, True)
-    sq, b, H, D, n_comp = _check_teacher_inputs(
-        query, kv, compressed_kv, attn_sink, window_idxs, topk_idxs, ratio, cidx_name="topk_idxs", q_offset=q_offset
-    )
-    off = q_offset or 0
-    if tuple(index_scores.shape) != (b, sq, n_comp):
-        raise ValueError(
-            f"`index_scores` must have shape [b, sq, n_comp] = {(b, sq, n_comp)}, got {tuple(index_scores.shape)}"
-        )
-    if index_scores.device != query.device:
-        raise ValueError(f"`index_scores` is on {index_scores.device}, `query` on {query.device}")
-    coeff = check_float("coeff", coeff)
-    check_bool("per_token", per_token)
-    if row_mask is not None:
-        check_tensor("row_mask", row_mask, dtype=torch.bool, shape=(b, sq), what="[b, sq]")
-    check_int("max_chunk_bytes", max_chunk_bytes, 1)
-    scale = _scale(softmax_scale, D)
-    if teacher_lse is not None:
-        check_tensor("teacher_lse", teacher_lse, ndim=3, floating=True)
-        if tuple(teacher_lse.shape) != (b, sq, H):
-            raise ValueError(f"`teacher_lse` must have shape [b, sq, H] = {(b, sq, H)}, got {tuple(teacher_lse.shape)}")
-    work = torch.float64 if index_scores.dtype == torch.float64 else torch.float32
+    sq, b, H, D, n_comp, coeff, scale = _check_loss_inputs(
+        index_scores, query, kv, compressed_kv, attn_sink, window_idxs, ratio, topk_idxs, softmax_scale, coeff,
+        per_token, teacher_lse, max_chunk_bytes, q_offset, row_mask,
+    )  # fmt: skip
+    off, work = q_offset or 0, torch.float64 if index_scores.dtype == torch.float64 else torch.float32
     if n_comp == 0 or (topk_idxs is not None and topk_idxs.shape[-1] == 0):
         return coeff * index_scores.to(work).sum() * 0.0  # no compressed entry anywhere: 0, graph kept
-    dev = query.device
-    if topk_idxs is None:  # dense: all causal entries
-        support_idxs = None
-        support = _causal_visible(off, off + sq, n_comp, ratio, dev).expand(b, sq, n_comp)
-        scores = index_scores
-    else:  # sparse: visible selected ids
-        vis_count = visible_counts(off, off + sq, ratio, device=dev)
-        support = (topk_idxs >= 0) & (topk_idxs < vis_count[None, :, None])
-        support_idxs = topk_idxs.masked_fill(~support, -1)
-        scores = torch.gather(index_scores, -1, support_idxs.clamp_min(0).long())
-    acc = _acc_dtype(query, kv, compressed_kv)
+    support_idxs, support, scores = _loss_support(index_scores, topk_idxs, off, n_comp, ratio)
     with torch.no_grad():
         if teacher_lse is None:
             lse = csa_teacher_lse(
@@ -339,20 +368,9 @@ def csa_indexer_loss(
                 q_offset=q_offset,
             )
         else:
-            lse = teacher_lse.detach().to(acc)
+            lse = teacher_lse.detach().to(_acc_dtype(query, kv, compressed_kv))
         target = _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes, off)
-    log_p = _predict_log_probs(scores.to(work), support)
-    target = target.to(work)
-    log_t = torch.log(target.clamp_min(_TINY))
-    row = torch.where(support, target * (log_t - log_p), torch.zeros_like(log_p)).sum(-1)  # [b, sq]
-    if row_mask is not None:
-        row = torch.where(row_mask, row, torch.zeros((), dtype=row.dtype, device=dev))
-    # non-finite inputs are never hidden (reference chapter): a NaN/Inf visible score poisons the loss even where
-    # no support uses it (`0 · Σ visible scores` is 0 otherwise, with zero gradient); no device sync
-    visible = _causal_visible(off, off + sq, n_comp, ratio, dev)  # the block's own rows
-    if row_mask is not None:
-        visible = visible & row_mask[:, :, None]
-    total = row.sum() + 0.0 * torch.where(visible, index_scores.to(work), torch.zeros((), dtype=work, device=dev)).sum()
+    total = _kl_total(scores.to(work), target.to(work), support, index_scores.to(work), row_mask, off, ratio)
     return coeff * (total if per_token else total / max(1, b * sq))
 
 # %% ../nbs/02_teacher.ipynb #9232bfce
