@@ -805,42 +805,13 @@ def _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weight
     "Path B on checked tensors → `(out [sq, b, H·512], loss 0-d fp32, lse [sq·b, H] fp32)` (settings in `cfg`)."
     return _CSAIndexerSparseAttnFunc.apply(query, kv_full, attn_sink, q_indexer, k_indexer, weights, window_idxs, cfg)
 
-# %% ../nbs/04_fused.ipynb #8119e393
-def fused_csa_indexer_sparse_attn(
-    query,
-    kv_full,
-    attn_sink,
-    window_idxs,
-    q_indexer,
-    k_indexer,
-    weights,
-    index_topk: int,
-    ratio: int,
-    softmax_scale=None,
-    indexer_softmax_scale=None,
-    loss_coeff: float = 0.0,
-    sparse_loss: bool = False,
-    calculate_per_token_loss: bool = False,
-    *,
-    return_lse: bool = False,
-    block_rows: int | None = None,
-    indexer_precision: str = "bf16",
-):
-    """Path B of a whole sequence: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward.
-
-    `query [sq, b, H, D]`, `kv_full [sq + n_comp, b, D]` bf16: as in `csa_sparse_attn`; `attn_sink [H]` fp32: the
-    per-head sink logits, as in `csa_sparse_attn`; `return_lse`: also return the sink-excluded LSE (default False);
-    `window_idxs [b, sq, W]` integer: local window slots (`layout.window_topk_idxs`); `q_indexer [sq, b, Hi, Di]` bf16:
-    the indexer's queries; `k_indexer [n_comp, b, Di]` bf16: the indexer's keys
-    (`n_comp = sq // ratio >= 1`); `weights [sq, b, Hi]`
-    bf16: the indexer's per-head weights; `index_topk`: selected entries per row; `ratio`: the compression ratio;
-    `softmax_scale`: default `D**-0.5`; `indexer_softmax_scale`: default `Di**-0.5`; `loss_coeff`: the indexer loss's
-    weight (>= 0; 0: no loss, no teacher work); `sparse_loss`: the KL over the
-    selected entries (else dense, all causal entries: SM100 only); `calculate_per_token_loss`: the sum over rows instead
-    of the mean; `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients; `None`:
-    one block); `indexer_precision`: the selection scores' (`'bf16'`, or `'fp8'`: SM90; the loss stays bf16, over the
-    selected entries). Returns `(out [sq, b, H·512] bf16, loss 0-d fp32)`
-    (and the LSE `[b, sq, H]` with `return_lse`)."""
+# %% ../nbs/04_fused.ipynb #0290c0e4
+def _check_path_b(
+    query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, index_topk, ratio, loss_coeff, sparse_loss,
+    calculate_per_token_loss, return_lse, indexer_precision,
+) -> tuple:  # fmt: skip
+    """`fused_csa_indexer_sparse_attn`'s arguments checked (its docstring; the SM90 dense-loss refusal included), before
+    any kernel launch → `(sq, b, H, D, the device's SM major, FP8 selection, loss_coeff as a float)`."""
     sq, b, h, d = _check_sbhd(query, kv_full, attn_sink)
     hi, di, n_comp = _check_indexer_inputs(q_indexer, k_indexer, weights, sq, b)
     if kv_full.shape[0] != sq + n_comp:
@@ -879,6 +850,49 @@ def fused_csa_indexer_sparse_attn(
             "score-recompute / dense indexer-backward kernels are not reliable there): use the sparse "
             "indexer loss (sparse_loss=True) or dsa_kernel_backend='none'"
         )
+    return sq, b, h, d, major, fp8, loss_coeff
+
+# %% ../nbs/04_fused.ipynb #8119e393
+def fused_csa_indexer_sparse_attn(
+    query,
+    kv_full,
+    attn_sink,
+    window_idxs,
+    q_indexer,
+    k_indexer,
+    weights,
+    index_topk: int,
+    ratio: int,
+    softmax_scale=None,
+    indexer_softmax_scale=None,
+    loss_coeff: float = 0.0,
+    sparse_loss: bool = False,
+    calculate_per_token_loss: bool = False,
+    *,
+    return_lse: bool = False,
+    block_rows: int | None = None,
+    indexer_precision: str = "bf16",
+):
+    """Path B of a whole sequence: indexer top-k + FlashMLA forward + fused indexer KL loss; cuDNN backward.
+
+    `query [sq, b, H, D]`, `kv_full [sq + n_comp, b, D]` bf16: as in `csa_sparse_attn`; `attn_sink [H]` fp32: the
+    per-head sink logits, as in `csa_sparse_attn`; `return_lse`: also return the sink-excluded LSE (default False);
+    `window_idxs [b, sq, W]` integer: local window slots (`layout.window_topk_idxs`); `q_indexer [sq, b, Hi, Di]` bf16:
+    the indexer's queries; `k_indexer [n_comp, b, Di]` bf16: the indexer's keys
+    (`n_comp = sq // ratio >= 1`); `weights [sq, b, Hi]`
+    bf16: the indexer's per-head weights; `index_topk`: selected entries per row; `ratio`: the compression ratio;
+    `softmax_scale`: default `D**-0.5`; `indexer_softmax_scale`: default `Di**-0.5`; `loss_coeff`: the indexer loss's
+    weight (>= 0; 0: no loss, no teacher work); `sparse_loss`: the KL over the
+    selected entries (else dense, all causal entries: SM100 only); `calculate_per_token_loss`: the sum over rows instead
+    of the mean; `block_rows`: query rows per indexer block (scores, top-k, teacher, KL and indexer gradients; `None`:
+    one block); `indexer_precision`: the selection scores' (`'bf16'`, or `'fp8'`: SM90; the loss stays bf16, over the
+    selected entries). Returns `(out [sq, b, H·512] bf16, loss 0-d fp32)`
+    (and the LSE `[b, sq, H]` with `return_lse`)."""
+    sq, b, h, d, major, fp8, loss_coeff = _check_path_b(
+        query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, index_topk, ratio, loss_coeff,
+        sparse_loss, calculate_per_token_loss, return_lse, indexer_precision,
+    )  # fmt: skip
+    di = q_indexer.shape[-1]
     cfg = _PathB(
         index_topk=index_topk,
         ratio=ratio,
@@ -891,7 +905,7 @@ def fused_csa_indexer_sparse_attn(
         rows=QueryRows(0, sq, sq),
         slot0=sq,
         heads=padded_num_heads(h, major),
-        lim=lim,
+        lim=kernel_limits(major),
         fp8=fp8,
     )
     out, loss, lse = _path_b(query, kv_full, attn_sink, window_idxs, q_indexer, k_indexer, weights, cfg)
