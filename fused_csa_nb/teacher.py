@@ -290,14 +290,15 @@ def _kl_total(scores, target, support, index_scores, row_mask, off: int, ratio: 
     """`Σ` over the rows (those of `row_mask [b, sq]`, or all) of `Σ_j t_j (log t_j − log p_j)` over the support,
     plus `0 ·` every visible score of `index_scores [b, sq, n_comp]` (see above) → a 0-dim tensor. `scores`,
     `target`, `support`: `[b, sq, K]` in the loss's dtype; `off`: the rows' first position."""
-    (_, sq, n_comp), dev, zero = index_scores.shape, index_scores.device, torch.zeros((), dtype=scores.dtype)
+    (_, sq, n_comp), dev = index_scores.shape, index_scores.device
+    zero = torch.zeros((), dtype=scores.dtype, device=dev)  # made on the device: no copy, no sync
     log_p, log_t = _predict_log_probs(scores, support), torch.log(target.clamp_min(_TINY))
     row = torch.where(support, target * (log_t - log_p), torch.zeros_like(log_p)).sum(-1)  # [b, sq]
     visible = _causal_visible(off, off + sq, n_comp, ratio, dev)  # the block's own rows
     if row_mask is not None:
-        row = torch.where(row_mask, row, zero.to(dev))
+        row = torch.where(row_mask, row, zero)
         visible = visible & row_mask[:, :, None]
-    return row.sum() + 0.0 * torch.where(visible, index_scores, zero.to(dev)).sum()
+    return row.sum() + 0.0 * torch.where(visible, index_scores, zero).sum()
 
 # %% ../nbs/02_teacher.ipynb #fb50c448
 def csa_indexer_loss(
