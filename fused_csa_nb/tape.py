@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import torch
+from fastcore.basics import patch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -13,7 +14,7 @@ from . import checks
 from .checks import _cuda_stream, _hooked
 
 # %% auto #0
-__all__ = ['LaunchTape', 'replay', 'record_launches']
+__all__ = ['LaunchTape', 'record_launches']
 
 # %% ../nbs/03_tape.ipynb #b00941bf
 def _span(t: torch.Tensor) -> int:
@@ -84,14 +85,16 @@ class LaunchTape:
             self.why = why
 
 # %% ../nbs/03_tape.ipynb #a01650b7
-def _launch(self: LaunchTape, run, grid: tuple, post: tuple, head: list):
+@patch
+def launch(self: LaunchTape, run, grid: tuple, post: tuple, head: list):
     """A Triton launch as `_launch_triton` made it: `run(*grid, stream, *post)`, where `post[5 : 5 + len(head)]` are
     the addresses of the tensors `head`."""
     if not self.depth:
         self.raw.append(("launch", run, grid, post, head))
 
 
-def _call(self: LaunchTape, fn, args: tuple):
+@patch
+def call(self: LaunchTape, fn, args: tuple):
     "`fn(*args)`, a kernel library's launch, run and recorded as one step → its result."
     self.depth += 1
     try:
@@ -101,9 +104,6 @@ def _call(self: LaunchTape, fn, args: tuple):
     if not self.depth:
         self.raw.append(("call", fn, list(args), None, out))
     return out
-
-
-LaunchTape.launch, LaunchTape.call = _launch, _call
 
 # %% ../nbs/03_tape.ipynb #82ec9ce7
 _ALLOCATIONS = {
@@ -115,6 +115,7 @@ _ALLOCATIONS = {
 }
 
 
+@patch
 def _operation(self: LaunchTape, func, args: tuple, kwargs: dict, out):
     "The PyTorch operation `func(*args, **kwargs) → out` of the call being recorded, after it ran (see above)."
     if self.depth or func.is_view or func in _ALLOCATIONS:
@@ -142,7 +143,7 @@ class _Recording(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        _operation(self.tape, func, args, kwargs or {}, out)
+        self.tape._operation(func, args, kwargs or {}, out)
         return out
 
 # %% ../nbs/03_tape.ipynb #aa2025a1
@@ -153,6 +154,7 @@ def _new_results(args: list, out) -> list:
     return [(j, r) for j, r in enumerate(leaves) if isinstance(r, torch.Tensor) and _allocation(r)[0] not in read]
 
 
+@patch
 def _slots(self: LaunchTape, inputs: tuple, out: torch.Tensor) -> list | None:
     """The slots of a finished recording (see above) → `(address, bytes)` each, or `None` when two inputs overlap;
     sets `n_in` (the inputs given), `made` (per step: the `(leaf, slot)` its results fill), `alloc` (`(numel, dtype,
@@ -175,6 +177,7 @@ def _slots(self: LaunchTape, inputs: tuple, out: torch.Tensor) -> list | None:
     return slots
 
 # %% ../nbs/03_tape.ipynb #7fa88e01
+@patch
 def _finish(self: LaunchTape, inputs: tuple, out: torch.Tensor):
     "The recording made replayable (see above): `steps` and `keep` from `raw`, which is emptied."
     slots = self._slots(inputs, out)
@@ -195,9 +198,6 @@ def _finish(self: LaunchTape, inputs: tuple, out: torch.Tensor):
         flat = type(res) is tuple and not any(isinstance(r, (tuple, list, dict)) for r in res)  # its own leaves
         self.steps.append(("call", fn, leaves, spec, fixes, tuple(outs), flat))
     self.keep, self.raw = list(keep.values()), []
-
-
-LaunchTape._slots, LaunchTape._finish = _slots, _finish
 
 # %% ../nbs/03_tape.ipynb #3f51d059
 def _run_step(step: tuple, tens: list, ptrs: list, stream):
@@ -225,6 +225,7 @@ def _run_step(step: tuple, tens: list, ptrs: list, stream):
             tens[s], ptrs[s] = got[j], got[j].untyped_storage().data_ptr()
 
 # %% ../nbs/03_tape.ipynb #2322d98d
+@patch
 def replay(self: LaunchTape, inputs: tuple):
     """The recorded call on `inputs` (tensors in the recording's order, `None` where it had none) → its output, in new
     memory; `None` where the inputs' layout differs from the recording's, another CUDA device is current (the
@@ -244,9 +245,6 @@ def replay(self: LaunchTape, inputs: tuple):
         _run_step(step, tens, ptrs, stream)
     s, off, like = self.out_at
     return _rebuilt(tens[s], ptrs[s], off, like)
-
-
-LaunchTape.replay = replay
 
 # %% ../nbs/03_tape.ipynb #23cd9856
 def record_launches(fn, inputs: tuple, device_type: str = "cuda") -> tuple:
