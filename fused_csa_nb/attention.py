@@ -683,15 +683,15 @@ def _taped_step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs:
     launch tape at the second, replayed from it after; the Python where the tape refused or declines. `ptrs`: the
     layer's `_tensor_ptrs()` now."""
     args, t = (query, key, x, qr), cache.step_tapes.get(k)
-    if t is not None and t.tape is not None and t.tensors == ptrs and t.tape.why is None:
+    if t is None or t.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
+        cache.step_tapes[k] = _StepTape(None, ptrs)
+    elif t.tape is None:  # the second step of this size: recorded
+        out, tape = record_launches(lambda: self._decode_step(*args, cache), args)
+        cache.step_tapes[k] = _StepTape(tape, ptrs)
+        return out
+    elif t.tape.why is None:  # a tape: replayed, unless it declines these inputs
         out = t.tape.replay(args)
         if out is not None:
             cache.advance(query.shape[0], host_only=True)  # the tape's write kernel advanced the counters
             return out
-    elif t is not None and t.tape is None and t.tensors == ptrs:  # the second step of this size: recorded
-        out, tape = record_launches(lambda: self._decode_step(*args, cache), args)
-        cache.step_tapes[k] = _StepTape(tape, ptrs)
-        return out
-    elif t is None or t.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
-        cache.step_tapes[k] = _StepTape(None, ptrs)
     return self._decode_step(*args, cache)

@@ -469,12 +469,10 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
             bound = kept.kinds.get(kind, False)
             if bound:  # the kept launcher of this kind
                 run, function, metadata, tail = bound
-                g = (*grid, 1, 1)
-                run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *vals, *scalars, *tail)
+                g, post = (*grid, 1, 1)[:3], (function, metadata, None, None, None, *vals, *scalars, *tail)
+                run(*g, stream, *post)
                 if _TAPING.tape is not None:  # a tape is being recorded: it keeps the launch
-                    _TAPING.tape.launch(
-                        run, g[:3], (function, metadata, None, None, None, *vals, *scalars, *tail), head
-                    )
+                    _TAPING.tape.launch(run, g, post, head)
                 return
             if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches; keep it
                 _untaped(getattr(kernel, "__name__", "a Triton kernel"))
