@@ -409,7 +409,7 @@ def _write_keys8(self: CSACache, k: torch.Tensor, rows: StepRows):
 def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, index=None):
     """Every write of a decode step (the four methods above, in their order), the rows' poison and the step's
     `advance`: the cache holds `s` more tokens after it. One kernel on CUDA (`kernels._step_writes`, the FP8 form of
-    the indexer keys after it), the four methods and `advance` elsewhere.
+    the indexer keys included), the four methods and `advance` elsewhere.
 
     `rows`: the step's `StepRows`; `key [s, b, D]`: the rows' raw keys; `comp`: `(entries, a, g)` as `Compressor.step`
     returns them, or `None` (ratio 0); `index`: `(keys, a, g, q_i, w_i)` — `CSAIndexer.step`'s keys `[s, b, Di]` and
@@ -422,11 +422,17 @@ def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, ind
         i = (
             None
             if index is None
-            else (*self.index_ring, *index[1:3], index[0], self.index_keys, self.index_bad, *index[3:])
+            else (
+                *self.index_ring,
+                *index[1:3],
+                index[0],
+                self.index_keys,
+                self.index_bad,
+                *index[3:],
+                self.index_keys8,
+            )
         )
         poison = _step_writes(self.kv, self.slots, self.pos, key, rows.packed, rows.complete, c, i)
-        if index is not None and self.index_keys8 is not None:
-            self._write_keys8(_at_last(index[0], rows), rows)
         self.advance(s, host_only=True)  # the kernel advanced the counters
         return poison
     self.write_keys(key, rows)

@@ -1577,6 +1577,12 @@ def _step_rows(pos: torch.Tensor, s: int, ratio: int):
     _launch_triton(_step_rows_kernel, (b,), rows, complete.view(torch.uint8), pos, s, b, ratio)
     return rows, complete
 
+# %% ../nbs/03_kernels.ipynb #a4450bd1
+from .reference import FP8_MIN_AMAX
+
+if triton is not None:
+    from fused_csa_nb.reference import _e4m3_rows, _fwht64  # the FP8 recipe's two pieces (chapter *Reference*)
+
 # %% ../nbs/03_kernels.ipynb #95b9407f
 if triton is not None:
 
@@ -1584,10 +1590,12 @@ if triton is not None:
     def _step_writes_kernel(
         kv_ptr, key_ptr, rows_ptr, done_ptr, pos_ptr,
         ca_ptr, cg_ptr, na_ptr, ng_ptr, ent_ptr,
-        ia_ptr, ig_ptr, ma_ptr, mg_ptr, ik_ptr, keys_ptr, bad_ptr, q_ptr, w_ptr, poison_ptr,
-        s, B, SLOTS, D, WC, SC, WI, SI, DI, QN, HI,
+        ia_ptr, ig_ptr, ma_ptr, mg_ptr, ik_ptr, keys_ptr, bad_ptr, q_ptr, w_ptr, poison_ptr, k8_ptr, ks_ptr,
+        s, B, SLOTS, D, WC, SC, WI, SI, DI, QN, HI, inv_sqrt_di,
         kv0, kv1, k0, k1, ca0, ca1, na0, na1, e0, e1, ia0, ia1, ma0, ma1, ik0, ik1, kk0, kk1, q0, q1, w0, w1,
-        HAS_COMP: tl.constexpr, HAS_INDEX: tl.constexpr, BLOCK: tl.constexpr,
+        k80, k81, ks0, ks1,
+        HAS_COMP: tl.constexpr, HAS_INDEX: tl.constexpr, BLOCK: tl.constexpr, KEYS8: tl.constexpr,
+        DI8: tl.constexpr, LOG_DI8: tl.constexpr,
     ):  # fmt: skip
         "Sequence `bb`'s writes of a step of `s` rows (`_step_writes`)."
         bb = tl.program_id(0)
@@ -1610,6 +1618,13 @@ if triton is not None:
                     _copy_row(ia_ptr + (p % SI) * ia0 + b64 * ia1, ma_ptr + t * ma0 + b64 * ma1, WI, BLOCK)
                     _copy_row(ig_ptr + (p % SI) * ia0 + b64 * ia1, mg_ptr + t * ma0 + b64 * ma1, WI, BLOCK)
                 _copy_row(ik_ptr + b64 * ik0 + e * ik1, keys_ptr + last * kk0 + b64 * kk1, DI, BLOCK)
+                if KEYS8:  # its FP8 form: exact rotation, rounded to float32, times 1/√Di; quantised
+                    c = tl.arange(0, DI8)
+                    x = tl.load(keys_ptr + last * kk0 + b64 * kk1 + c).to(tl.float64)
+                    y = _fwht64(tl.reshape(x, (1, DI8)), 1, DI8, LOG_DI8).to(tl.float32) * inv_sqrt_di
+                    x8, sc = _e4m3_rows(y, FP8_MIN_AMAX)
+                    tl.store(k8_ptr + b64 * k80 + e * k81 + c[None, :], x8.to(k8_ptr.dtype.element_ty))
+                    tl.store(ks_ptr + b64 * ks0 + e * ks1 + tl.arange(0, 1), sc)
                 done = tl.load(done_ptr + o) != 0
                 bad = bad | (done & _row_nonfinite(keys_ptr + t * kk0 + b64 * kk1, DI, BLOCK))
                 row_bad = bad | _row_nonfinite(q_ptr + t * q0 + b64 * q1, QN, BLOCK)
@@ -1632,27 +1647,33 @@ def _step_writes(kv, slots: int, pos, key, rows, complete, comp=None, index=None
     (advanced by `s`); `key [s, b, D]`: the rows' raw keys;
     `rows [4, s, b]` int64, `complete [s, b]` bool (`None` for ratio 0): `_step_rows`'s; `comp`: `(ring_a, ring_g, a,
     g, entries)` — the compressor ring `[S, b, W]` twice, the rows' projections `[s, b, W]` and entries `[s, b, D]` —
-    or `None`; `index`: `(ring_a, ring_g, a, g, keys, index_keys, index_bad, q_i, w_i)` — the indexer ring,
+    or `None`; `index`: `(ring_a, ring_g, a, g, keys, index_keys, index_bad, q_i, w_i, keys8)` — the indexer ring,
     projections and keys `[s, b, Di]`, the cache's `index_keys [b, E, Di]` and `index_bad [b]` bool, the rows'
-    queries `[s, b, Hi, Di]` and weights `[s, b, Hi]` — or `None`. Returns the rows' poison `[b, s]` fp32 (NaN or 0)
-    with `index`, else `None`."""
+    queries `[s, b, Hi, Di]` and weights `[s, b, Hi]`, and `None` or the cache's FP8 keys `(e4m3 values [b, E, Di]
+    bf16, scales [b, E] fp32)` (unit last strides; `Di` a power of two) — or `None`. Returns the rows' poison `[b,
+    s]` fp32 (NaN or 0) with `index`, else `None`."""
     s, b, d = key.shape
-    ca = cg = na = ng = ent = ia = ig = ma = mg = keys = ik = bad = q = w = poison = kv  # absent: never read
+    ca = cg = na = ng = ent = ia = ig = ma = mg = keys = ik = bad = q = w = poison = k8 = ks = kv  # absent: not read
+    keys8 = None
     if comp is not None:
         ca, cg, na, ng, ent = comp
         na, ng, ent = _unit(na), _unit(ng), _unit(ent)
     if index is not None:
-        ia, ig, ma, mg, keys, ik, index_bad, q, w = index
+        ia, ig, ma, mg, keys, ik, index_bad, q, w, keys8 = index
         ma, mg, keys, q, w = (_unit(x) for x in (ma, mg, keys, q, w))
         q, bad = q.flatten(2), index_bad.view(torch.uint8)
         poison = torch.empty(b, s, dtype=torch.float32, device=kv.device)
+        k8, ks = keys8 or (kv, kv)
     key, done = _unit(key), (rows if complete is None else complete.view(torch.uint8))  # None: ratio 0, not read
+    di = keys.shape[-1]
     _launch_triton(_step_writes_kernel, (b,),
-        kv, key, rows, done, pos, ca, cg, na, ng, ent, ia, ig, ma, mg, ik, keys, bad, q, w, poison,
-        s, b, slots, d, ca.shape[-1], ca.shape[0], ia.shape[-1], ia.shape[0], keys.shape[-1], q.shape[-1], w.shape[-1],
+        kv, key, rows, done, pos, ca, cg, na, ng, ent, ia, ig, ma, mg, ik, keys, bad, q, w, poison, k8, ks,
+        s, b, slots, d, ca.shape[-1], ca.shape[0], ia.shape[-1], ia.shape[0], di, q.shape[-1], w.shape[-1], di**-0.5,
         *kv.stride()[:2], *key.stride()[:2], *ca.stride()[:2], *na.stride()[:2], *ent.stride()[:2],
         *ia.stride()[:2], *ma.stride()[:2], *ik.stride()[:2], *keys.stride()[:2], *q.stride()[:2], *w.stride()[:2],
-        HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024,
+        *k8.stride()[:2], *ks.stride()[:2],
+        HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024, KEYS8=keys8 is not None,
+        DI8=di if keys8 is not None else 1, LOG_DI8=di.bit_length() - 1 if keys8 is not None else 0,
     )  # fmt: skip
     return poison if index is not None else None
 

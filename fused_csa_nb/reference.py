@@ -849,18 +849,18 @@ def _row_len(name: str, x) -> int:
 
 
 def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
-    """The rows of `x` times the orthonormal `H_n / √n` along the last dim, computed in float32 (float64 stays float64).
+    """The rows of `x` times the orthonormal `H_n / √n` along the last dim (see above): each row's sums exact (float64),
+    rounded once to float32, then times `1/√n` in float32 (float64 stays float64).
 
     `x [..., n]`: float16, bfloat16, float32 or float64, `n` a power of two.
-    Returns the rotated rows `[..., n]`, float32 (float64 for a float64 `x`), differentiable in `x`."""
-    n, acc = _row_len("x", x), _acc_dtype(x.dtype)
-    if x.is_cuda and x.dtype != acc and not (torch.is_grad_enabled() and x.requires_grad):
-        y = torch.mm(x.reshape(-1, n), hadamard(n, x.dtype, x.device), out_dtype=acc).view(
-            x.shape
-        )  # exact ±x products, float32 sums
-    else:
-        y = torch.matmul(x.to(acc), hadamard(n, acc, x.device))
-    return y * n**-0.5
+    Returns the rotated rows `[..., n]`, float32 (float64 for a float64 `x`), differentiable in `x`. Without a gradient
+    to record, CUDA rows take one Triton pass (`_hadamard_rows`, below): the same values."""
+    n = _row_len("x", x)
+    if x.dtype == torch.float64:
+        return torch.matmul(x, hadamard(n, torch.float64, x.device)) * n**-0.5
+    if _triton_runs_on(x) and not (torch.is_grad_enabled() and x.requires_grad):
+        return _hadamard_rows(x)
+    return torch.matmul(x.double(), hadamard(n, torch.float64, x.device)).float() * n**-0.5
 
 # %% ../nbs/01_reference.ipynb #79919661
 def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
@@ -979,13 +979,18 @@ def selection_scores(
 if triton is not None:
 
     @triton.jit
-    def _fp8_quantize_kernel(y_ptr, x8_ptr, scale_ptr, R, N, MIN_AMAX: tl.constexpr, BLOCK_R: tl.constexpr,
-                             BLOCK_N: tl.constexpr):  # fmt: skip
-        "Rows `BLOCK_R·pid …` of `y [R, N]` (float32) → their e4m3 values `x8` (in `x8`'s dtype) and scales (float32)."
-        rows, cols = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R), tl.arange(0, BLOCK_N)
-        m = (rows < R)[:, None] & (cols < N)[None, :]
-        off = rows.to(tl.int64)[:, None] * N + cols[None, :]
-        y = tl.load(y_ptr + off, mask=m, other=0.0).to(tl.float32)
+    def _fwht64(x, BLOCK_R: tl.constexpr, N: tl.constexpr, LOG_N: tl.constexpr):
+        "The rows of `x [BLOCK_R, N]` (float64) times the ±1 Hadamard matrix `H_N`, `N = 2^LOG_N`: exact sums."
+        for k in tl.static_range(LOG_N):  # round k: columns c and c + 2^k (bit k of c clear) → their sum, difference
+            x = tl.reshape(x, (BLOCK_R, N >> (k + 1), 2, 1 << k))
+            a, b = tl.split(tl.permute(x, (0, 1, 3, 2)))
+            x = tl.reshape(tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2)), (BLOCK_R, N))
+        return x
+
+    @triton.jit
+    def _e4m3_rows(y, MIN_AMAX: tl.constexpr):
+        """float32 rows `y [BLOCK_R, N]` → `(their e4m3 values as float32, NaN across a non-finite row; the rows'
+        power-of-two scales, NaN there)`: `fp8_quantize`'s rule."""
         z = tl.sum(y * 0.0, 1)
         bad = z != z  # a NaN or ±Inf in the row
         t = tl.math.div_rn(tl.maximum(tl.max(tl.abs(y), 1), MIN_AMAX), 448.0)
@@ -996,33 +1001,65 @@ if triton is not None:
         qe = tl.maximum(((q.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127, -6)  # the binade (subnormals: −6)
         c = ((qe + 147) << 23).to(tl.float32, bitcast=True) * 1.5  # 1.5·2^23 × the spacing 2^(qe − 3)
         q = (q + c) - c  # rounded to the e4m3 spacing, ties to even
-        q = tl.where(bad[:, None], float("nan"), tl.where(y < 0, -q, q))
-        tl.store(x8_ptr + off, q.to(x8_ptr.dtype.element_ty), mask=m)
-        tl.store(scale_ptr + rows, tl.where(bad, float("nan"), scale), mask=rows < R)
+        return tl.where(bad[:, None], float("nan"), tl.where(y < 0, -q, q)), tl.where(bad, float("nan"), scale)
+
+    @triton.jit
+    def _fp8_rows_kernel(
+        x_ptr, y_ptr, scale_ptr, R, N, inv_sqrt_n,
+        MIN_AMAX: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, LOG_N: tl.constexpr,
+        ROTATE: tl.constexpr, QUANTIZE: tl.constexpr,
+    ):  # fmt: skip
+        """Rows `BLOCK_R·pid …` of `x [R, N]`: rotated (`ROTATE`, `N = BLOCK_N = 2^LOG_N`: exact sums rounded to
+        float32, times `inv_sqrt_n`), then quantised (`QUANTIZE`: the e4m3 values into `y` in its dtype, the scales into
+        `scale`) or stored as they are (`y` float32)."""
+        rows, cols = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R), tl.arange(0, BLOCK_N)
+        m = (rows < R)[:, None] & (cols < N)[None, :]
+        off = rows.to(tl.int64)[:, None] * N + cols[None, :]
+        y = tl.load(x_ptr + off, mask=m, other=0.0)
+        if ROTATE:
+            y = _fwht64(y.to(tl.float64), BLOCK_R, BLOCK_N, LOG_N).to(tl.float32) * inv_sqrt_n
+        y = y.to(tl.float32)
+        if QUANTIZE:
+            y, scale = _e4m3_rows(y, MIN_AMAX)
+            tl.store(scale_ptr + rows, scale, mask=rows < R)
+        tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=m)
 
 # %% ../nbs/01_reference.ipynb #2ffaf945
+def _fp8_rows_pass(x: torch.Tensor, rotate: bool, quantize: bool):
+    """One `_fp8_rows_kernel` pass over the rows of `x [..., n]` (CUDA, or the interpreter; `rotate`: `n` a power of
+    two) → with `quantize` `(x8 [..., n]` bf16 holding the e4m3 values, `scale [...]` float32), else the rotated rows
+    `[..., n]` float32."""
+    n = x.shape[-1]
+    flat = x.reshape(-1, n).contiguous()
+    r, bn = flat.shape[0], _pow2(n)
+    y = torch.empty(flat.shape, dtype=torch.bfloat16 if quantize else torch.float32, device=x.device)
+    scale = torch.empty(r, dtype=torch.float32, device=x.device) if quantize else y  # y: not read
+    br = max(1, min(16, 2048 // bn) if rotate else min(32, 4096 // bn))  # a float64 tile is twice the size
+    if r:
+        _launch_triton(
+            _fp8_rows_kernel, (_cdiv(r, br),), flat, y, scale, r, n, n**-0.5,
+            MIN_AMAX=FP8_MIN_AMAX, BLOCK_R=br, BLOCK_N=bn, LOG_N=bn.bit_length() - 1, ROTATE=rotate, QUANTIZE=quantize,
+        )  # fmt: skip
+    return (y.view(x.shape), scale.view(x.shape[:-1])) if quantize else y.view(x.shape)
+
+
+def _hadamard_rows(x: torch.Tensor) -> torch.Tensor:
+    "`hadamard_rotate(x)` of rows `x [..., n]` (not float64) in one Triton pass → `[..., n]` float32."
+    return _fp8_rows_pass(x, rotate=True, quantize=False)
+
+
 def _fp8_quantize_bf16(y: torch.Tensor):
-    """`fp8_quantize` of float32 rows `y [..., n]` in one Triton pass (CUDA, or the interpreter), bitwise → `(x8
-    [..., n]` bf16 holding the e4m3 values, `scale [...]` float32)."""
-    n = y.shape[-1]
-    flat = y.reshape(-1, n).contiguous()
-    x8 = torch.empty(flat.shape, dtype=torch.bfloat16, device=y.device)
-    scale = torch.empty(flat.shape[0], dtype=torch.float32, device=y.device)
-    bn = _pow2(n)
-    br = max(1, min(32, 4096 // bn))
-    _launch_triton(
-        _fp8_quantize_kernel, (_cdiv(flat.shape[0], br),),
-        flat, x8, scale, flat.shape[0], n, MIN_AMAX=FP8_MIN_AMAX, BLOCK_R=br, BLOCK_N=bn,
-    )  # fmt: skip
-    return x8.view(y.shape), scale.view(y.shape[:-1])
+    """`fp8_quantize` of float32 rows `y [..., n]` in one Triton pass, bitwise → `(x8 [..., n]` bf16 holding the e4m3
+    values, `scale [...]` float32)."""
+    return _fp8_rows_pass(y, rotate=False, quantize=True)
 
 
 def _fp8_rows_bf16(x: torch.Tensor):
-    """`fp8_rows(x)` with the e4m3 values held in bf16 → `(x8 [..., n]` bf16, `scale [...]` float32): on CUDA the
-    rotation's GEMM and `_fp8_quantize_bf16`, elsewhere `fp8_rows` and a cast (the same values)."""
+    """`fp8_rows(x)` with the e4m3 values held in bf16 → `(x8 [..., n]` bf16, `scale [...]` float32): on CUDA one Triton
+    pass (the rotation and the quantisation), elsewhere `fp8_rows` and a cast (the same values)."""
     with torch.no_grad():
         if _triton_runs_on(x):
-            return _fp8_quantize_bf16(hadamard_rotate(x))
+            return _fp8_rows_pass(x, rotate=True, quantize=True)
         x8, scale = fp8_rows(x)
         return x8.to(torch.bfloat16), scale
 
