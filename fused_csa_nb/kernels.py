@@ -1595,7 +1595,7 @@ if triton is not None:
         kv0, kv1, k0, k1, ca0, ca1, na0, na1, e0, e1, ia0, ia1, ma0, ma1, ik0, ik1, kk0, kk1, q0, q1, w0, w1,
         k80, k81, ks0, ks1,
         HAS_COMP: tl.constexpr, HAS_INDEX: tl.constexpr, BLOCK: tl.constexpr, KEYS8: tl.constexpr,
-        DI8: tl.constexpr, LOG_DI8: tl.constexpr,
+        DI8: tl.constexpr, LOG_DI8: tl.constexpr, MIN_AMAX: tl.constexpr,
     ):  # fmt: skip
         "Sequence `bb`'s writes of a step of `s` rows (`_step_writes`)."
         bb = tl.program_id(0)
@@ -1622,7 +1622,7 @@ if triton is not None:
                     c = tl.arange(0, DI8)
                     x = tl.load(keys_ptr + last * kk0 + b64 * kk1 + c).to(tl.float64)
                     y = _fwht64(tl.reshape(x, (1, DI8)), 1, DI8, LOG_DI8).to(tl.float32) * inv_sqrt_di
-                    x8, sc = _e4m3_rows(y, FP8_MIN_AMAX)
+                    x8, sc = _e4m3_rows(y, MIN_AMAX)
                     tl.store(k8_ptr + b64 * k80 + e * k81 + c[None, :], x8.to(k8_ptr.dtype.element_ty))
                     tl.store(ks_ptr + b64 * ks0 + e * ks1 + tl.arange(0, 1), sc)
                 done = tl.load(done_ptr + o) != 0
@@ -1674,6 +1674,7 @@ def _step_writes(kv, slots: int, pos, key, rows, complete, comp=None, index=None
         *k8.stride()[:2], *ks.stride()[:2],
         HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024, KEYS8=keys8 is not None,
         DI8=di if keys8 is not None else 1, LOG_DI8=di.bit_length() - 1 if keys8 is not None else 0,
+        MIN_AMAX=FP8_MIN_AMAX,
     )  # fmt: skip
     return poison if index is not None else None
 
