@@ -1048,12 +1048,6 @@ def _hadamard_rows(x: torch.Tensor) -> torch.Tensor:
     return _fp8_rows_pass(x, rotate=True, quantize=False)
 
 
-def _fp8_quantize_bf16(y: torch.Tensor):
-    """`fp8_quantize` of float32 rows `y [..., n]` in one Triton pass, bitwise → `(x8 [..., n]` bf16 holding the e4m3
-    values, `scale [...]` float32)."""
-    return _fp8_rows_pass(y, rotate=False, quantize=True)
-
-
 def _fp8_rows_bf16(x: torch.Tensor):
     """`fp8_rows(x)` with the e4m3 values held in bf16 → `(x8 [..., n]` bf16, `scale [...]` float32): on CUDA one Triton
     pass (the rotation and the quantisation), elsewhere `fp8_rows` and a cast (the same values)."""
