@@ -1663,17 +1663,18 @@ def _step_writes(kv, slots: int, pos, key, rows, complete, comp=None, index=None
         ma, mg, keys, q, w = (_unit(x) for x in (ma, mg, keys, q, w))
         q, bad = q.flatten(2), index_bad.view(torch.uint8)
         poison = torch.empty(b, s, dtype=torch.float32, device=kv.device)
-        k8, ks = keys8 or (kv, kv)
+        if keys8 is not None:
+            k8, ks = keys8
     key, done = _unit(key), (rows if complete is None else complete.view(torch.uint8))  # None: ratio 0, not read
-    di = keys.shape[-1]
+    di, fp8 = keys.shape[-1], keys8 is not None
     _launch_triton(_step_writes_kernel, (b,),
         kv, key, rows, done, pos, ca, cg, na, ng, ent, ia, ig, ma, mg, ik, keys, bad, q, w, poison, k8, ks,
         s, b, slots, d, ca.shape[-1], ca.shape[0], ia.shape[-1], ia.shape[0], di, q.shape[-1], w.shape[-1], di**-0.5,
         *kv.stride()[:2], *key.stride()[:2], *ca.stride()[:2], *na.stride()[:2], *ent.stride()[:2],
         *ia.stride()[:2], *ma.stride()[:2], *ik.stride()[:2], *keys.stride()[:2], *q.stride()[:2], *w.stride()[:2],
         *k8.stride()[:2], *ks.stride()[:2],
-        HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024, KEYS8=keys8 is not None,
-        DI8=di if keys8 is not None else 1, LOG_DI8=di.bit_length() - 1 if keys8 is not None else 0,
+        HAS_COMP=comp is not None, HAS_INDEX=index is not None, BLOCK=1024, KEYS8=fp8,
+        DI8=di if fp8 else 1, LOG_DI8=di.bit_length() - 1 if fp8 else 0,
         MIN_AMAX=FP8_MIN_AMAX,
     )  # fmt: skip
     return poison if index is not None else None

@@ -856,11 +856,10 @@ def hadamard_rotate(x: torch.Tensor) -> torch.Tensor:
     Returns the rotated rows `[..., n]`, float32 (float64 for a float64 `x`), differentiable in `x`. Without a gradient
     to record, CUDA rows take one Triton pass (`_hadamard_rows`, below): the same values."""
     n = _row_len("x", x)
-    if x.dtype == torch.float64:
-        return torch.matmul(x, hadamard(n, torch.float64, x.device)) * n**-0.5
-    if _triton_runs_on(x) and not (torch.is_grad_enabled() and x.requires_grad):
+    if _triton_runs_on(x) and not (torch.is_grad_enabled() and x.requires_grad):  # not float64
         return _hadamard_rows(x)
-    return torch.matmul(x.double(), hadamard(n, torch.float64, x.device)).float() * n**-0.5
+    y = torch.matmul(x.double(), hadamard(n, torch.float64, x.device))
+    return (y if x.dtype == torch.float64 else y.float()) * n**-0.5
 
 # %% ../nbs/01_reference.ipynb #79919661
 def _pow2_ceil(t: torch.Tensor) -> torch.Tensor:
