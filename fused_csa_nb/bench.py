@@ -9,7 +9,11 @@ import dataclasses
 import datetime
 import importlib
 import math
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 
@@ -19,7 +23,7 @@ from .attention import CompressedSparseAttention
 from .checks import check_bool, check_device, check_int
 from .graphs import capture_decode, capture_step, decode_step_ops
 from .fused_sparse_attention import csa_sparse_attn, indexer_topk
-from .kernels import _indexer_fwd
+from .kernels import _flash_fwd, _indexer_fwd, flash_mla_build
 from .reference import fp8_rows
 from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
 from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
@@ -28,12 +32,13 @@ from .config import CSAConfig
 _silent = lambda *args, **kwargs: None  # the measuring functions' default `log`: rows are returned, not printed
 
 # %% auto #0
-__all__ = ['median_times_ms', 'median_time_ms', 'measured_on', 'sparse_attention_flops', 'bench_sparse_attention', 'layer_pair',
-           'bench_layer', 'layer_parity', 'gpu_kernel_ms', 'step_profile', 'path_a_overhead', 'deterministic_step',
-           'run_benchmarks', 'benchmarks_markdown', 'long_context_layer', 'long_context_rows', 'long_context_markdown',
-           'plot_long_context', 'blocked_parity', 'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths',
-           'packed_rows', 'packed_markdown', 'cp_markdown', 'benchmarks_section', 'decode_rows', 'prefill_rows',
-           'decode_markdown']
+__all__ = ['FLASH_MLA_SHAPES', 'median_times_ms', 'median_time_ms', 'measured_on', 'sparse_attention_flops',
+           'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity', 'gpu_kernel_ms', 'step_profile',
+           'path_a_overhead', 'flash_mla_installs', 'flash_mla_rows', 'compare_flash_mla_builds',
+           'flash_mla_builds_markdown', 'deterministic_step', 'run_benchmarks', 'benchmarks_markdown',
+           'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
+           'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown',
+           'cp_markdown', 'benchmarks_section', 'decode_rows', 'prefill_rows', 'decode_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_times_ms(fns, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> list[float]:
@@ -382,15 +387,13 @@ def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: in
     Returns `dict(sq, heads, topk, direct_fwd_ms, fwd_ms, direct_fwd_bwd_ms, fwd_bwd_ms, fwd_overhead,
     fwd_bwd_overhead)`, an overhead being path A's time over the direct one, minus 1."""
     _need_cuda("path_a_overhead")
-    flash_mla = importlib.import_module("flash_mla")
     dsa = importlib.import_module("cudnn").DSA
     q, kv, sink, idx = _random_sparse_problem(sq, heads, topk)
     qf, kvf, scale = q.view(sq, heads, 512), kv.view(-1, 512), 512**-0.5
+    flash_fwd = _flash_fwd(q.device)  # the installed FlashMLA build's function, with its convention (`use_legacy`)
 
     def direct_fwd():
-        out, _, lse = flash_mla.flash_mla_sparse_fwd(
-            qf, kvf.unsqueeze(1), idx.unsqueeze(1), scale, d_v=512, attn_sink=sink
-        )
+        out, _, lse = flash_fwd(qf, kvf.unsqueeze(1), idx.unsqueeze(1), scale, 512, sink)
         return out, lse
 
     dout = torch.randn_like(direct_fwd()[0])
@@ -421,6 +424,87 @@ def path_a_overhead(sq: int = 4096, heads: int = 64, topk: int = 640, warmup: in
         fwd_overhead=t["fwd_ms"] / t["direct_fwd_ms"] - 1,
         fwd_bwd_overhead=t["fwd_bwd_ms"] / t["direct_fwd_bwd_ms"] - 1,
     )
+
+# %% ../nbs/07_bench.ipynb #1e4f00a2
+FLASH_MLA_SHAPES = ((64, 512), (128, 1024), (64, 2048))  # (H, top-k) of `flash_mla_rows`
+
+
+def flash_mla_installs() -> list[str]:
+    "Every folder on `sys.path` that holds a `flash_mla` package, in path order (this process imports the first)."
+    out = []
+    for p in sys.path:
+        if os.path.isfile(os.path.join(p or os.getcwd(), "flash_mla", "__init__.py")) and p not in out:
+            out.append(p)
+    return out
+
+# %% ../nbs/07_bench.ipynb #57927bc8
+def _flash_mla_problem(sq, skv, heads, topk, seed):
+    "A random sparse-forward problem, made on the CPU from `seed` (the same bits in every process), then on CUDA."
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(sq, heads, 512, generator=g).bfloat16()
+    kv = torch.randn(skv, 1, 512, generator=g).bfloat16()
+    idx = torch.randint(-1, skv, (sq, 1, topk), generator=g, dtype=torch.int32)  # -1: no key
+    sink = torch.randn(heads, generator=g)
+    length = torch.randint(topk // 2, topk + 1, (sq,), generator=g, dtype=torch.int32)  # each row's valid prefix
+    return [t.cuda() for t in (q, kv, idx, sink, length)]
+
+
+def flash_mla_rows(shapes=FLASH_MLA_SHAPES, sq: int = 4096, skv: int = 8192, iters: int = 30, seed: int = 0) -> dict:
+    """FlashMLA's sparse forward in this process, with the installed build (GPU): outputs and speed per shape.
+
+    `shapes`: `(H, top-k)` pairs; `sq`: query rows; `skv`: keys; `iters`: timed calls per median (after 3 untimed);
+    `seed`: of the random problems. Returns `dict(build, rows)`: `build` the `flash_mla_build()` line, `rows` one dict
+    per shape (`heads, topk, ms, tflops, out, lse`; FLOPs count each row's `topk_length` keys, D = d_v = 512)."""
+    _need_cuda("flash_mla_rows")
+    rows = []
+    for heads, topk in shapes:
+        q, kv, idx, sink, length = _flash_mla_problem(sq, skv, heads, topk, seed)
+        fwd = _flash_fwd(q.device)
+        out, _, lse = fwd(q, kv, idx, 512**-0.5, 512, sink, length)
+        ms = median_time_ms(lambda: fwd(q, kv, idx, 512**-0.5, 512, sink, length), iters=iters)
+        flops = 2 * heads * (512 + 512) * int(length.sum())
+        rows.append(dict(heads=heads, topk=topk, ms=ms, tflops=flops / ms / 1e9, out=out.cpu(), lse=lse.cpu()))
+    return dict(build=flash_mla_build().describe(), rows=rows)
+
+# %% ../nbs/07_bench.ipynb #641b84c7
+def compare_flash_mla_builds(installs=None, **kwargs) -> dict:
+    """`flash_mla_rows` once per FlashMLA build, each in a process of its own, and their outputs compared (GPU).
+
+    `installs`: folders that each hold a `flash_mla` (default: `flash_mla_installs()`); `kwargs`: passed to
+    `flash_mla_rows`. Returns `dict(builds, rows)`: `builds` the build line of each process; `rows` one dict per shape
+    with `heads, topk`, each build's `ms` and `tflops` (lists, in `builds` order) and `equal`: every build's output and
+    LSE bit for bit equal to the first's (True with one build)."""
+    runs = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, folder in enumerate(installs or flash_mla_installs()):
+            path = os.path.join(d, f"{i}.pt")
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, os.environ.get("PYTHONPATH", "")])}
+            code = "import torch; from fused_csa_nb.bench import flash_mla_rows; "
+            code += f"torch.save(flash_mla_rows(**{kwargs!r}), {path!r})"
+            subprocess.run([sys.executable, "-c", code], env=env, check=True)
+            runs.append(torch.load(path))
+    rows = []
+    for j, r0 in enumerate(runs[0]["rows"]):
+        same = all(
+            torch.equal(r["rows"][j]["out"], r0["out"]) and torch.equal(r["rows"][j]["lse"], r0["lse"]) for r in runs
+        )
+        ms = [r["rows"][j]["ms"] for r in runs]
+        rows.append(
+            dict(heads=r0["heads"], topk=r0["topk"], ms=ms, tflops=[r["rows"][j]["tflops"] for r in runs], equal=same)
+        )
+    return dict(builds=[r["build"] for r in runs], rows=rows)
+
+# %% ../nbs/07_bench.ipynb #84c6a649
+def flash_mla_builds_markdown(res: dict) -> str:
+    "A Markdown table of `compare_flash_mla_builds`'s result: TFLOP/s per build side by side, and bitwise equality."
+    names = [b.split(",")[0] for b in res["builds"]]
+    head = "| H | top-k | " + " | ".join(f"{n} TFLOP/s" for n in names) + " | output and LSE bit for bit equal |"
+    L = [head, "|" + "---|" * (len(names) + 3)]
+    for r in res["rows"]:
+        L.append(
+            f"| {r['heads']} | {r['topk']} | " + " | ".join(f"{t:.0f}" for t in r["tflops"]) + f" | {r['equal']} |"
+        )
+    return "\n".join(L)
 
 # %% ../nbs/07_bench.ipynb #acae54e37e7d407bbb7b55eff062a284
 def deterministic_step(sq: int = 4096, warmup: int = 3, iters: int = 30) -> dict:
@@ -458,7 +542,8 @@ def run_benchmarks(
     `torch.compile` (each compile costs tens of seconds; `()` for none, `None` for all).
     `deterministic_seqlens`: the token counts of the `deterministic_step` rows (`quick`: the first only; `()`:
     none).
-    Returns `dict(date, gpu, torch, kernels, layers, parity, overhead, deterministic)`, lists of the rows of
+    Returns `dict(date, gpu, torch, flash_mla, kernels, layers, parity, overhead, deterministic)` (`flash_mla`: the
+    FlashMLA build that measured the kernels), lists of the rows of
     `bench_sparse_attention`, `bench_layer` (with `step_profile`'s under `graphs`), `layer_parity`, `path_a_overhead`
     and `deterministic_step`: the input of `benchmarks_markdown`."""
     log = log or _silent
@@ -469,6 +554,7 @@ def run_benchmarks(
         date=datetime.date.today().isoformat(),
         gpu=f"{p.name} (sm_{p.major}{p.minor})",
         torch=torch.__version__,
+        flash_mla=flash_mla_build().describe(),
         kernels=[],
         layers=[],
         parity=[],
@@ -582,6 +668,7 @@ def benchmarks_markdown(res: dict) -> str:
         "",
         "## Sparse attention kernels (FlashMLA forward, cuDNN backward), bf16, D = d_v = 512",
         "",
+        *([f"FlashMLA build: {res['flash_mla']}.", ""] if res.get("flash_mla") else []),
         "| s_q | H | K | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s |",
         "|---|---|---|---|---|---|---|",
     ]

@@ -39,7 +39,7 @@ from fused_csa_nb.bench import (
     run_benchmarks,
 )
 from .config import ATTENTION_VARIANTS, COMPRESS_RATIOS, DSA_KERNEL_BACKENDS, CSAConfig, validate_config
-from .kernels import FusedUnavailableError, kernel_status
+from .kernels import FusedUnavailableError, flash_mla_build, kernel_status
 from .reference import INDEXER_PRECISIONS
 
 # %% auto #0
@@ -236,7 +236,8 @@ def fp8_selection_report() -> str:
 
 
 def environment_info() -> dict:
-    "Package, torch, CUDA/GPU, kernel-package availability and the default backend, as an ordered dict of strings."
+    """Package, torch, CUDA/GPU, the default backend (with what blocks the fused one here), kernel-package availability
+    and the FlashMLA build, as an ordered dict of strings."""
     info = {
         "fused_csa_nb": fused_csa_nb.__version__,
         "python": platform.python_version(),
@@ -248,11 +249,12 @@ def environment_info() -> dict:
         info["gpu"] = f"{p.name}, compute capability {p.major}.{p.minor} (sm_{p.major}{p.minor})"
     else:
         info["gpu"] = "none (CUDA not available)"
+    info["default backend"] = default_backend_report()  # the real blocker first (no GPU before missing packages)
     status = kernel_status()
-    info["flash_mla (tokenspeed-flashmla)"] = status["flash_mla"]
+    info["flash_mla"] = status["flash_mla"]
+    info["flash_mla build"] = flash_mla_build().describe()
     info["cudnn.DSA (nvidia-cudnn-frontend)"] = status["cudnn.DSA"]
     info["triton"] = _probe_import("triton")
-    info["default backend"] = default_backend_report()
     info["fp8 indexer selection"] = fp8_selection_report()
     info["deterministic mode (--deterministic)"] = (
         "fused (Triton backward) and native"

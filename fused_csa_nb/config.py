@@ -19,6 +19,7 @@ from fused_csa_nb.kernels import (
     detected_capability,
     detected_kernels,
     kernel_limits,
+    kernel_status,
     padded_num_heads,
 )
 
@@ -336,6 +337,16 @@ def _fused_unavailable(why: str):
     return FusedUnavailableError(f"dsa_kernel_backend='cudnn' {why}; use dsa_kernel_backend='none' (native)")
 
 
+def _missing_kernels(detected: bool) -> str:
+    "Why the kernel packages are missing: what to install, and (`detected`) what failed in this environment."
+    why = "needs the fused kernel packages flash_mla and cudnn.DSA: pip install 'fused_csa_nb[gpu]' (sgl-flash-mla, "
+    why += "nvidia-cudnn-frontend[cutedsl])"
+    if detected:
+        status = kernel_status()
+        why += " — here " + "; ".join(f"{k}: {status[k]}" for k in ("flash_mla", "cudnn.DSA") if status[k] != "ok")
+    return why
+
+
 def validate_config(cfg: CSAConfig, *, ratio=None, device_capability=None, kernels_available=None) -> CSAConfig:
     """Return `cfg` if its resolved backend can run here (or on the given machine), else raise.
 
@@ -358,18 +369,15 @@ def validate_config(cfg: CSAConfig, *, ratio=None, device_capability=None, kerne
         )
     if backend == "none":
         return cfg
-    kernels_ok = detected_kernels() if kernels_available is None else check_bool("kernels_available", kernels_available)
     cap = _capability(device_capability)
-    if not kernels_ok:
-        raise _fused_unavailable(
-            "needs the fused kernel packages flash_mla (pip install tokenspeed-flashmla) and "
-            "cudnn.DSA (pip install nvidia-cudnn-frontend), which are not available; install them"
-        )
-    if not cap:
+    if not cap:  # the first blocker: no GPU (installing packages would not help)
         raise _fused_unavailable("needs a CUDA device (compute capability >= 9.0, SM90), none is available")
     major, minor = cap
     if major < 9:
         raise _fused_unavailable(f"needs compute capability >= 9.0 (SM90 or newer), this device is {major}.{minor}")
+    kernels_ok = detected_kernels() if kernels_available is None else check_bool("kernels_available", kernels_available)
+    if not kernels_ok:
+        raise _fused_unavailable(_missing_kernels(detected=kernels_available is None))
     _check_kernel_limits(cfg, major, ratios)
     return cfg
 

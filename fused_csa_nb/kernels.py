@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import importlib
+import importlib.metadata
+import importlib.util
+import inspect
 import os
+import sys
 
 import torch
 
@@ -17,12 +22,12 @@ from .checks import check_tensor
 from .layout import _pad_heads, _pad_idx, cached_index
 
 # %% auto #0
-__all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'LINEARS_MAX', 'FusedUnavailableError', 'kernel_status',
-           'kernels_available', 'sm_major', 'detected_capability', 'detected_kernels', 'KernelLimits', 'kernel_limits',
-           'round_up', 'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd',
-           'cudnn_sparse_attn_bwd', 'indexer_fwd', 'indexer_fwd_thd', 'radix_topk', 'compactify',
-           'sparse_attn_score_recompute', 'sparse_indexer_predict', 'dense_attn_score_recompute',
-           'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
+__all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'LINEARS_MAX', 'FusedUnavailableError', 'FlashMLABuild',
+           'flash_mla_build', 'kernel_status', 'kernels_available', 'sm_major', 'detected_capability',
+           'detected_kernels', 'KernelLimits', 'kernel_limits', 'round_up', 'padded_num_heads', 'topk_multiple',
+           'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd', 'indexer_fwd', 'indexer_fwd_thd',
+           'radix_topk', 'compactify', 'sparse_attn_score_recompute', 'sparse_indexer_predict',
+           'dense_attn_score_recompute', 'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
 
 # %% ../nbs/03_kernels.ipynb #ae650b13
 class FusedUnavailableError(RuntimeError):
@@ -30,7 +35,8 @@ class FusedUnavailableError(RuntimeError):
     a kernel package is missing, or there is no suitable CUDA device."""
 
 
-_FLASH_MLA_PKG = "flash_mla (pip install tokenspeed-flashmla==1.0.0.post20260615)"
+_FLASH_MLA_PIN = "sgl-flash-mla==1.0.0"  # the `gpu` extra's build (torch's stable ABI)
+_FLASH_MLA_PKG = f"flash_mla (pip install {_FLASH_MLA_PIN})"
 _DSA_PKG = "cudnn.DSA (pip install 'nvidia-cudnn-frontend[cutedsl]==1.32.0')"
 
 
@@ -46,10 +52,7 @@ def _flash_mla():
         getattr(m, "flash_mla_sparse_fwd")
         return m
     except Exception as e:  # ImportError, missing symbol, broken shared library ...
-        raise FusedUnavailableError(
-            f"the fused CSA kernels need {_FLASH_MLA_PKG}, which is unavailable "
-            f"({_reason(e)}); use dsa_kernel_backend='none' (native) instead"
-        ) from e
+        raise FusedUnavailableError(_flash_mla_unavailable(e, flash_mla_build())) from e
 
 
 def _dsa():
@@ -74,6 +77,98 @@ def _lib(name: str):
         m = _LIBS[name] = (_flash_mla if name == "flash_mla" else _dsa)()
     return m
 
+# %% ../nbs/03_kernels.ipynb #478f7ff4
+@dataclasses.dataclass(frozen=True)
+class FlashMLABuild:
+    """The installed `flash_mla`, read from package metadata without importing it.
+
+    `distribution`: the distribution that installed it (`'sgl-flash-mla'`, `'tokenspeed-flashmla'`, ...; None when
+    no installed distribution owns the module, or the module is absent); `version`: its version (None likewise);
+    `stable_abi`: its wheel is tagged `abi3`, built on torch's stable ABI (it imports on any torch it supports, not
+    only on the torch it was compiled against); `location`: the folder `flash_mla` would be imported from (None:
+    not installed)."""
+
+    distribution: str | None
+    version: str | None
+    stable_abi: bool
+    location: str | None
+
+    def describe(self) -> str:
+        "One line for `fused-csa info` and the error messages."
+        if self.location is None:
+            return f"not installed (pip install {_FLASH_MLA_PIN})"
+        name = f"{self.distribution} {self.version}" if self.distribution else f"flash_mla from {self.location}"
+        abi = "stable ABI (any torch it supports)" if self.stable_abi else "compiled for one torch's C++ ABI"
+        return f"{name}, {abi}"
+
+# %% ../nbs/03_kernels.ipynb #308aaa0a
+def _owner(location: str):
+    "The installed distribution whose files hold the `flash_mla` package at `location`, or None."
+    names = set(importlib.metadata.packages_distributions().get("flash_mla", []))
+    for d in importlib.metadata.distributions():
+        if d.metadata["Name"] in names and os.path.realpath(d.locate_file("flash_mla")) == os.path.realpath(location):
+            return d
+    return None
+
+
+def flash_mla_build() -> FlashMLABuild:
+    """Which `flash_mla` this process imports (see above), from metadata only: it answers when the import fails too.
+
+    Returns a `FlashMLABuild`; `location=None` when no `flash_mla` is on `sys.path`."""
+    if "flash_mla" in sys.modules:  # imported (or put there by a test): its own spec
+        spec = getattr(sys.modules["flash_mla"], "__spec__", None)
+    else:
+        spec = importlib.util.find_spec("flash_mla")
+    if spec is None or not spec.submodule_search_locations:
+        return FlashMLABuild(None, None, False, None)
+    location = list(spec.submodule_search_locations)[0]
+    dist = _owner(location)
+    if dist is None:
+        return FlashMLABuild(None, None, False, location)
+    wheel = (dist.read_text("WHEEL") or "").splitlines()
+    tags = [line.split(":", 1)[1].strip() for line in wheel if line.startswith("Tag:")]
+    return FlashMLABuild(dist.metadata["Name"], dist.version, any("abi3" in t for t in tags), location)
+
+# %% ../nbs/03_kernels.ipynb #91d34d87
+def _chain(e: BaseException) -> list:
+    "`e` and the exceptions it was raised from, outermost first (a library load names the missing file in its cause)."
+    out = []
+    while e is not None and e not in out:
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _flash_mla_unavailable(e: BaseException, build: FlashMLABuild, cpu_torch: bool | None = None) -> str:
+    """The message of the `FusedUnavailableError` for a `flash_mla` that failed to import (or lacks its entry point)
+    with `e`, leading with the real blocker. `build`: `flash_mla_build()`; `cpu_torch`: this torch is a CPU build
+    (None: read it from torch)."""
+    cpu_torch = torch.version.cuda is None if cpu_torch is None else cpu_torch
+    chain, fix = _chain(e), "use dsa_kernel_backend='none' (native) instead"
+    why = " <- ".join(_reason(x) for x in chain)
+    text, name = why, build.distribution or "flash_mla"
+    if isinstance(e, AttributeError):
+        return f"this flash_mla ({build.describe()}) has no flash_mla_sparse_fwd: install {_FLASH_MLA_PIN}; {fix}"
+    if build.location is None:
+        return f"the fused CSA kernels need {_FLASH_MLA_PKG}, which is not installed ({why}); {fix}"
+    if cpu_torch and any(lib in text for lib in ("libc10_cuda", "libcudart", "libcuda.")):
+        return (
+            f"flash_mla ({build.describe()}) needs a CUDA build of torch, and this torch ({torch.__version__}) is "
+            f"the CPU build ({why}): on a CPU machine leave the gpu extra out (pip uninstall -y {name}); on an SM90+ "
+            f"GPU install a CUDA build of torch; {fix}"
+        )
+    if isinstance(e, (ImportError, OSError)) and ("undefined symbol" in text or ".so" in text):
+        if build.stable_abi:  # built on the stable ABI, yet it does not load: a torch older than it supports
+            todo = f"install a torch it supports (pip show {name} names it)"
+        else:
+            todo = f"install the stable-ABI build instead: pip uninstall -y {name} && pip install {_FLASH_MLA_PIN}"
+            todo += " (with --no-deps on a torch older than 2.14.1, which its metadata asks for)"
+        return (
+            f"this flash_mla build was compiled for another torch: {build.describe()} does not load on torch "
+            f"{torch.__version__} ({why}); {todo}; tokenspeed-flashmla loads on torch 2.10-2.12 only; {fix}"
+        )
+    return f"the fused CSA kernels need {_FLASH_MLA_PKG}, which is unavailable ({why}); {fix}"
+
 # %% ../nbs/03_kernels.ipynb #f7623988
 def kernel_status() -> dict[str, str]:
     "Availability of each kernel package (`'ok'` or the reason) plus CUDA device information (probes afresh)."
@@ -82,8 +177,8 @@ def kernel_status() -> dict[str, str]:
         try:
             probe()
             status[name] = "ok"
-        except FusedUnavailableError as e:
-            status[name] = f"unavailable ({_reason(e.__cause__) if e.__cause__ else e})"
+        except FusedUnavailableError as e:  # its message without the advice to use the native backend
+            status[name] = f"unavailable: {str(e).split('; use dsa_kernel_backend=')[0]}"
     status["torch"] = torch.__version__
     status["cuda"] = str(torch.version.cuda) if torch.cuda.is_available() else "unavailable (no CUDA device)"
     if torch.cuda.is_available():
@@ -527,11 +622,40 @@ def _run(name: str, *args):
         return _IMPLS[name](*args)
     return getattr(torch.ops.fused_csa, name)(*args)
 
+# %% ../nbs/03_kernels.ipynb #50dfcc18
+def _flash_mla_forward(m, major: int):
+    """`m.flash_mla_sparse_fwd` (`m`: an imported `flash_mla`) with its build's convention on a compute-capability
+    `major` device: `use_legacy=True` on SM90 when its signature takes the flag, else the function as it is."""
+    fwd = m.flash_mla_sparse_fwd
+    try:
+        flag = "use_legacy" in inspect.signature(fwd).parameters
+    except (TypeError, ValueError):  # a compiled function without a signature: no flag
+        flag = False
+    if not (flag and major == 9):
+        return fwd
+    if hasattr(m, "has_legacy") and not m.has_legacy():
+        raise FusedUnavailableError(
+            f"this flash_mla ({flash_mla_build().describe()}) was built without FlashMLA's SM90 kernels "
+            f"(has_legacy() is False): install {_FLASH_MLA_PIN}; use dsa_kernel_backend='none' (native) instead"
+        )
+    return functools.partial(fwd, use_legacy=True)
+
+
+_FLASH_FWD: dict = {}  # CUDA device index → its bound FlashMLA forward
+
+
+def _flash_fwd(device: torch.device):
+    "FlashMLA's sparse forward for CUDA `device`, bound on its first use there (`_flash_mla_forward`), then kept."
+    f = _FLASH_FWD.get(device.index)
+    if f is None:
+        f = _FLASH_FWD[device.index] = _flash_mla_forward(_lib("flash_mla"), _cuda_major(device.index))
+    return f
+
 # %% ../nbs/03_kernels.ipynb #daf9db07
 def _flash_mla_raw(q, kv, indices, sm_scale, attn_sink, topk_length=None):
     """FlashMLA's sparse forward alone on checked flat CUDA tensors (heads and indices padded) → `(out [s_q, H, 512]
     bf16, lse [s_q, H] fp32)`: no non-finite rule (the op below adds it; the split parts' merge applies its own)."""
-    fwd, d_v = _lib("flash_mla").flash_mla_sparse_fwd, KERNEL_LIMITS[9].v_head_dim
+    fwd, d_v = _flash_fwd(q.device), KERNEL_LIMITS[9].v_head_dim
     out, _max_logits, lse = _tape_call(
         fwd, q, kv.unsqueeze(1), indices.unsqueeze(1), sm_scale, d_v, attn_sink, topk_length
     )
@@ -942,8 +1066,15 @@ def _check_scale(name, value):
 
 
 def _need(probe):
-    "Probe a kernel package (its `FusedUnavailableError` names it) unless the stand-ins run or `torch.compile` traces."
+    """Probe a kernel package (its `FusedUnavailableError` names it) unless the stand-ins run or `torch.compile` traces;
+    without a CUDA GPU that is the blocker named first, whatever is installed."""
     if _PLATFORMS[-1].probes and not torch.compiler.is_compiling():
+        if not torch.cuda.is_available():
+            cpu = " (this torch is a CPU build)" if torch.version.cuda is None else ""
+            raise FusedUnavailableError(
+                f"the fused CSA kernels need an SM90+ CUDA GPU, and none is available{cpu}; "
+                "use dsa_kernel_backend='none' (native) instead"
+            )
         probe()
 
 
