@@ -704,7 +704,7 @@ def _check_path(flag: str, path, suffix: str, what: str, replaced: bool = False)
     """`path` of `flag` can be written: a `suffix` file name, not a directory, in an existing directory. A file written
     in place (`replaced=False`) must be writable, or its directory when it is new; a file `replaced` in one rename
     (`_replace_text`) needs a new file in the directory of the file it names (a symbolic link's target): one is
-    created there and removed — permissions, a read-only file system, a full disk are all seen, not guessed."""
+    created there and removed, so that permissions and a read-only file system are seen, not guessed."""
     if not isinstance(path, str) or not path.lower().endswith(suffix):
         raise ValueError(f"argument {flag}: expected {what} ending in {suffix}, got {path!r}")
     if os.path.isdir(path):
