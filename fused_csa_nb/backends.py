@@ -60,6 +60,23 @@ class KeySet(NamedTuple):
         "The `kv_full` slot of compressed entry 0."
         return self.kv_full.shape[0] - self.n_comp
 
+# %% ../nbs/05_backends.ipynb #ff3c7c74
+def _check_attend(query, keys, rows, sink):
+    "`attend`'s arguments by kind (see above; no value read): else a `TypeError` naming the argument."
+    if not isinstance(query, torch.Tensor):
+        raise TypeError(f"`query` must be a torch.Tensor [n, b, H, D], got {type(query).__name__}")
+    if not isinstance(keys, KeySet):
+        raise TypeError(
+            f"`keys` must be a KeySet (raw keys, compressed entries, indexer tensors), got {type(keys).__name__}"
+        )
+    if not callable(getattr(rows, "window", None)):
+        raise TypeError(
+            "`rows` must be a row set (a layout.QueryRows, a layout.PackRows or a cache.StepRows), "
+            f"got {type(rows).__name__}"
+        )
+    if not isinstance(sink, torch.Tensor):
+        raise TypeError(f"`sink` must be a torch.Tensor [H] (float), got {type(sink).__name__}")
+
 # %% ../nbs/05_backends.ipynb #31b06cfb
 _NATIVE_BYTES_PER_ENTRY = 16  # accumulation-dtype values per score entry: scores, their gradient, loss temporaries
 
@@ -120,7 +137,9 @@ def attend(self: NativeBackend, query, keys: KeySet, rows: QueryRows, sink, *, t
     padded batch with their loss `mask`; a `cache.StepRows`: a decode step over the cache, `keys` the cache's);
     `sink [H]` (float): one sink logit per query head; `train`: training with gradients; `loss`: compute the indexer
     loss (the layer wants one). Returns `(out [n, b, H·D], loss)`: the output in `query`'s dtype and the rows' share
-    of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
+    of the indexer loss (0-d), or `None` without an indexer selection or without `loss`. An argument of the wrong kind
+    is a `TypeError` naming it (`_check_attend`)."""
+    _check_attend(query, keys, rows, sink)
     r, b = self.ratio, query.shape[1]
     window = rows.window(self.window, keys.halo, b, query.device)  # the row set's window slots
     attn = lambda idx, **kw: unfused_csa_attention(query, keys.kv_full, sink, idx, softmax_scale=self.scale, **kw)
@@ -384,6 +403,7 @@ def attend(self: FusedBackend, query, keys: KeySet, rows: QueryRows, sink, *, tr
     (float): one sink logit per query head; `train`: training with gradients (path B); `loss`: compute the indexer loss
     (the layer wants one). Returns `(out [n, b, H·D], loss)`: the bf16 output (a pack's padding rows zeroed) and the
     rows' share of the indexer loss (0-d), or `None` without an indexer selection or without `loss`."""
+    _check_attend(query, keys, rows, sink)
     r, b, dev = self.ratio, query.shape[1], query.device
     kern = self.kernels(dev)  # the device's kernel limits and padded heads
     query, kv_full = query.contiguous(), keys.kv_full.contiguous()

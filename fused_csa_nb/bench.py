@@ -10,6 +10,7 @@ import datetime
 import importlib
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,7 @@ __all__ = ['FLASH_MLA_SHAPES', 'median_times_ms', 'median_time_ms', 'measured_on
            'flash_mla_builds_markdown', 'deterministic_step', 'run_benchmarks', 'benchmarks_markdown',
            'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
            'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown',
-           'cp_markdown', 'benchmarks_section', 'decode_rows', 'prefill_rows', 'decode_markdown']
+           'cp_markdown', 'markdown_blocks', 'benchmarks_section', 'decode_rows', 'prefill_rows', 'decode_markdown']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_times_ms(fns, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> list[float]:
@@ -1288,25 +1289,64 @@ def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None =
         L.append(f"| {S} | {P} | {steps} | {sp} | {peaks} | {mr} | {nccl} | {comm} |")
     return "\n".join(L) + "\n"
 
+# %% ../nbs/07_bench.ipynb #77cb9517
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")  # a fence line: the run of backticks or tildes, then the rest
+_H2 = re.compile(r" {0,3}##(?:[ \t]|$)")  # a level-2 ATX heading
+
+
+def _fenced_scan(lines: list) -> tuple[list, int | None]:
+    """`(starts, open_at)`: the indices of the `## ` heading lines of `lines` outside fenced code, and the index of the
+    line opening a fence that never closes (`None` when every fence closes)."""
+    starts, fence, at = [], None, None
+    for i, line in enumerate(lines):
+        m = _FENCE.match(line.rstrip("\r\n"))
+        if fence is not None:  # inside a fence: only its closing line counts
+            if m and m[1][0] == fence[0] and len(m[1]) >= len(fence) and not m[2].strip():
+                fence = None
+        elif m and not (m[1][0] == "`" and "`" in m[2]):
+            fence, at = m[1], i
+        elif _H2.match(line):
+            starts.append(i)
+    return starts, None if fence is None else at
+
+
+def markdown_blocks(text: str, name: str = "text") -> tuple[str, list[str]]:
+    """`text` (Markdown) as its preamble (before the first `## ` heading) and its `## ` blocks (each from its heading
+    up to the next), a `## ` line inside fenced code being code (see above).
+
+    `text`: the Markdown, a `str`; `name`: what the error messages call it.
+    Returns `(preamble, blocks)`: the preamble stripped, each block with its trailing blank lines stripped and one
+    newline. A fence never closed is a `ValueError` naming its line."""
+    if not isinstance(text, str):
+        raise TypeError(f"`{name}` must be a str (Markdown), got {type(text).__name__}")
+    lines = text.splitlines(keepends=True)
+    starts, open_at = _fenced_scan(lines)
+    if open_at is not None:
+        fence = _FENCE.match(lines[open_at])[1]
+        raise ValueError(
+            f"`{name}`: the code fence {fence} opened at line {open_at + 1} is never closed, so every line after it "
+            f"would be code; close it with a line {fence}"
+        )
+    pre = "".join(lines[: starts[0]] if starts else lines).strip()
+    return pre, ["".join(lines[a:b]).rstrip() + "\n" for a, b in zip(starts, starts[1:] + [len(lines)])]
+
 # %% ../nbs/07_bench.ipynb #9e6cfd9a
 def benchmarks_section(path, heading: str) -> str:
     """The section of the Markdown file `path` whose `## ` heading starts with `heading`: from that line up to the next
-    `## ` heading.
+    `## ` heading outside fenced code (`markdown_blocks`).
 
     `path`: the Markdown file (e.g. `BENCHMARKS.md`), read as UTF-8; `heading`: the start of the section's heading
     line, `## ` included (e.g. `'## Context parallelism'`); the first match is taken.
     Returns the section's text ending in one newline. Raises `ValueError`, naming the file's headings, when none
     matches."""
-    import re
-
-    text = open(path, encoding="utf-8").read()
-    secs = [s for s in re.split(r"(?m)^(?=## )", text) if s.startswith("## ")]
+    with open(path, encoding="utf-8") as f:
+        secs = markdown_blocks(f.read(), str(path))[1]
     hit = [s for s in secs if s.startswith(heading)]
     if not hit:
         raise ValueError(
             f"no section of {path} starts with {heading!r}; its sections: {[s.splitlines()[0] for s in secs]}"
         )
-    return hit[0].rstrip("\n") + "\n"
+    return hit[0]
 
 # %% ../nbs/07_bench.ipynb #507447a8
 @torch.no_grad()

@@ -663,7 +663,7 @@ def grow_cache(cache: CSACache, layer, max_seq_len: int) -> CSACache:
     return cache.grow(max_seq_len)
 
 # %% ../nbs/05_cache.ipynb #9a460d44
-from .checks import check_tensor
+from .checks import _INDEX_CHECKS, check_tensor
 
 # %% ../nbs/05_cache.ipynb #aff5132f
 _BATCH_DIMS = dict(kv=1, pos=0, comp_ring=1, index_ring=1, index_keys=0, index_keys8=0, index_bad=0)
@@ -683,15 +683,24 @@ def _batch_tensors(cache: CSACache) -> list:
 def reorder(self: CSACache, beam_idx: torch.Tensor) -> CSACache:
     """Sequence `j` becomes what sequence `beam_idx[j]` was (beam search; see above), in place.
 
-    `beam_idx`: integer tensor `[b]` (any device), the source sequence of each sequence, each in `[0, b)`. Returns the
-    cache itself (its storage kept)."""
-    check_tensor("beam_idx", beam_idx, shape=(self.batch_size,), floating=False, what="[b]")
-    idx = beam_idx.to(device=self.pos.device, dtype=torch.int64)
+    `beam_idx`: integer tensor `[b]` (any device), the source sequence of each sequence, each in `[0, b)` — values
+    checked on the CPU, when the lengths differ, or under `checks.index_checks()` (see above); a `ValueError` naming
+    the first bad entry, before the cache changes. Returns the cache itself (its storage kept)."""
+    b = self.batch_size
+    check_tensor("beam_idx", beam_idx, shape=(b,), floating=False, what="[b]")
     lengths = self.lengths
+    differ = len(set(lengths)) > 1  # equal lengths stay as they are: no host read for them
+    srcs = beam_idx.tolist() if beam_idx.device.type == "cpu" or differ or _INDEX_CHECKS[-1] else None
+    if srcs is not None and not all(0 <= s < b for s in srcs):
+        j = next(j for j, s in enumerate(srcs) if not 0 <= s < b)
+        raise ValueError(
+            f"`beam_idx` entries must be in [0, {b}) (the cache's sequences), got {srcs[j]} at position {j}"
+        )
+    idx = beam_idx.to(device=self.pos.device, dtype=torch.int64)
     with torch.no_grad():
         for t, dim in _batch_tensors(self):
             t.copy_(t.index_select(dim, idx))
-    if len(set(lengths)) > 1:  # equal lengths stay as they are: no host read
-        for row, src in zip(self.rows, idx.tolist()):
+    if differ:
+        for row, src in zip(self.rows, srcs):
             self.host_lengths[row] = lengths[src]
     return self

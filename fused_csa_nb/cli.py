@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import importlib
@@ -13,6 +14,7 @@ import os
 import platform
 import resource
 import re
+import stat
 import sys
 import tempfile
 import threading
@@ -33,6 +35,7 @@ from fused_csa_nb.bench import (
     fp8_selection_rows,
     long_context_markdown,
     long_context_rows,
+    markdown_blocks,
     packed_markdown,
     packed_rows,
     plot_long_context,
@@ -621,13 +624,11 @@ BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixe
 }
 
 
-def _blocks(text: str) -> tuple[str, list[str]]:
-    """`text` as its preamble (before the first `## ` line) and
-    its `## ` blocks (each up to the next), trailing blanks stripped."""
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, ln in enumerate(lines) if ln.startswith("## ")]
-    pre = "".join(lines[: starts[0]] if starts else lines).strip()
-    return pre, ["".join(lines[a:b]).rstrip() + "\n" for a, b in zip(starts, starts[1:] + [len(lines)])]
+def _blocks(text: str, name: str = "text") -> tuple[str, list[str]]:
+    """`text` as its preamble (before the first `## ` heading) and its `## ` blocks (each up to the next), trailing
+    blanks stripped; a `## ` line in fenced code is code (`bench.markdown_blocks`; an unclosed fence, a `ValueError`
+    calling `text` `name`)."""
+    return markdown_blocks(text, name)
 
 
 def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
@@ -636,7 +637,8 @@ def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     was, or appended; every other block stays as it was. A preamble of `section`
     (text before its first `## `: the file's title) replaces
     `text`'s. A block of `section` under a heading `header` does
-    not own is a `ValueError`: it would replace another section's.
+    not own is a `ValueError`: it would replace another section's. A `## ` line inside fenced code is no heading, and
+    a fence left open in either is a `ValueError` (`bench.markdown_blocks`).
 
     `text`: the Markdown file's current contents; `section`: the Markdown of the section just measured; `header`: the
     heading prefix the section owns, or a tuple or list of them, each starting with `## ` (default the long-context
@@ -648,7 +650,7 @@ def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     owned = (header,) if isinstance(header, str) else tuple(header) if isinstance(header, (tuple, list)) else None
     if not owned or not all(isinstance(h, str) and h.startswith("## ") for h in owned):
         raise TypeError(f"`header` must be a `## ` heading (prefix) or a tuple of them, got {header!r}")
-    new_pre, new = _blocks(section)
+    new_pre, new = _blocks(section, "section")
     foreign = [b.splitlines()[0] for b in new if not b.startswith(owned)]
     if foreign:
         raise ValueError(f"`section` may only hold blocks under {owned}, got {foreign}: they belong to another section")
@@ -700,17 +702,31 @@ _SECTION_FLAG = {
 }
 
 
-def _check_path(flag: str, path, suffix: str, what: str):
-    "`path` of `flag` can be written: a `suffix` file name, not a directory, in an existing directory we may write to."
+def _check_path(flag: str, path, suffix: str, what: str, replaced: bool = False):
+    """`path` of `flag` can be written: a `suffix` file name, not a directory, in an existing directory. A file written
+    in place (`replaced=False`) must be writable, or its directory when it is new; a file `replaced` in one rename
+    (`_replace_text`) needs a new file in the directory of the file it names (a symbolic link's target): one is
+    created there and removed, so that permissions and a read-only file system are seen, not guessed."""
     if not isinstance(path, str) or not path.lower().endswith(suffix):
         raise ValueError(f"argument {flag}: expected {what} ending in {suffix}, got {path!r}")
-    folder = os.path.dirname(path) or "."
     if os.path.isdir(path):
         raise ValueError(f"argument {flag}: {path!r} is a directory, expected {what}")
+    real = os.path.realpath(path)
+    folder, named = os.path.dirname(real), repr(path) if real == os.path.abspath(path) else f"{path!r} (-> {real!r})"
     if not os.path.isdir(folder):
-        raise ValueError(f"argument {flag}: the directory {folder!r} of {path!r} does not exist")
-    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
-        raise ValueError(f"argument {flag}: {path!r} cannot be written here (no write permission)")
+        raise ValueError(f"argument {flag}: the directory {folder!r} of {named} does not exist")
+    if os.path.exists(real) and not os.access(real, os.W_OK):
+        raise ValueError(f"argument {flag}: {named} cannot be written here (no write permission)")
+    if replaced or not os.path.exists(real):
+        try:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".fused-csa-check-")
+        except OSError as e:
+            raise ValueError(
+                f"argument {flag}: no file can be created in the directory {folder!r} of {named} ({e.strerror})"
+                + (": the file is written there first, then renamed over the old one" if replaced else "")
+            ) from None
+        os.close(fd)
+        os.unlink(tmp)
 
 # %% ../nbs/09_cli.ipynb #1e5b9c74
 def bench_section(args) -> str:
@@ -757,37 +773,62 @@ def bench_section(args) -> str:
                 f"argument {flag}: {next(x for x in v if v.count(x) > 1)} is given twice (each value is one row)"
             )
     if args.out is not None:
-        _check_path("--out", args.out, ".md", "a Markdown file (such as BENCHMARKS.md)")
+        _check_path("--out", args.out, ".md", "a Markdown file (such as BENCHMARKS.md)", replaced=True)
         if os.path.exists(args.out):
             try:
                 with open(args.out, encoding="utf-8") as f:
-                    f.read()
+                    _blocks(f.read(), args.out)  # its sections as the merge will read them
             except (OSError, UnicodeDecodeError) as e:
                 raise ValueError(
                     f"argument --out: {args.out!r} cannot be read as UTF-8 text to merge the section into ({e})"
                 ) from None
+            except ValueError as e:
+                raise ValueError(f"argument --out: {e}") from None
     if getattr(args, "plot", None) is not None:
         _check_path("--plot", args.plot, ".png", "a PNG file")
     return key
 
 # %% ../nbs/09_cli.ipynb #c71a5e08
+def _umask() -> int:
+    "This process's umask (set and set back: there is no other way to read it)."
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _replace_text(path: str, text: str):
+    """Write `text` (UTF-8) as the file `path` in one rename: a temporary file in the directory of the file `path`
+    names — a symbolic link is followed, its target replaced and the link kept — given the old file's mode bits (a new
+    file: `0o666` less the umask, what `open` gives), flushed to disk, then renamed over it. An interrupted write
+    leaves the old file and no temporary one."""
+    real = os.path.realpath(path)
+    try:
+        mode = stat.S_IMODE(os.stat(real).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=".bench-", suffix=".md")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def _write_section(path: str, md: str, key: str):
-    """Merge section `key`'s markdown `md` into the file `path` (created if missing),
-    atomically: a temporary file, then a rename."""
+    """Merge section `key`'s markdown `md` into the file `path` (created if missing), replaced in one rename
+    (`_replace_text`: a symbolic link and the mode bits kept)."""
     try:
         with open(path, encoding="utf-8") as f:
             old = f.read()
     except FileNotFoundError:
         old = ""
-    text = merge_section(old, md, BENCH_SECTIONS[key])
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".bench-", suffix=".md")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    _replace_text(path, merge_section(old, md, BENCH_SECTIONS[key]))
 
 
 def _measure(key: str, args, progress) -> str:

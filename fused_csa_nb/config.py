@@ -164,7 +164,14 @@ def _one_of(choices, allow_none=False):
 
 
 def _ratios(name, v):
-    "Row of `compress_ratios`: one ratio or a non-empty sequence of them, each in `COMPRESS_RATIOS`; a tuple of ints."
+    """Row of `compress_ratios`: one ratio or a non-empty sequence of them — a list, a tuple, or a 0-D or 1-D numpy
+    array or torch tensor of integers — each in `COMPRESS_RATIOS`; a tuple of ints."""
+    if hasattr(v, "tolist") and isinstance(getattr(v, "ndim", None), int):  # a numpy array or scalar, a torch tensor
+        if v.ndim > 1:
+            raise ValueError(
+                f"`{name}` must be one ratio per layer (a 1-D array), got shape {tuple(v.shape)} ({type(v).__name__})"
+            )
+        v = v.tolist()  # Python ints (floats and bools are refused below, by entry)
     if isinstance(v, (str, bytes)) or not (isinstance(v, (list, tuple)) or hasattr(v, "__index__")):
         raise TypeError(f"`{name}` must be a sequence of ints in {COMPRESS_RATIOS}, got {v!r} ({type(v).__name__})")
     vals = (v,) if hasattr(v, "__index__") else tuple(v)

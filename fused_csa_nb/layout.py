@@ -532,9 +532,10 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
     (int32 `[N+1]`, `N >= 1`, on `device` when given) and return `max_seqlen`.
 
     Values (`cu[0] = 0`, non-decreasing, `cu[N] <= T`, every document `<= max_seqlen`) are read on the CPU always and on
-    CUDA only under `checks.index_checks()` (a device sync); never while `torch.compile` traces. `max_seqlen`: a Python
-    int `>= 1` bounding every document's length; `None` computes it from a CPU `cu_seqlens`, and is refused for a CUDA
-    one (reading it would synchronise).
+    CUDA only under `checks.index_checks()` (a device sync); never while `torch.compile` traces, nor on the meta device
+    (a meta tensor holds no values: shapes only). `max_seqlen`: a Python int `>= 1` bounding every document's length;
+    `None` computes it from a CPU `cu_seqlens`, and is refused for one on another device (reading it from CUDA would
+    synchronise; a meta tensor has nothing to read).
     `cu_seqlens` int32 `[N+1]`, the documents' starts then the end; `T` the pack's rows (>= `cu[N]`);
     `device` the inputs' device `cu_seqlens` must be on (None: not checked). Returns `max_seqlen`, a Python int >= 1."""
     T = check_int("T", T)
@@ -545,15 +546,16 @@ def check_cu_seqlens(cu_seqlens, T: int, max_seqlen=None, device=None) -> int:
         )
     if device is not None and cu_seqlens.device != torch.device(device):
         raise ValueError(f"`cu_seqlens` must be on the inputs' device {device}, got {cu_seqlens.device}")
+    dev = cu_seqlens.device.type
     if max_seqlen is None:
-        if cu_seqlens.device.type != "cpu" or torch.compiler.is_compiling():
+        if dev != "cpu" or torch.compiler.is_compiling():
+            why = {"meta": "a meta tensor holds no values to read it from"}.get(dev, "reading it would synchronise")
             raise ValueError(
-                "`max_seqlen` (a Python int >= the longest document) is required with CUDA `cu_seqlens`: "
-                "reading it from the device would synchronise"
+                f"`max_seqlen` (a Python int >= the longest document) is required with `cu_seqlens` on {dev}: {why}"
             )
         max_seqlen = max(1, int((cu_seqlens[1:] - cu_seqlens[:-1]).max()))
     max_seqlen = check_int("max_seqlen", max_seqlen, 1)
-    if (cu_seqlens.device.type == "cpu" or _INDEX_CHECKS[-1]) and not torch.compiler.is_compiling():
+    if (dev == "cpu" or _INDEX_CHECKS[-1] and dev != "meta") and not torch.compiler.is_compiling():
         c = cu_seqlens.long()
         lengths = c[1:] - c[:-1]
         if int(c[0]) != 0:

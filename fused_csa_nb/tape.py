@@ -54,15 +54,33 @@ def _rebuilt(base: torch.Tensor, base_ptr: int, off: int, like: tuple) -> torch.
         base.untyped_storage(), first // dtype.itemsize, shape, stride
     )
 
+# %% ../nbs/03_tape.ipynb #95522e07
+_TAPE_DEVICE_TYPES = ("cuda", "cpu")  # what a tape records: CUDA launches; the CPU for the tape's own tests
+
+
+def _check_tape_args(inputs, device_type):
+    "A tape's `inputs` (a tuple or list of tensors or `None`) and `device_type`, else a `TypeError`/`ValueError`."
+    if not isinstance(inputs, (tuple, list)):
+        hint = ": wrap one tensor as `(x,)`" if isinstance(inputs, torch.Tensor) else ""
+        raise TypeError(f"`inputs` must be a tuple of tensors (or None), got {type(inputs).__name__}{hint}")
+    bad = [(i, type(t).__name__) for i, t in enumerate(inputs) if t is not None and not isinstance(t, torch.Tensor)]
+    if bad:
+        raise TypeError(f"`inputs` must hold tensors or None, got {bad[0][1]} at position {bad[0][0]}")
+    if not isinstance(device_type, str):
+        raise TypeError(f"`device_type` must be a str, one of {_TAPE_DEVICE_TYPES}, got {type(device_type).__name__}")
+    if device_type not in _TAPE_DEVICE_TYPES:
+        raise ValueError(f"`device_type` must be one of {_TAPE_DEVICE_TYPES}, got {device_type!r}")
+
 # %% ../nbs/03_tape.ipynb #d2219f39
 class LaunchTape:
     """The launches of one call, recorded while it ran (`record_launches`) and replayed on new inputs
     (`LaunchTape.replay`; see above).
 
-    `inputs`: the tensors the call reads that a replay brings anew, `None` for one it lacks; `device_type`: the
-    device its work runs on (`"cuda"`; a CPU only in the tape's own tests)."""
+    `inputs`: a tuple (or list) of the tensors the call reads that a replay brings anew, `None` for one it lacks;
+    `device_type`: the device its work runs on, `"cuda"` (`"cpu"` only in the tape's own tests)."""
 
     def __init__(self, inputs: tuple, device_type: str = "cuda"):
+        _check_tape_args(inputs, device_type)
         self.device_type = device_type
         cuda = device_type == "cuda" and torch.cuda.is_available()
         self.device = torch.cuda.current_device() if cuda else None  # the device current while recording: its launches
@@ -230,7 +248,17 @@ def replay(self: LaunchTape, inputs: tuple):
     """The recorded call on `inputs` (tensors in the recording's order, `None` where it had none) → its output, in new
     memory; `None` where the inputs' layout differs from the recording's, another CUDA device is current (the
     launches are the recording device's) or a launch hook is set (a profiler sees every launch through Triton's own
-    path): the caller runs the call itself then."""
+    path): the caller runs the call itself then. A tape that was refused (`why` set) or holds no finished recording
+    cannot be replayed: a `ValueError` saying why (check `tape.why` after `record_launches`)."""
+    if self.why is not None:
+        raise ValueError(
+            f"this tape cannot be replayed: its recording was refused ({self.why}); check `tape.why` after "
+            "`record_launches` and run the call itself"
+        )
+    if not hasattr(self, "out_at"):
+        raise ValueError("this tape holds no finished recording to replay: make one with `record_launches`")
+    if not isinstance(inputs, (tuple, list)):
+        raise TypeError(f"`inputs` must be a tuple of tensors (or None), got {type(inputs).__name__}")
     if self._signature(inputs) != self.signature:
         return None
     if self.device_type == "cuda" and (_hooked() or torch._C._cuda_getDevice() != self.device):
@@ -249,8 +277,11 @@ def replay(self: LaunchTape, inputs: tuple):
 # %% ../nbs/03_tape.ipynb #23cd9856
 def record_launches(fn, inputs: tuple, device_type: str = "cuda") -> tuple:
     """`fn()` run once with its launches recorded → `(out, tape)`: its output and its `LaunchTape`, whose `why` says
-    why it cannot be replayed (`None`: it can). `inputs`: the tensors `fn` reads that a replay brings anew (`None`
-    for one it lacks); `device_type`: the device its work runs on."""
+    why it cannot be replayed (`None`: it can). `fn`: a callable taking no arguments; `inputs`: a tuple (or list) of
+    the tensors `fn` reads that a replay brings anew (`None` for one it lacks); `device_type`: the device its work runs
+    on, `"cuda"` (`"cpu"` in the tape's own tests). Each argument is checked before `fn` runs."""
+    if not callable(fn):
+        raise TypeError(f"`fn` must be callable (the call to record, taking no arguments), got {type(fn).__name__}")
     tape = LaunchTape(inputs, device_type)
     checks._TAPING.tape = tape
     try:

@@ -185,17 +185,13 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
         benchmarks and isinstance(shell.user_ns.get("res"), dict) and "gpu" in shell.user_ns["res"]
     ):  # the bench chapter's
         from fused_csa_nb.bench import benchmarks_markdown
+        from fused_csa_nb.cli import BENCH_SECTIONS, _replace_text, merge_section
 
         new = benchmarks_markdown(shell.user_ns["res"])
         old = Path(benchmarks).read_text(encoding="utf-8") if Path(benchmarks).exists() else ""
-        kept = [
-            sec
-            for sec in re.split(r"(?m)^(?=## )", old)  # sections other runs wrote (long context, CP, ...)
-            if sec.startswith("## ") and sec.splitlines()[0] not in new
-        ]
-        Path(benchmarks).write_text(
-            new.rstrip("\n") + "\n" + "".join("\n" + sec.rstrip("\n") + "\n" for sec in kept), encoding="utf-8"
-        )
+        # the main tables' blocks replaced, the sections other runs wrote (long context, CP, ...) kept, as
+        # `fused-csa bench --out` does (fenced code read as code; a link and the mode bits kept)
+        _replace_text(benchmarks, merge_section(old, new, BENCH_SECTIONS["main"]))
         print(f"wrote {benchmarks}")
     print(
         f"executed {nb_path.name}: {ran} code cells, {skipped} skipped by flags"
