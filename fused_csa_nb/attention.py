@@ -138,42 +138,6 @@ def _sink(self: CompressedSparseAttention) -> torch.Tensor:
     "The sink logits `[H]` the attention reads: float32 (float64 in a float64 layer), however the parameter was cast."
     return self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
 
-# %% ../nbs/06_attention.ipynb #rbd00002
-_ROTARY_FIELDS = ("rotary_dim", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast", "beta_slow")
-
-
-def _built_fields(cfg: CSAConfig, ratio: int) -> dict:
-    """The fields of `cfg` that build a ratio-`ratio` layer's parameters and tables (`{name: value}`): a configuration
-    that changes one cannot run the layer's weights."""
-    names = ["num_heads", "head_dim", "v_head_dim"]
-    if ratio:  # the compressor (and its rotary table, YaRN at compress_rope_theta)
-        names += ["hidden_size", "rms_norm_eps", *_ROTARY_FIELDS]
-    if ratio == 4:
-        names += ["dense_mode"] + ([] if cfg.dense_mode else ["q_lora_rank", "index_n_heads", "index_head_dim"])
-    return {n: getattr(cfg, n) for n in names}
-
-
-@patch
-def _rebind(self: CompressedSparseAttention, cfg) -> None:
-    """`layer.cfg = cfg`: `cfg` validated for the layer's ratio, a new backend bound and the input checks reset (see
-    above); a `TypeError` / `ValueError` when `cfg` is not a valid `CSAConfig` for the layer, or changes a field that
-    built it (nothing changes then)."""
-    old = self.__dict__["_cfg"]
-    if cfg is old:
-        return
-    backend = _layer_backend(cfg, self.ratio, self.cp_group)  # a CSAConfig, valid for the ratio: else refused here
-    was, now = _built_fields(old, self.ratio), _built_fields(cfg, self.ratio)
-    if changed := [f"{n}: {was.get(n)!r} -> {v!r}" for n, v in now.items() if was.get(n) != v]:
-        raise ValueError(
-            f"`cfg` cannot replace this ratio-{self.ratio} layer's configuration: it changes fields that built the "
-            f"layer's parameters and tables ({', '.join(changed)}). Build a new layer with it — "
-            f"`CompressedSparseAttention(cfg, {self.ratio}, cp_group=layer.cp_group, cp_layout=layer.cp_layout)`, "
-            "moved with .to(device, dtype) — and copy the weights with `new.load_state_dict(layer.state_dict())` "
-            "where their shapes agree (new weights otherwise)"
-        )
-    self.__dict__["_cfg"], self.backend = cfg, backend
-    self.__dict__.pop("_checked", None)  # the input checks of the next call run with the new configuration
-
 # %% ../nbs/06_attention.ipynb #61fe65b4
 def _real_rows(t, real):
     "`t [T, ...]` with its padding rows (`real` False) zeroed: what they hold (NaN, Inf) never reaches any arithmetic."
@@ -758,6 +722,42 @@ def _taped_step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs:
             cache.advance(query.shape[0], host_only=True)  # the tape's write kernel advanced the counters
             return out
     return self._decode_step(*args, cache)
+
+# %% ../nbs/06_attention.ipynb #rbd00002
+_ROTARY_FIELDS = ("rotary_dim", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast", "beta_slow")
+
+
+def _built_fields(cfg: CSAConfig, ratio: int) -> dict:
+    """The fields of `cfg` that build a ratio-`ratio` layer's parameters and tables (`{name: value}`): a configuration
+    that changes one cannot run the layer's weights."""
+    names = ["num_heads", "head_dim", "v_head_dim"]
+    if ratio:  # the compressor (and its rotary table, YaRN at compress_rope_theta)
+        names += ["hidden_size", "rms_norm_eps", *_ROTARY_FIELDS]
+    if ratio == 4:
+        names += ["dense_mode"] + ([] if cfg.dense_mode else ["q_lora_rank", "index_n_heads", "index_head_dim"])
+    return {n: getattr(cfg, n) for n in names}
+
+
+@patch
+def _rebind(self: CompressedSparseAttention, cfg) -> None:
+    """`layer.cfg = cfg`: `cfg` validated for the layer's ratio, a new backend bound and the input checks reset (see
+    above); a `TypeError` / `ValueError` when `cfg` is not a valid `CSAConfig` for the layer, or changes a field that
+    built it (nothing changes then)."""
+    old = self.__dict__["_cfg"]
+    if cfg is old:
+        return
+    backend = _layer_backend(cfg, self.ratio, self.cp_group)  # a CSAConfig, valid for the ratio: else refused here
+    was, now = _built_fields(old, self.ratio), _built_fields(cfg, self.ratio)
+    if changed := [f"{n}: {was.get(n)!r} -> {v!r}" for n, v in now.items() if was.get(n) != v]:
+        raise ValueError(
+            f"`cfg` cannot replace this ratio-{self.ratio} layer's configuration: it changes fields that built the "
+            f"layer's parameters and tables ({', '.join(changed)}). Build a new layer with it — "
+            f"`CompressedSparseAttention(cfg, {self.ratio}, cp_group=layer.cp_group, cp_layout=layer.cp_layout)`, "
+            "moved with .to(device, dtype) — and copy the weights with `new.load_state_dict(layer.state_dict())` "
+            "where their shapes agree (new weights otherwise)"
+        )
+    self.__dict__["_cfg"], self.backend = cfg, backend
+    self.__dict__.pop("_checked", None)  # the input checks of the next call run with the new configuration
 
 # %% ../nbs/06_attention.ipynb #cpshd02
 try:  # FSDP2's registry of composable states: it grows with every fully_shard

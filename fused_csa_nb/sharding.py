@@ -197,7 +197,8 @@ def _check_unit(who, cp, group, held, divisor: bool = True):
             f"{who} is context-parallel over ranks {cp} and FSDP sums the gradients of {what} over the "
             f"{len(ranks)} ranks {sorted(ranks)} (mesh dims {dims}), then divides by {f:g}{default}: the gradients "
             f"of one CP group's ranks are partial sums of their replica's gradient, so these ranks are {want:g} "
-            f"replicas and the divisor must be {want:g} — every gradient would be {want / f:g} times the right one. "
+            f"replica{'s' if want != 1 else ''} and the divisor must be {want:g} — every gradient would be "
+            f"{want / f:g} times the right one. "
             f"Fix: {_fix(want, mesh=False)}"
         )
 
