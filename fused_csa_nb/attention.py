@@ -19,6 +19,7 @@ from fused_csa_nb.checks import (
     _graph_replay,
     _triton_runs_on,
     check_choice,
+    check_device,
     check_like_module,
     check_tensor,
     no_grad_fast,
@@ -73,12 +74,14 @@ class CompressedSparseAttention(nn.Module):
     128), concatenated, which balances the indexer's work across ranks; `context_parallel.cp_split` builds them.
     Rotary: the layer ropes its compressed entries (at `j·ratio`) and its indexer (queries at `t`, keys at
     `j·ratio`) with its table `rotary.layer_rotary(cfg, ratio)`; callers rope `query` and `key` (see `forward`).
-    The sink stays float32 (float64 in a float64 layer) whatever `layer.to(dtype)` does."""
+    The sink stays float32 (float64 in a float64 layer) whatever `layer.to(dtype)` does.
+    `layer.cfg = new_cfg` rebinds the layer to `new_cfg` (validated, a new backend) when it keeps the fields that
+    built the layer's parameters and tables; else it is refused (see *Replacing the configuration*)."""
 
     def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None, cp_layout: str = "contiguous"):
         super().__init__()
         backend = _layer_backend(cfg, ratio, cp_group)  # the arguments checked; native or fused, bound once
-        self.cfg, self.ratio = cfg, ratio
+        self.__dict__["_cfg"], self.ratio = cfg, ratio  # `cfg` (below): replacing it rebinds the layer
         self.cp_layout = check_choice("cp_layout", cp_layout, CP_LAYOUTS)
         self.cp_group, self._cp_checked = cp_group, set()  # context parallelism: the group, shapes checked
         self.backend = backend
@@ -92,6 +95,15 @@ class CompressedSparseAttention(nn.Module):
             else None
         )
         self.attn_sink = nn.Parameter(torch.zeros(cfg.num_heads, dtype=torch.float32))
+
+    @property
+    def cfg(self) -> CSAConfig:
+        "The layer's `CSAConfig`: the one its backend, its checks and its forward run."
+        return self.__dict__["_cfg"]
+
+    @cfg.setter
+    def cfg(self, cfg: CSAConfig):
+        self._rebind(cfg)
 
 # %% ../nbs/06_attention.ipynb #4fbbf6f1
 @patch(as_prop=True)
@@ -270,6 +282,8 @@ def forward(
     mean divides by its `cu[N]` real rows), else `None`. Double backward raises a `RuntimeError`."""
     if cache is not None:
         return self._cached(query, key, x, qr, cache, cu_seqlens, max_seqlen)
+    if self.cp_group is not None and torch.is_grad_enabled() and not torch.compiler.is_compiling():
+        self._check_sharding()  # once per sharding: FSDP2 must reduce the CP partial gradients right
     query, key, x, qr, pack = self._check_once(query, key, x, qr, cu_seqlens, max_seqlen)
     if pack is not None and not self.fused:  # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
@@ -430,7 +444,9 @@ def new_cache(
     """An empty decode cache of this layer for `batch_size` sequences of up to `max_seq_len` tokens (see above).
     `dtype`: of `query` / `key` (default: the layer's parameters' dtype; a ratio-0 layer has none: float64 for a float64
     layer, bf16 on the fused backend, else the default dtype);
-    `device`: default the layer's. Its memory: `cache.nbytes`.
+    `device`: default the layer's (a device this process cannot use, e.g. 'cuda' without a GPU, is a `ValueError`).
+    Its memory: `cache.nbytes`. The cache serves the layer's configuration of now: after `layer.cfg = ...` make a new
+    one.
     `batch_size`: b, the sequences decoded together (>= 1); `max_seq_len`: the most tokens each sequence may reach;
     `graphs`: a fused layer on CUDA replays each decode step as a CUDA graph captured at the first step of its size
     (`False`: every step eager; see below).
@@ -439,9 +455,12 @@ def new_cache(
     dtype = default if dtype is None else dtype
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"`dtype` must be a floating torch.dtype, got {dtype!r}")
-    return make_cache(
+    device = check_device("device", device)  # before any allocation: a clear error, not torch's
+    cache = make_cache(
         self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype, graphs=graphs
     )
+    cache.layer_cfg = self.cfg  # the configuration it was sized for (`_check_cache`)
+    return cache
 
 # %% ../nbs/06_attention.ipynb #9f37ab2a
 @patch
@@ -453,6 +472,11 @@ def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_
     if not cache.belongs_to(self):
         raise ValueError(
             f"`cache` belongs to another layer (ratio {cache.ratio}): each layer decodes with its own new_cache()"
+        )
+    if getattr(cache, "layer_cfg", self.cfg) is not self.cfg:  # made before `layer.cfg = ...` (see above)
+        raise ValueError(
+            "`cache` was made before the layer's configuration was replaced (layer.cfg = ...): its ring and slots "
+            "serve the old one; make a new cache with layer.new_cache(...)"
         )
     if self.training:
         raise ValueError(
@@ -501,11 +525,14 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
     steps of up to `MAX_STEP` tokens; `s_new = 0` writes nothing and returns an empty output."""
     self._check_cache(cache, query, cu_seqlens, max_seqlen)
     s, b = query.shape[:2]
-    if s == 0:
-        check_tensor(
-            "key", key, shape=(0, b, 1, self.cfg.head_dim), what="[s_new, b, 1, D]", like=query, like_name="the query"
-        )
-        return query.new_zeros(0, b, query.shape[2] * self.cfg.v_head_dim), None
+    if s == 0:  # nothing to write: the arguments given are still checked (shapes, dtypes, devices)
+        same, cfg = dict(like=query, like_name="the query"), self.cfg
+        check_tensor("key", key, shape=(0, b, 1, cfg.head_dim), what="[s_new, b, 1, D]", **same)
+        if x is not None:
+            check_tensor("x", x, floating=True, shape=(0, b, cfg.hidden_size), what="[s_new, b, hidden_size]", **same)
+        if qr is not None:
+            check_tensor("qr", qr, floating=True, shape=(0, b, cfg.q_lora_rank), what="[s_new, b, q_lora_rank]", **same)
+        return query.new_zeros(0, b, query.shape[2] * cfg.v_head_dim), None
     self._check_once(query, key, x, qr)
     compiling = torch.compiler.is_compiling()  # then the checks keep no signature
     ptrs = self._tensor_ptrs() if compiling else self.__dict__["_checked"][0]  # the layer's tensors, as just checked
@@ -695,3 +722,58 @@ def _taped_step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs:
             cache.advance(query.shape[0], host_only=True)  # the tape's write kernel advanced the counters
             return out
     return self._decode_step(*args, cache)
+
+# %% ../nbs/06_attention.ipynb #rbd00002
+_ROTARY_FIELDS = ("rotary_dim", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast", "beta_slow")
+
+
+def _built_fields(cfg: CSAConfig, ratio: int) -> dict:
+    """The fields of `cfg` that build a ratio-`ratio` layer's parameters and tables (`{name: value}`): a configuration
+    that changes one cannot run the layer's weights."""
+    names = ["num_heads", "head_dim", "v_head_dim"]
+    if ratio:  # the compressor (and its rotary table, YaRN at compress_rope_theta)
+        names += ["hidden_size", "rms_norm_eps", *_ROTARY_FIELDS]
+    if ratio == 4:
+        names += ["dense_mode"] + ([] if cfg.dense_mode else ["q_lora_rank", "index_n_heads", "index_head_dim"])
+    return {n: getattr(cfg, n) for n in names}
+
+
+@patch
+def _rebind(self: CompressedSparseAttention, cfg) -> None:
+    """`layer.cfg = cfg`: `cfg` validated for the layer's ratio, a new backend bound and the input checks reset (see
+    above); a `TypeError` / `ValueError` when `cfg` is not a valid `CSAConfig` for the layer, or changes a field that
+    built it (nothing changes then)."""
+    old = self.__dict__["_cfg"]
+    if cfg is old:
+        return
+    backend = _layer_backend(cfg, self.ratio, self.cp_group)  # a CSAConfig, valid for the ratio: else refused here
+    was, now = _built_fields(old, self.ratio), _built_fields(cfg, self.ratio)
+    if changed := [f"{n}: {was.get(n)!r} -> {v!r}" for n, v in now.items() if was.get(n) != v]:
+        raise ValueError(
+            f"`cfg` cannot replace this ratio-{self.ratio} layer's configuration: it changes fields that built the "
+            f"layer's parameters and tables ({', '.join(changed)}). Build a new layer with it — "
+            f"`CompressedSparseAttention(cfg, {self.ratio}, cp_group=layer.cp_group, cp_layout=layer.cp_layout)`, "
+            "moved with .to(device, dtype) — and copy the weights with `new.load_state_dict(layer.state_dict())` "
+            "where their shapes agree (new weights otherwise)"
+        )
+    self.__dict__["_cfg"], self.backend = cfg, backend
+    self.__dict__.pop("_checked", None)  # the input checks of the next call run with the new configuration
+
+# %% ../nbs/06_attention.ipynb #cpshd02
+try:  # FSDP2's registry of composable states: it grows with every fully_shard
+    from torch.distributed._composable_state import _module_state_mapping as _COMPOSABLE_STATES
+except ImportError:  # pragma: no cover - a torch without distributed
+    _COMPOSABLE_STATES = {}
+
+
+@patch
+def _check_sharding(self: CompressedSparseAttention) -> None:
+    """`sharding._check_layer_fsdp` of the layer (FSDP2 reduces its CP partial gradients right, or a `ValueError`), once
+    per sharding: again only when FSDP2's registry, the sink parameter or `cp_group` changed."""
+    key = (id(self._parameters.get("attn_sink")), id(self.cp_group), len(_COMPOSABLE_STATES))  # ids: nothing held
+    if key == self.__dict__.get("_sharding_checked"):
+        return
+    from fused_csa_nb.sharding import _check_layer_fsdp  # the sharding chapter's check (it imports this module)
+
+    _check_layer_fsdp(f"CompressedSparseAttention(ratio={self.ratio})", self)
+    self.__dict__["_sharding_checked"] = key
