@@ -390,19 +390,6 @@ def _whole(layer, q, kv, x, qr, padding):
     return out.new_zeros(S * B, out.shape[-1]).index_copy(0, rows.flat, out).view(S, B, -1), loss
 
 
-def _left_padded(rows, S: int):
-    """A `ValueError` if a sequence of a prompt going into a cache is right-padded (its tokens end before column
-    `S - 1`): `generate` takes every sequence's next token from the last column, a pad for that one."""
-    for i, (a, n) in enumerate(zip(rows.starts, rows.lengths)):
-        if a + n != S:
-            raise ValueError(
-                f"row {i} of the prompt is right-padded (its tokens end at column {a + n - 1} of {S}): generate "
-                "takes each row's next token from the last column, a pad for this row (HF itself only warns), so "
-                "the bridge refuses it — left-pad the prompts (tokenizer.padding_side = 'left'), or pass "
-                "use_cache=False for a forward that decodes nothing"
-            )
-
-
 @torch.no_grad()
 def _cached(attn, layer, past, q, kv, x, qr, padding):
     """The layer through its decode cache on HF's `past` → `out [S, B, H·D]`;
@@ -414,8 +401,6 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
         raise ValueError(
             "padding among the new tokens of a continued cache: only a prompt (the first call) may be padded"
         )
-    if rows is not None:
-        _left_padded(rows, S)
     if rows is None:  # decode steps replay the cache's CUDA graphs (fused, CUDA) unless decode_graphs=False
         return layer(q, kv, x, qr, cache=cache)[0]
     out = q.new_zeros(S, B, layer.cfg.num_heads * layer.cfg.v_head_dim)
@@ -724,6 +709,30 @@ class _RestoredGuard:
             )
 
 
+class _LastLogitsHook:
+    """Forward pre-hook (with kwargs) of a bridged `DeepseekV4ForCausalLM`: refuses a prompt whose logits are kept for
+    its last columns only (`logits_to_keep`, as `generate` asks) when a row is right-padded — its last column is a pad
+    (HF itself only warns). A forward keeping every column's logits (the default) may be right-padded. The mask is
+    read on the host for prompts only (one new token per sequence is real)."""
+
+    def __call__(self, module, args, kwargs):
+        keep, mask = kwargs.get("logits_to_keep", 0), kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+        if (isinstance(keep, int) and keep == 0) or not isinstance(mask, torch.Tensor) or mask.dim() != 2:
+            return
+        new = kwargs.get("input_ids", args[0] if args else None)
+        new = kwargs.get("inputs_embeds") if new is None else new
+        if new is None or new.shape[1] < 2:
+            return
+        last = mask[:, -1].detach().cpu() != 0
+        if not bool(last.all()):
+            raise ValueError(
+                f"row {int((~last).nonzero()[0, 0])} of the prompt is right-padded and only the last column's "
+                f"logits are kept (logits_to_keep={keep}, as generate asks): for this row they are a pad's (HF "
+                "itself only warns), so the bridge refuses — left-pad the prompts (tokenizer.padding_side = "
+                "'left'), or keep every column's logits (logits_to_keep=0) and read each row's last real one"
+            )
+
+
 def _hooks(module, cls):
     "The ids of `module`'s forward pre-hooks that are `cls` instances."
     return [k for k, h in module._forward_pre_hooks.items() if isinstance(h, cls)]
@@ -812,6 +821,8 @@ def use_fused_csa(
             if id(m) not in hooked:
                 m.register_forward_pre_hook(_ModelHook(), with_kwargs=True)
             _graph_model(m, mode == "model" and cfg.dsa_kernel_backend != "none")
+        if isinstance(m, _deepseek_v4().DeepseekV4ForCausalLM) and not _hooks(m, _LastLogitsHook):
+            m.register_forward_pre_hook(_LastLogitsHook(), with_kwargs=True)
     return model
 
 # %% ../nbs/10_hf.ipynb #f553ac82
@@ -837,6 +848,8 @@ def restore_hf_attention(model: nn.Module) -> nn.Module:
     for m, _ in _model_hooks(model):
         _drop_hooks(m, _ModelHook)
         _graph_model(m, False)
+    for m in model.modules():
+        _drop_hooks(m, _LastLogitsHook)
     return model
 
 
