@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .attention import CompressedSparseAttention, _module_ptrs
+from .attention import _STRUCTURE, CompressedSparseAttention, _module_ptrs
 from .cache import grow_cache
 from .checks import check_int
 from .config import CSAConfig
@@ -238,16 +238,28 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     for c in (layer.compressor, None if layer.indexer is None else layer.indexer.compressor):
         if c is not None and table is not None:  # HF's table (linear, llama3, …), float64 under moves and casts
             c._inv_freq64, c.inv_freq = table.clone(), table.to(c.inv_freq.device)
-    layer.__dict__["_hf_bindings"] = _bindings(layer, attn)
-    _bind(layer.__dict__["_hf_bindings"])
+    layer.__dict__["_hf_bindings"] = (None, ())
+    return _rebind(attn, layer)
+
+
+def _rebind(attn, layer=None):
+    """The package layer of `attn` (or `layer`) reading HF's current parameters: `_bind` over its bindings, found again
+    after a module, parameter or buffer was registered anywhere (`attention._STRUCTURE`: one of HF's submodules may
+    have been replaced) — else a few identity checks on the host."""
+    layer = attn.__dict__["_fused_csa"] if layer is None else layer
+    version, bindings = layer.__dict__["_hf_bindings"]
+    if version != _STRUCTURE[0]:
+        bindings = _bindings(layer, attn)
+    _bind(bindings)
+    if version != _STRUCTURE[0]:
+        layer.__dict__["_hf_bindings"] = (_STRUCTURE[0], bindings)  # after the re-shares (registrations too)
     return layer
 
 
 def _current(attn, device):
-    """The package layer of `attn` reading HF's current parameters (`_bind`), its own tables (the rotary) on
+    """The package layer of `attn` reading HF's current parameters (`_rebind`), its own tables (the rotary) on
     `device`: what every bridged call runs."""
-    layer = attn.__dict__["_fused_csa"]
-    _bind(layer.__dict__["_hf_bindings"])
+    layer = _rebind(attn)
     for c in (layer.compressor, None if layer.indexer is None else layer.indexer.compressor):
         if c is not None and c.inv_freq.device != device:
             c.inv_freq = c._inv_freq64.to(device)
@@ -673,7 +685,7 @@ class _GraphedModel:
     def __call__(self, *args, **kwargs):
         m, ids, caches = self.model, kwargs.get("input_ids"), None
         for a in self.attns:  # HF's current parameters, before the recorded graph's pointers are compared
-            _bind(a.__dict__["_fused_csa"].__dict__["_hf_bindings"])
+            _rebind(a)
         if not args and ids is not None and _graphs_run(ids, self.attns):
             caches = _replayable(m, self.attns, kwargs)
         return type(m).forward(m, *args, **kwargs) if caches is None else _model_step(m, self.attns, caches, kwargs)
