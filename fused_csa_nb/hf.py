@@ -465,10 +465,14 @@ def _projections(attn, hidden_states, cos, sin) -> tuple:
     return q, kv, qr
 
 # %% ../nbs/10_hf.ipynb #9215712e
-def _check_rope_limit(attn, n: int):
-    "A `ValueError` if a call of `attn` reaches `n` positions, past where its rotary is HF's (`_compress_rope`)."
+def _check_rope_limit(attn, S: int, past):
+    """A `ValueError` if a call of `attn` with `S` new tokens after HF's cache `past` (or `None`) reaches past the
+    positions where its rotary is HF's (`_compress_rope`; nothing is read without such a limit)."""
     limit = attn.__dict__.get("_fused_csa_rope_limit")
-    if limit is not None and n > limit:
+    if limit is None:
+        return
+    n = S + (past.get_seq_length(attn.layer_idx) if past is not None else 0)
+    if n > limit:
         raise ValueError(
             f"layer {attn.layer_idx}: this call reaches {n} positions, past max_position_embeddings={limit}: there "
             "HF's 'dynamic' rope of the compressed layers recomputes its frequencies from each call's length (per "
@@ -498,7 +502,7 @@ def _csa_attention_forward(
     m, layer = _deepseek_v4(), _current(self, hidden_states.device)
     past = past_key_values if past_key_values is not None else cache
     B, S, _ = hidden_states.shape
-    _check_rope_limit(self, S + (past.get_seq_length(self.layer_idx) if past is not None else 0))
+    _check_rope_limit(self, S, past)
     cos, sin = position_embeddings[self.rope_layer_type]
     q, kv, qr = _projections(self, hidden_states, cos, sin)
 
