@@ -178,15 +178,15 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens
         if x is None:
             raise ValueError(f"`x` [{lead}, hidden_size] is required by a ratio-{self.ratio} layer (compressor)")
         check_tensor("x", x, shape=(*rows, cfg.hidden_size), what=f"[{lead}, hidden_size]", **same)
-        for m in (self.compressor, self.indexer):  # dtype / device of the layer: named fix, every ratio
-            if m is not None:
-                check_like_module("x", x, m)
+        for m in (self.compressor, self.indexer):  # dtype / device of the projections that read x, every ratio
+            if m is not None:  # (fp32 position biases and norms beside bf16 projections: a mixed-precision checkpoint)
+                check_like_module("x", x, m.wkv if m is self.compressor else m.compressor.wkv)
     if self.indexer is not None or qr is not None:
         if qr is None:
             raise ValueError(f"`qr` [{lead}, q_lora_rank] is required by a ratio-4 layer with the indexer")
         check_tensor("qr", qr, shape=(*rows, cfg.q_lora_rank), what=f"[{lead}, q_lora_rank]", **same)
         if self.indexer is not None:
-            check_like_module("qr", qr, self.indexer)
+            check_like_module("qr", qr, self.indexer.wq)
     if self.attn_sink.device != query.device:
         raise ValueError(
             f"`query` is on {query.device} but the layer's parameters are on {self.attn_sink.device}: move the "
@@ -428,7 +428,7 @@ def _cache_dtypes(self: CompressedSparseAttention) -> tuple:
     """`(module dtype, default cache dtype)` of `new_cache`: the parameters' dtype (`None` without module parameters),
     and the cache's default — the parameters' dtype, or for a ratio-0 layer (no module parameters) float64 for a
     float64 layer, bf16 on the fused backend, else the default dtype."""
-    p = next((t for n, t in self.named_parameters() if n != "attn_sink"), None)
+    p = None if self.compressor is None else self.compressor.wkv.weight  # the projections' (biases, norms may be fp32)
     module_dtype = p.dtype if p is not None else None
     if module_dtype is not None:
         return module_dtype, module_dtype

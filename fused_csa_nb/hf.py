@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .attention import CompressedSparseAttention, _module_ptrs
+from .attention import _STRUCTURE, CompressedSparseAttention, _module_ptrs
 from .cache import grow_cache
 from .checks import check_int
 from .config import CSAConfig
@@ -23,19 +23,39 @@ from .config import CSAConfig
 __all__ = ['layer_ratio', 'csa_config_from_hf', 'csa_layer_from_hf', 'use_fused_csa', 'restore_hf_attention', 'indexer_loss']
 
 # %% ../nbs/10_hf.ipynb #7a38bf8f
-_TRANSFORMERS = "transformers>=5.23,<6 (pip install 'fused_csa_nb[hf]')"
+_TESTED = ((5, 25), (6,))  # the transformers releases the bridge is tested with: >= 5.25, < 6 (settings.ini's `hf`)
+_TRANSFORMERS = "transformers>=5.25,<6 (pip install 'fused_csa_nb[hf]')"
+
+
+def _check_transformers(version: str) -> str:
+    """`version` (transformers' `__version__`) if its release is in the tested range (`_TESTED`), else an
+    `ImportError` naming it and the range."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        release = Version(version).release
+    except InvalidVersion:
+        release = None
+    if release is None or not _TESTED[0] <= release < _TESTED[1]:
+        raise ImportError(
+            f"the Hugging Face bridge is tested with {_TRANSFORMERS}; found transformers {version}, whose DeepSeek-V4 "
+            "code (cache, rotary, generate) it is not tested against and could differ from silently: install a "
+            "release in the range"
+        )
+    return version
 
 
 @functools.cache
 def _deepseek_v4():
-    """transformers' DeepSeek-V4 modelling module (imported once: every replaced forward asks),
-    or an `ImportError` naming the extra."""
+    """transformers' DeepSeek-V4 modelling module (imported once: every replaced forward asks), or an `ImportError`
+    naming the extra: transformers missing, or a release outside the tested range."""
     try:
+        import transformers
         from transformers.models.deepseek_v4 import modeling_deepseek_v4
-
-        return modeling_deepseek_v4
     except ImportError as e:
         raise ImportError(f"the Hugging Face interop needs {_TRANSFORMERS}: {e}") from e
+    _check_transformers(transformers.__version__)
+    return modeling_deepseek_v4
 
 
 def _type_name(v) -> str:
@@ -66,7 +86,7 @@ def _hf_fields(hf_config) -> dict:
     "The `CSAConfig` fields that `hf_config` sets (see above)."
     rp = hf_config.rope_parameters
     main, comp = rp.get("main", {}), rp.get("compress", {})
-    yarn = comp.get("rope_type", "default") == "yarn"
+    yarn = comp.get("rope_type", "default") == "yarn"  # other types: plain RoPE here, the table by `_compress_rope`
     if yarn and comp.get("attention_factor") != 1.0:  # None: HF's default mscale 0.1·ln(factor) + 1 scales cos/sin
         raise ValueError(
             f"the compressed layers' YaRN rope has attention_factor={comp.get('attention_factor')!r}: DeepSeek-V4 "
@@ -99,12 +119,50 @@ def _hf_fields(hf_config) -> dict:
     return fields
 
 
+_ROPE_OWN = ("default", "yarn", "dynamic")  # this package's float64 tables (dynamic: plain RoPE, see below)
+
+
+def _compress_rope(hf_config) -> tuple:
+    """The compressed layers' rotary as HF computes it → `(table, limit)`: `table` a float64 `inv_freq`
+    `[rotary_dim // 2]` where HF's `rope_parameters["compress"]` type is a fixed table this package has no formula for
+    (HF's own rope init function's, e.g. `linear`, `llama3`), else `None` (this package's plain or YaRN table);
+    `limit`: the positions up to which the table is HF's (`dynamic`: `max_position_embeddings`), else `None`.
+    A type whose frequencies follow each call's length or that scales cos/sin (`longrope`, an `attention_factor`) is
+    a `ValueError` naming it."""
+    kind = hf_config.rope_parameters.get("compress", {}).get("rope_type", "default")
+    if kind in _ROPE_OWN:
+        return None, (hf_config.max_position_embeddings if kind == "dynamic" else None)
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    why = (
+        "its frequencies switch with each call's length and it scales cos/sin"
+        if kind == "longrope"
+        else "transformers has no such rope type"
+        if kind not in ROPE_INIT_FUNCTIONS
+        else None
+    )
+    if why is None:
+        inv_freq, scale = ROPE_INIT_FUNCTIONS[kind](hf_config, "cpu", layer_type="compress")
+        rotary_dim = int(hf_config.head_dim * hf_config.partial_rotary_factor)
+        if scale != 1.0:
+            why = f"it scales cos/sin by {scale}"
+        elif tuple(inv_freq.shape) != (rotary_dim // 2,):
+            why = f"its table has {inv_freq.shape[-1]} frequencies for {rotary_dim} roped channels"
+        else:
+            return inv_freq.detach().to("cpu", torch.float64), None
+    raise ValueError(
+        f"the compressed layers' rope_type {kind!r} is not supported by the fused CSA bridge ({why}); supported: "
+        f"{', '.join(_ROPE_OWN)} and the fixed tables of transformers' rope init functions (e.g. linear, llama3)"
+    )
+
+
 def csa_config_from_hf(hf_config, **overrides) -> CSAConfig:
     """A `CSAConfig` for the attention layers of a DeepSeek-V4 model. `hf_config`: the model's transformers
     `DeepseekV4Config` (an instance); `overrides`: the `CSAConfig` fields the HF configuration does not set
     (`dsa_kernel_backend`, `indexer_loss_coeff`, `indexer_use_sparse_loss`, `indexer_precision`, …) — one it sets
     (`window_size`, `num_heads`, …) must equal its value.
-    Returns the `CSAConfig`: the fields read from `hf_config`, then `overrides`."""
+    Returns the `CSAConfig`: the fields read from `hf_config`, then `overrides`. A compressed-layer rope other than
+    plain or YaRN (`linear`, `llama3`, …) is plain RoPE here: `csa_layer_from_hf` gives the layer HF's table."""
     fields = _hf_fields(_check_hf_config(hf_config))
     clash = {k: (v, fields[k]) for k, v in overrides.items() if k in fields and v != fields[k]}
     if clash:
@@ -126,19 +184,44 @@ def _share(module: nn.Module, name: str, param: nn.Parameter):
     setattr(module, name, param)
 
 
-def _share_compressor(ours, hf):
-    _share(ours.wkv, "weight", hf.kv_proj.weight)
-    _share(ours.wgate, "weight", hf.gate_proj.weight)
-    _share(ours, "ape", hf.position_bias)
-    _share(ours, "norm_weight", hf.kv_norm.weight)
+def _bindings(layer, attn) -> tuple:
+    """`((our module, name, HF module, HF name), ...)`: each parameter of `layer` that is `attn`'s — the sink, the
+    compressor's and (ratio 4) the indexer's projections, position biases and norms."""
+    pairs = [(layer, "attn_sink", attn, "sinks")]
+
+    def compressor(ours, hf):
+        pairs.extend(
+            [(ours.wkv, "weight", hf.kv_proj, "weight"), (ours.wgate, "weight", hf.gate_proj, "weight")]
+            + [(ours, "ape", hf, "position_bias"), (ours, "norm_weight", hf.kv_norm, "weight")]
+        )
+
+    if layer.compressor is not None:
+        compressor(layer.compressor, attn.compressor)
+    if layer.indexer is not None:
+        ind = attn.compressor.indexer
+        compressor(layer.indexer.compressor, ind)
+        pairs += [(layer.indexer.wq, "weight", ind.q_b_proj, "weight")]
+        pairs += [(layer.indexer.weights_proj, "weight", ind.scorer.weights_proj, "weight")]
+    return tuple(pairs)
+
+
+def _bind(bindings):
+    """Make each of our parameters the one HF's module holds now: one identity check per parameter on the host (no
+    device work), a re-share where HF holds another object (a parameter replaced by `load_state_dict(assign=True)`,
+    `from_pretrained`, `to_empty`, …). Casts and moves that keep the objects need nothing: the objects are HF's."""
+    for ours, name, hf, hf_name in bindings:
+        p = hf._parameters[hf_name]
+        if ours._parameters[name] is not p:
+            _share(ours, name, p)
 
 
 def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     """The `CompressedSparseAttention` of one HF attention layer, sharing its parameters: the sink, the compressor's and
     (ratio 4) the indexer's projections, position biases and norms. `attn`: a transformers `DeepseekV4Attention` module;
     `cfg`: the `CSAConfig` to build it under (`csa_config_from_hf` of the model's config).
-    Returns the new layer, of ratio `layer_ratio(attn.config, attn.layer_idx)`, on the device of `attn`'s sink; its
-    shared parameters are `attn`'s own tensors (no copy)."""
+    Returns the new layer, of ratio `layer_ratio(attn.config, attn.layer_idx)`, on the device of `attn`'s sink (the
+    CPU for a meta model); its shared parameters are `attn`'s own tensors (no copy), its rotary HF's
+    (`_compress_rope`)."""
     if not isinstance(attn, _deepseek_v4().DeepseekV4Attention):
         raise TypeError(
             f"`attn` must be a transformers DeepseekV4Attention module (model.model.layers[i].self_attn), "
@@ -146,16 +229,41 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
         )
     if not isinstance(cfg, CSAConfig):
         raise TypeError(f"`cfg` must be a CSAConfig (csa_config_from_hf), got {_type_name(cfg)}")
-    ratio = layer_ratio(attn.config, attn.layer_idx)
-    layer = CompressedSparseAttention(cfg, ratio).to(device=attn.sinks.device)
-    _share(layer, "attn_sink", attn.sinks)
-    if ratio:
-        _share_compressor(layer.compressor, attn.compressor)
-    if layer.indexer is not None:
-        ind = attn.compressor.indexer
-        _share_compressor(layer.indexer.compressor, ind)
-        _share(layer.indexer.wq, "weight", ind.q_b_proj.weight)
-        _share(layer.indexer.weights_proj, "weight", ind.scorer.weights_proj.weight)
+    ratio, device = layer_ratio(attn.config, attn.layer_idx), attn.sinks.device
+    with torch.device("cpu"):  # its own tables are real tensors, also when installed under torch.device("meta")
+        layer = CompressedSparseAttention(cfg, ratio)
+    if device.type != "meta":  # a meta model's: on the inputs' device at the first call
+        layer.to(device)
+    table = _compress_rope(attn.config)[0]
+    for c in (layer.compressor, None if layer.indexer is None else layer.indexer.compressor):
+        if c is not None and table is not None:  # HF's table (linear, llama3, …), float64 under moves and casts
+            c._inv_freq64, c.inv_freq = table.clone(), table.to(c.inv_freq.device)
+    layer.__dict__["_hf_bindings"] = (None, ())
+    return _rebind(attn, layer)
+
+
+def _rebind(attn, layer=None):
+    """The package layer of `attn` (or `layer`) reading HF's current parameters: `_bind` over its bindings, found again
+    after a module, parameter or buffer was registered anywhere (`attention._STRUCTURE`: one of HF's submodules may
+    have been replaced) — else a few identity checks on the host."""
+    layer = attn.__dict__["_fused_csa"] if layer is None else layer
+    version, bindings = layer.__dict__["_hf_bindings"]
+    if version != _STRUCTURE[0]:
+        bindings = _bindings(layer, attn)
+    _bind(bindings)
+    if version != _STRUCTURE[0]:
+        layer.__dict__["_hf_bindings"] = (_STRUCTURE[0], bindings)  # after the re-shares (registrations too)
+    return layer
+
+
+def _current(attn, device):
+    """The package layer of `attn` reading HF's current parameters (`_rebind`), its own tables (the rotary) on
+    `device`: what every bridged call runs."""
+    layer = _rebind(attn)
+    for c in (layer.compressor, None if layer.indexer is None else layer.indexer.compressor):
+        if c is not None and c.inv_freq.device != device:
+            c.inv_freq = c._inv_freq64.to(device)
+            layer.__dict__["_casts"] = layer.__dict__.get("_casts", 0) + 1  # its tensors moved (`_tensor_ptrs`)
     return layer
 
 # %% ../nbs/10_hf.ipynb #33c0a233
@@ -317,21 +425,30 @@ def _cached(attn, layer, past, q, kv, x, qr, padding):
     return out
 
 # %% ../nbs/10_hf.ipynb #453105ee
-_NO_MODEL = object()  # `fused_csa_padding` of a layer its DeepseekV4Model did not call (no hook ran)
+_NO_MODEL = object()  # `fused_csa_padding` of a layer no bridged DeepseekV4Model called (no hook ran)
 
 
-def _padding(attn, attention_mask, padding):
-    """The padding of a bridged attention call: the model hook's `_Padding` (or `None`) as it came; for a layer called
-    on its own (`padding is _NO_MODEL`) `None` without a mask, and a `ValueError` with one (its padding is unknown)."""
-    if padding is not _NO_MODEL:
-        return padding
-    if attention_mask is not None:
+def _padding(attn, attention_mask, padding, position_ids=None):
+    """The padding of a bridged attention call: the model hook's `_Padding` (or `None`) as it came; for a layer whose
+    model is not bridged (`padding is _NO_MODEL`: `use_fused_csa` of one layer) read from the mask HF's model hands its
+    layers — `None` without one or for one new token per sequence (a decode step: padding is a prompt's), else a
+    `_Padding` of its diagonal (a token sees itself unless it is a pad) with the call's `position_ids`. Another mask
+    is a `ValueError`."""
+    if padding is not _NO_MODEL or attention_mask is None:
+        return None if padding is _NO_MODEL else padding
+    m = attention_mask
+    if not (isinstance(m, torch.Tensor) and m.dim() == 4 and m.shape[1] == 1 and m.shape[-1] >= m.shape[-2]):
         raise ValueError(
-            f"layer {attn.layer_idx}: a bridged attention layer called outside its DeepseekV4Model gets no 2-D "
-            "attention_mask (the model's hook hands it on), so it cannot tell padding from tokens: call the "
-            "model, or pass attention_mask=None for a batch without padding (the sparse core is causal by itself)"
+            f"layer {attn.layer_idx}: a bridged attention layer outside a bridged DeepseekV4Model reads its padding "
+            "from the 4-D mask [batch, 1, new tokens, keys] HF's model hands it; got "
+            f"{tuple(m.shape) if isinstance(m, torch.Tensor) else _type_name(m)}: call it through its model, or pass "
+            "attention_mask=None for a batch without padding (the sparse core is causal by itself)"
         )
-    return None
+    S = m.shape[-2]
+    if S == 1:
+        return None
+    allowed = m if m.dtype == torch.bool else m == 0
+    return _Padding(allowed[:, 0, :, -S:].diagonal(dim1=-2, dim2=-1).long(), position_ids)
 
 # %% ../nbs/10_hf.ipynb #c2cf5843
 def _projections(attn, hidden_states, cos, sin) -> tuple:
@@ -348,6 +465,22 @@ def _projections(attn, hidden_states, cos, sin) -> tuple:
     return q, kv, qr
 
 # %% ../nbs/10_hf.ipynb #9215712e
+def _check_rope_limit(attn, S: int, past):
+    """A `ValueError` if a call of `attn` with `S` new tokens after HF's cache `past` (or `None`) reaches past the
+    positions where its rotary is HF's (`_compress_rope`; nothing is read without such a limit)."""
+    limit = attn.__dict__.get("_fused_csa_rope_limit")
+    if limit is None:
+        return
+    n = S + (past.get_seq_length(attn.layer_idx) if past is not None else 0)
+    if n > limit:
+        raise ValueError(
+            f"layer {attn.layer_idx}: this call reaches {n} positions, past max_position_embeddings={limit}: there "
+            "HF's 'dynamic' rope of the compressed layers recomputes its frequencies from each call's length (per "
+            "rotary module), which the bridge does not follow — it computes HF's 'dynamic' rope up to "
+            f"{limit} positions only; use rope_type 'yarn' or 'linear', or restore_hf_attention(model)"
+        )
+
+
 def _csa_attention_forward(
     self,
     hidden_states,
@@ -365,14 +498,13 @@ def _csa_attention_forward(
     `past_key_values` (transformers 5.23) or `cache` (5.24 on); `fused_csa_padding` from the model's hook (absent: the
     layer was called on its own, which a mask refuses); `fused_csa_step`: the recording of a whole-model decode step
     (`_StepRecording`, below), which keeps HF's count itself."""
-    fused_csa_padding = _padding(self, attention_mask, fused_csa_padding)
-    m, layer = _deepseek_v4(), self.__dict__["_fused_csa"]
+    fused_csa_padding = _padding(self, attention_mask, fused_csa_padding, position_ids)
+    m, layer = _deepseek_v4(), _current(self, hidden_states.device)
     past = past_key_values if past_key_values is not None else cache
     B, S, _ = hidden_states.shape
+    _check_rope_limit(self, S, past)
     cos, sin = position_embeddings[self.rope_layer_type]
     q, kv, qr = _projections(self, hidden_states, cos, sin)
-    if layer.attn_sink.device != hidden_states.device:
-        layer.to(hidden_states.device)
 
     def sbhd(t):
         return None if t is None else t.transpose(0, 1)
@@ -556,6 +688,8 @@ class _GraphedModel:
 
     def __call__(self, *args, **kwargs):
         m, ids, caches = self.model, kwargs.get("input_ids"), None
+        for a in self.attns:  # HF's current parameters, before the recorded graph's pointers are compared
+            _rebind(a)
         if not args and ids is not None and _graphs_run(ids, self.attns):
             caches = _replayable(m, self.attns, kwargs)
         return type(m).forward(m, *args, **kwargs) if caches is None else _model_step(m, self.attns, caches, kwargs)
@@ -591,6 +725,30 @@ class _RestoredGuard:
             )
 
 
+class _LastLogitsHook:
+    """Forward pre-hook (with kwargs) of a bridged `DeepseekV4ForCausalLM`: refuses a prompt whose logits are kept for
+    its last columns only (`logits_to_keep`, as `generate` asks) when a row is right-padded — its last column is a pad
+    (HF itself only warns). A forward keeping every column's logits (the default) may be right-padded. The mask is
+    read on the host for prompts only (one new token per sequence is real)."""
+
+    def __call__(self, module, args, kwargs):
+        keep, mask = kwargs.get("logits_to_keep", 0), kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+        if (isinstance(keep, int) and keep == 0) or not isinstance(mask, torch.Tensor) or mask.dim() != 2:
+            return
+        new = kwargs.get("input_ids", args[0] if args else None)
+        new = kwargs.get("inputs_embeds") if new is None else new
+        if new is None or new.shape[1] < 2:
+            return
+        last = mask[:, -1].detach().cpu() != 0
+        if not bool(last.all()):
+            raise ValueError(
+                f"row {int((~last).nonzero()[0, 0])} of the prompt is right-padded and only the last column's "
+                f"logits are kept (logits_to_keep={keep}, as generate asks): for this row they are a pad's (HF "
+                "itself only warns), so the bridge refuses — left-pad the prompts (tokenizer.padding_side = "
+                "'left'), or keep every column's logits (logits_to_keep=0) and read each row's last real one"
+            )
+
+
 def _hooks(module, cls):
     "The ids of `module`'s forward pre-hooks that are `cls` instances."
     return [k for k, h in module._forward_pre_hooks.items() if isinstance(h, cls)]
@@ -616,7 +774,11 @@ def _model_hooks(model):
 def _decode_mode(decode_graphs) -> str | bool:
     '`use_fused_csa`\'s `decode_graphs` checked → `"model"`, `"layers"` or `False`.'
     if not isinstance(decode_graphs, (bool, str)):
-        raise TypeError(f"`decode_graphs` must be 'model', 'layers', True or False, got {_type_name(decode_graphs)}")
+        t = type(decode_graphs)
+        raise TypeError(
+            f"`decode_graphs` must be 'model', 'layers', True or False (a Python bool or str), got {decode_graphs!r} "
+            f"of type {t.__module__}.{t.__qualname__}" + (": pass bool(decode_graphs)" if "bool" in t.__name__ else "")
+        )
     if decode_graphs not in (True, False, "model", "layers"):
         raise ValueError(f"`decode_graphs` must be 'model', 'layers', True or False, got {decode_graphs!r}")
     return "model" if decode_graphs is True else decode_graphs
@@ -649,8 +811,7 @@ def use_fused_csa(
     eagerly (each layer replays its cache's launch tapes: the attention chapter);
     `overrides`: `CSAConfig` fields the HF config does not set (`indexer_loss_coeff`, `indexer_use_sparse_loss`,
     `indexer_precision`, …)."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"`model` must be a torch.nn.Module, got {_type_name(model)}")
+    _check_module("model", model)
     mode = _decode_mode(decode_graphs)
     layers = _attention_layers(model)
     if not layers:
@@ -662,10 +823,12 @@ def use_fused_csa(
             "dropout; set config.attention_dropout = 0.0"
         )
     cfg = csa_config_from_hf(hf_cfg, dsa_kernel_backend=dsa_kernel_backend, **overrides)
+    limit = _compress_rope(hf_cfg)[1]  # a rope the bridge cannot compute as HF does is refused here
     for attn in layers:
         attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)  # not a submodule: the state dict stays HF's
         attn.__dict__["_fused_csa_loss"] = None
         attn.__dict__["_fused_csa_graphs"] = mode is not False
+        attn.__dict__["_fused_csa_rope_limit"] = None if attn.compressor is None else limit
         attn.forward = _Forward(attn)
         _drop_hooks(attn, _RestoredGuard)  # the bridge continues its own caches
     hooked = {id(m) for m, _ in _model_hooks(model)}
@@ -674,22 +837,35 @@ def use_fused_csa(
             if id(m) not in hooked:
                 m.register_forward_pre_hook(_ModelHook(), with_kwargs=True)
             _graph_model(m, mode == "model" and cfg.dsa_kernel_backend != "none")
+        if isinstance(m, _deepseek_v4().DeepseekV4ForCausalLM) and not _hooks(m, _LastLogitsHook):
+            m.register_forward_pre_hook(_LastLogitsHook(), with_kwargs=True)
     return model
 
 # %% ../nbs/10_hf.ipynb #f553ac82
+def _check_module(name: str, model):
+    "A `TypeError` unless `model` is a `torch.nn.Module`."
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"`{name}` must be a torch.nn.Module (a transformers DeepSeek-V4 model), got {_type_name(model)}"
+        )
+
+
 def restore_hf_attention(model: nn.Module) -> nn.Module:
     """Undo `use_fused_csa`: every attention layer runs HF's own
     forward again. `model`: a module `use_fused_csa` switched.
     Returns `model`, switched back in place. A cache the bridge filled cannot be continued by HF's attention (it lacks
     HF's compressor and indexer state): the layers refuse it with a `ValueError` rather than decode wrongly."""
+    _check_module("model", model)
     for attn in _attention_layers(model):
-        for k in ("forward", "_fused_csa", "_fused_csa_loss", "_fused_csa_graphs"):
+        for k in ("forward", "_fused_csa", "_fused_csa_loss", "_fused_csa_graphs", "_fused_csa_rope_limit"):
             attn.__dict__.pop(k, None)
         if not _hooks(attn, _RestoredGuard):
             attn.register_forward_pre_hook(_RestoredGuard(), with_kwargs=True)
     for m, _ in _model_hooks(model):
         _drop_hooks(m, _ModelHook)
         _graph_model(m, False)
+    for m in model.modules():
+        _drop_hooks(m, _LastLogitsHook)
     return model
 
 
@@ -697,6 +873,7 @@ def indexer_loss(model: nn.Module):
     """The sum of the indexer losses of the last forward (0-d fp32),
     or `None` if no layer computed one. `model`: a bridged model.
     Returns the loss (a 0-d float32 tensor, differentiable in the indexers' parameters) or `None`."""
+    _check_module("model", model)
     losses = [a.__dict__.get("_fused_csa_loss") for a in _attention_layers(model)]
     losses = [part for part in losses if part is not None]
     return sum(losses[1:], losses[0]) if losses else None
