@@ -15,18 +15,13 @@ from torch import nn
 
 from .backends import KeySet, make_backend
 from .cache import MAX_STEP, CSACache, make_cache
-from fused_csa_nb.checks import (
-    _graph_replay,
-    _triton_runs_on,
-    check_choice,
-    check_device,
-    check_like_module,
-    check_tensor,
-    no_grad_fast,
-)
+from .checks import check_choice, check_device, check_like_module, check_tensor, no_grad_fast
+from .launch import _graph_replay, _triton_runs_on
 from .config import COMPRESS_RATIOS, CSAConfig
 from fused_csa_nb.context_parallel import (
     CP_LAYOUTS,
+    _check_layer_fsdp,
+    _module_state_mapping as _COMPOSABLE_STATES,
     _gather_entries,
     _halos,
     _layer_fingerprint,
@@ -639,7 +634,7 @@ class _StepGraph(NamedTuple):
     "A decode step recorded in a CUDA graph: its launch, its static inputs and output, the layer's tensor addresses."
 
     graph: object  # torch.cuda.CUDAGraph, or None when the recording failed (the steps of that key stay eager)
-    replay: object  # the graph's launch (`checks._graph_replay`), or None
+    replay: object  # the graph's launch (`launch._graph_replay`), or None
     inputs: list  # the static tensors of the inputs the step reads (x: a compressor or an indexer; qr: an indexer)
     reads: tuple  # their places in (query, key, x, qr)
     out: torch.Tensor | None  # [s, b, H·D], rewritten by every replay
@@ -760,20 +755,13 @@ def _rebind(self: CompressedSparseAttention, cfg) -> None:
     self.__dict__.pop("_checked", None)  # the input checks of the next call run with the new configuration
 
 # %% ../nbs/06_attention.ipynb #cpshd02
-try:  # FSDP2's registry of composable states: it grows with every fully_shard
-    from torch.distributed._composable_state import _module_state_mapping as _COMPOSABLE_STATES
-except ImportError:  # pragma: no cover - a torch without distributed
-    _COMPOSABLE_STATES = {}
-
-
 @patch
 def _check_sharding(self: CompressedSparseAttention) -> None:
-    """`sharding._check_layer_fsdp` of the layer (FSDP2 reduces its CP partial gradients right, or a `ValueError`), once
-    per sharding: again only when FSDP2's registry, the sink parameter or `cp_group` changed."""
+    """`context_parallel._check_layer_fsdp` of the layer (FSDP2 reduces its CP partial gradients right, or a
+    `ValueError`), once per sharding: again only when FSDP2's registry (it grows with every `fully_shard`), the sink
+    parameter or `cp_group` changed."""
     key = (id(self._parameters.get("attn_sink")), id(self.cp_group), len(_COMPOSABLE_STATES))  # ids: nothing held
     if key == self.__dict__.get("_sharding_checked"):
         return
-    from fused_csa_nb.sharding import _check_layer_fsdp  # the sharding chapter's check (it imports this module)
-
     _check_layer_fsdp(f"CompressedSparseAttention(ratio={self.ratio})", self)
     self.__dict__["_sharding_checked"] = key

@@ -13,7 +13,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
-from .checks import _triton_runs_on
+from .launch import _triton_runs_on
 from fused_csa_nb.kernels import (
     _sm_count,
     _split_sparse_fwd,

@@ -13,7 +13,8 @@ from typing import NamedTuple
 import torch
 from fastcore.basics import patch
 
-from .checks import _triton_runs_on, check_bool, check_int, no_grad_fast
+from .checks import check_bool, check_int, no_grad_fast
+from .launch import _triton_runs_on
 from .kernels import _step_flat_index, _step_rows, _step_writes, _fill_writes, round_up
 from .layout import _flat_global, _pad_idx, cached_index
 from .reference import _fp8_rows_bf16, _positions_of

@@ -18,8 +18,8 @@ from fused_csa_nb.checks import (
     check_int,
     check_scale,
     check_tensor,
-    _triton_runs_on,
 )
+from .launch import _triton_runs_on
 from fused_csa_nb.layout import (
     QueryRows,
     _check_int32_range,

@@ -10,7 +10,8 @@ import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .checks import _graph_replay, check_int
+from .checks import check_int
+from .launch import _graph_replay
 
 # %% auto #0
 __all__ = ['capture_step', 'DecodeGraph', 'capture_decode', 'decode_step_ops']
@@ -81,7 +82,7 @@ class DecodeGraph:
     `graph`: the captured `torch.cuda.CUDAGraph`; `out [s_new, b, H·D]`: the step's static output tensor, rewritten by
     every replay; `cache`: the `CSACache` the step reads and writes (its host lengths advance by `n` a replay); `n`: the
     tokens one step adds per sequence, `s_new` (default 1); `device`: the CUDA device index it was captured on (default:
-    the current one). A replay launches the graph without torch's random-number prologue (`checks._graph_replay`: a
+    the current one). A replay launches the graph without torch's random-number prologue (`launch._graph_replay`: a
     decode step draws no random numbers)."""
 
     def __init__(self, graph, out, cache, n: int = 1, device: int | None = None):

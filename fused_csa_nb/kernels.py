@@ -5,7 +5,6 @@
 # %% ../nbs/03_kernels.ipynb #168b051d
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import importlib
@@ -17,17 +16,28 @@ import sys
 
 import torch
 
-from .checks import _tape_call, _untaped, first_order_only, check_bool, check_float, check_int, check_scale
-from .checks import check_tensor
+from . import launch as _launch
+from .checks import first_order_only, check_bool, check_float, check_int, check_scale, check_tensor
+from fused_csa_nb.launch import (
+    _BOUND,
+    _CU,
+    _LookupRecorder,
+    _PLANS,
+    _bound_call,
+    _plan,
+    _stream,
+    _tape_call,
+    _workspace,
+)
 from .layout import _pad_heads, _pad_idx, cached_index
 
 # %% auto #0
-__all__ = ['KERNEL_LIMITS', 'USE_PLANS', 'PLAN_CACHE_SIZE', 'LINEARS_MAX', 'FusedUnavailableError', 'FlashMLABuild',
-           'flash_mla_build', 'kernel_status', 'kernels_available', 'sm_major', 'detected_capability',
-           'detected_kernels', 'KernelLimits', 'kernel_limits', 'round_up', 'padded_num_heads', 'topk_multiple',
-           'padded_topk', 'flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd', 'indexer_fwd', 'indexer_fwd_thd',
-           'radix_topk', 'compactify', 'sparse_attn_score_recompute', 'sparse_indexer_predict',
-           'dense_attn_score_recompute', 'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
+__all__ = ['KERNEL_LIMITS', 'LINEARS_MAX', 'FusedUnavailableError', 'FlashMLABuild', 'flash_mla_build', 'kernel_status',
+           'kernels_available', 'sm_major', 'detected_capability', 'detected_kernels', 'KernelLimits', 'kernel_limits',
+           'round_up', 'padded_num_heads', 'topk_multiple', 'padded_topk', 'flash_mla_sparse_fwd',
+           'cudnn_sparse_attn_bwd', 'indexer_fwd', 'indexer_fwd_thd', 'radix_topk', 'compactify',
+           'sparse_attn_score_recompute', 'sparse_indexer_predict', 'dense_attn_score_recompute',
+           'dense_indexer_score_recompute', 'indexer_bwd', 'dense_indexer_bwd']
 
 # %% ../nbs/03_kernels.ipynb #ae650b13
 class FusedUnavailableError(RuntimeError):
@@ -373,85 +383,12 @@ def padded_topk(topk: int, sm_major: int = 9) -> int:
     m = topk_multiple(sm_major)
     return max(m, round_up(topk, m))
 
-# %% ../nbs/03_kernels.ipynb #d1175ba2
-USE_PLANS = True  # False: the cuDNN `*_wrapper` functions (debugging only)
-PLAN_CACHE_SIZE = 64  # compiled plans kept, least recently used dropped first
-_PLANS: collections.OrderedDict = collections.OrderedDict()  # (kind, shape signature) → a supported, compiled plan
-_CU = {}  # the lazily imported `cuda.bindings.driver`
-
-
-def _plan(kind, key, build):
-    """The cached plan `(kind, key)`; `build()` constructs it,
-    then it is support-checked and compiled once (LRU-bounded)."""
-    plan = _PLANS.get((kind, key))
-    if plan is not None:
-        _PLANS.move_to_end((kind, key))
-        return plan
-    plan = build()
-    if not plan.check_support():
-        raise RuntimeError(f"cuDNN DSA {kind}: the plan does not support {key}")
-    plan.compile()
-    _PLANS[(kind, key)] = plan
-    while len(_PLANS) > max(1, PLAN_CACHE_SIZE):
-        _PLANS.popitem(last=False)
-    return plan
-
-
-def _stream(device):
-    "torch's current stream on `device` as the `CUstream` the plans' `execute` takes."
-    if "driver" not in _CU:
-        _CU["driver"] = importlib.import_module("cuda.bindings.driver")
-    return _CU["driver"].CUstream(torch.cuda.current_stream(device).cuda_stream)
-
-
-def _workspace(plan, device):
-    "Scratch of `plan.scratch_workspace_bytes()` bytes from the caching allocator (None when it needs none)."
-    n = plan.scratch_workspace_bytes()
-    return torch.empty(n, dtype=torch.uint8, device=device) if n else None
-
-# %% ../nbs/03_kernels.ipynb #eab18ca5
-_BOUND: collections.OrderedDict = collections.OrderedDict()  # (kind, signature) → a bound launch, or False: none
-
-
-def _bound_call(kind: str, key, public, bind, direct, same=torch.equal):
-    """A kernel call through its compiled kernel, bound once per `(kind, key)` (see above).
-
-    `public()`: the call through cuDNN's wrapper or plan → its result; `bind()`: after a `public()` call, what it
-    launched as an argument for `direct`, or `None`; `direct(bound)`: the same call launched on it → its result;
-    `same(a, b)`: whether two results agree (default bit for bit). Returns the call's result."""
-    got = _BOUND.get((kind, key))
-    if got:
-        _BOUND.move_to_end((kind, key))
-        return direct(got)
-    _untaped(kind)  # cuDNN's wrapper or plan launches: not a step a tape keeps
-    if got is False or not USE_PLANS or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
-        return public()
-    ref, bound = public(), bind()
-    try:
-        ok = bound is not None and bool(same(direct(bound), ref))  # once per signature: a host read
-    except (TypeError, ValueError, RuntimeError, AttributeError):  # a kernel library whose launch differs
-        ok = False
-    _BOUND[(kind, key)] = bound if ok else False
-    while len(_BOUND) > max(1, PLAN_CACHE_SIZE):
-        _BOUND.popitem(last=False)
-    return ref
-
-
-class _LookupRecorder(dict):
-    "A kernel library's compile cache that remembers the compiled kernel its last lookup returned (`_bound_call`)."
-
-    last = None
-
-    def __getitem__(self, key):
-        self.last = super().__getitem__(key)
-        return self.last
-
 # %% ../nbs/03_kernels.ipynb #ada5bce8
 def _sparse_attn_bwd_cuda(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
     "cuDNN sparse-attention backward → `(dq, dkv, d_sink)`: a cached `SparseAttentionBackward` plan (or the wrapper)."
     dsa = _lib("dsa")
     q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
-    if not USE_PLANS:
+    if not _launch.USE_PLANS:
         r = dsa.sparse_attention_backward_wrapper(
             q, kv, out, dout, lse, attn_sink, indices, softmax_scale=sm_scale, topk_length=topk_length
         )
@@ -502,7 +439,12 @@ def _radix_topk_cuda(values, lengths, top_k, deterministic=True):
     "Radix top-k ids `[rows, top_k]` int32: a cached `IndexerTopK` plan (or the wrapper); ties: the smaller column."
     dsa = _lib("dsa")
     opts = dict(next_n=1, return_val=False, tie_break=_TIE_SMALLER, deterministic=bool(deterministic))
-    if not USE_PLANS or values.data_ptr() % _TOPK_ALIGN or not values.is_contiguous() or not lengths.is_contiguous():
+    if (
+        not _launch.USE_PLANS
+        or values.data_ptr() % _TOPK_ALIGN
+        or not values.is_contiguous()
+        or not lengths.is_contiguous()
+    ):
         return dsa.indexer_top_k_wrapper(values, lengths, top_k, **opts)["indices"]
     key = (values.device, values.dtype, tuple(values.shape), top_k, bool(deterministic))
 
@@ -545,10 +487,8 @@ def _topk_launch(plan):
         return None
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
-# the package's one guarded triton import
-from .checks import _TRITON_IMPORT_ERROR, _cdiv, _launch_triton, _pow2, tl, triton
-
-_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter runs the kernels (CPU tests)
+# the package's one guarded triton import, and its one interpreter detector (chapter *Launch*)
+from .launch import _INTERPRETED, _TRITON_IMPORT_ERROR, _cdiv, _launch_triton, _pow2, tl, triton
 
 # %% ../nbs/03_kernels.ipynb #6a8eec0d
 if triton is not None:
