@@ -16,7 +16,7 @@ from torch import nn
 from .backends import KeySet, make_backend
 from .cache import MAX_STEP, CSACache, make_cache
 from .checks import check_choice, check_device, check_like_module, check_tensor, no_grad_fast
-from .launch import _graph_replay, _triton_runs_on
+from .launch import _graph_replay, _module_ptrs, _triton_runs_on
 from .config import COMPRESS_RATIOS, CSAConfig
 from fused_csa_nb.context_parallel import (
     CP_LAYOUTS,
@@ -194,38 +194,9 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens
     return (*(None if t is None else _real_rows(t, pack.real).unsqueeze(1) for t in (query, key, x, qr)), pack)
 
 # %% ../nbs/06_attention.ipynb #91c03af3
-_STRUCTURE = [0]  # bumped by every submodule, parameter or buffer registered anywhere: listed tables may be stale
-
-
-def _structure_changed(*args):
-    _STRUCTURE[0] += 1
-
-
-for _register in (
-    torch.nn.modules.module.register_module_module_registration_hook,
-    torch.nn.modules.module.register_module_parameter_registration_hook,
-    torch.nn.modules.module.register_module_buffer_registration_hook,
-):
-    _register(_structure_changed)
-
-
-def _module_ptrs(module: nn.Module) -> tuple:
-    """Where `module`'s parameters and buffers live (a recorded graph reads them there), after how many moves and
-    casts (a layer's casts are counted: a cast's storage may reuse a freed address): read through the modules' own
-    tables, listed again only after a module, parameter or buffer was registered somewhere (a replaced submodule or
-    parameter), so that a step pays no module walk. `module`: any `nn.Module` (a layer, an HF model). Returns a tuple
-    of ints (and `None` for an unset parameter)."""
-    version, slots = module.__dict__.get("_tensor_slots", (None, None))
-    if version != _STRUCTURE[0]:
-        slots = [(table, name) for m in module.modules() for table in (m._parameters, m._buffers) for name in table]
-        module.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
-    ptrs = tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
-    return (module.__dict__.get("_casts", 0), *ptrs)
-
-
 @patch
 def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
-    "`_module_ptrs` of the layer."
+    "`launch._module_ptrs` of the layer: where its parameters and buffers live, and its casts."
     return _module_ptrs(self)
 
 # %% ../nbs/06_attention.ipynb #b01e8cbe

@@ -14,9 +14,10 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .attention import _STRUCTURE, CompressedSparseAttention, _module_ptrs
+from .attention import CompressedSparseAttention
 from .cache import grow_cache
 from .checks import check_int
+from .launch import _module_ptrs, _module_slots
 from .config import CSAConfig
 
 # %% auto #0
@@ -244,15 +245,15 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
 
 def _rebind(attn, layer=None):
     """The package layer of `attn` (or `layer`) reading HF's current parameters: `_bind` over its bindings, found again
-    after a module, parameter or buffer was registered anywhere (`attention._STRUCTURE`: one of HF's submodules may
-    have been replaced) — else a few identity checks on the host."""
+    when `attn`'s structure changed (`launch._module_slots`: one of HF's submodules may have been replaced) — else a
+    few identity checks on the host."""
     layer = attn.__dict__["_fused_csa"] if layer is None else layer
     version, bindings = layer.__dict__["_hf_bindings"]
-    if version != _STRUCTURE[0]:
+    slots = _module_slots(attn)
+    if version is not slots:
         bindings = _bindings(layer, attn)
+        layer.__dict__["_hf_bindings"] = (slots, bindings)
     _bind(bindings)
-    if version != _STRUCTURE[0]:
-        layer.__dict__["_hf_bindings"] = (_STRUCTURE[0], bindings)  # after the re-shares (registrations too)
     return layer
 
 

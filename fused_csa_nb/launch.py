@@ -185,6 +185,48 @@ def _graph_replay(graph, device: int):
 
     return replay
 
+# %% ../nbs/00_launch.ipynb #c6092ee9
+class _Slots:
+    "A module tree's tables as listed: what says the listing is still the tree's, and the tensors' `(table, name)`."
+
+    __slots__ = ("sizes", "children", "tensors")
+
+    def __init__(self, module: torch.nn.Module):
+        mods = list(module.modules())
+        self.sizes = [(t, len(t)) for m in mods for t in (m._parameters, m._buffers, m._modules)]
+        self.children = [(m._modules, k, c) for m in mods for k, c in m._modules.items()]
+        self.tensors = [(t, k) for m in mods for t in (m._parameters, m._buffers) for k in t]
+
+    def current(self) -> bool:
+        "Whether the tree still has these tables: the same sizes, the same submodules, the same names."
+        for t, n in self.sizes:
+            if len(t) != n:
+                return False
+        for d, k, c in self.children:
+            if d.get(k) is not c:
+                return False
+        for t, k in self.tensors:
+            if k not in t:
+                return False
+        return True
+
+
+def _module_slots(module: torch.nn.Module) -> _Slots:
+    """`module`'s listed tables (`_Slots`), listed again when they are no longer its own (see above): the same object
+    while `module`'s structure is unchanged, so `is` compares structures. `module`: any `nn.Module`."""
+    slots = module.__dict__.get("_tensor_slots")
+    if slots is None or not slots.current():
+        slots = module.__dict__["_tensor_slots"] = _Slots(module)
+    return slots
+
+
+def _module_ptrs(module: torch.nn.Module) -> tuple:
+    """Where `module`'s parameters and buffers live (a recorded graph reads them there), after how many moves and
+    casts (`module._casts`, where the module counts them). `module`: any `nn.Module` (a layer, an HF model). Returns a
+    tuple of ints (and `None` for an unset parameter)."""
+    ptrs = tuple(None if t[k] is None else t[k].data_ptr() for t, k in _module_slots(module).tensors)
+    return (module.__dict__.get("_casts", 0), *ptrs)
+
 # %% ../nbs/00_launch.ipynb #d1175ba2
 USE_PLANS = True  # False: the cuDNN `*_wrapper` functions (debugging only)
 PLAN_CACHE_SIZE = 64  # compiled plans kept, least recently used dropped first
