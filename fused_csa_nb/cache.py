@@ -302,7 +302,7 @@ def step_graphs(self: CSACache) -> dict:
 
 @patch(as_prop=True)
 def step_tapes(self: CSACache) -> dict:
-    "The recorded decode steps of this cache (launch tapes), by step key (the attention chapter's `_taped_step`)."
+    "The recorded decode steps of this cache (launch tapes), by step key (the replay chapter's `_taped_step`)."
     return self.__dict__.setdefault("_tapes", {})
 
 
