@@ -27,7 +27,7 @@ from fused_csa_nb.context_parallel import (
     _shard_rows,
     _with_halo,
 )
-from .kernels import _linears
+from .decode_kernels import _linears
 from .layout import QueryRows, _pack_rows, check_cu_seqlens
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
