@@ -68,6 +68,7 @@ class _Kept:
     def __init__(self, lead: int):
         self.lead = lead  # how many of its first launch's arguments were tensors before the first scalar
         self.kinds: dict = {}  # the argument kind → (launcher, function, metadata, constexpr values) or None
+        self.pending: dict = {}  # a kind launched once through Triton → its launch, kept once verified (see above)
 
 
 def _cuda_stream() -> tuple:
@@ -143,13 +144,22 @@ def _launch_triton(kernel, grid: tuple, *args, **meta):
                 if _TAPING.tape is not None:  # a tape is being recorded: it keeps the launch
                     _TAPING.tape.launch(run, g, post, head)
                 return
+            if bound is False and kind in kept.pending:  # its second launch: verified against Triton's choice once
+                bound = kept.pending.pop(kind)
+                probe = kernel.run(*args, grid=grid, warmup=True, **meta)  # what Triton would launch (no launch)
+                kept.kinds[kind] = bound if (probe.run, probe.function) == bound[:2] else None
+                return _launch_triton(kernel, grid, *args, **meta)
             if bound is False:  # a new kind: Triton binds, specialises, compiles if need be and launches; keep it
                 _untaped(getattr(kernel, "__name__", "a Triton kernel"))
                 compiled = kernel[grid](*args, **meta)
-                if len(kept.kinds) >= 1024:
-                    kept.kinds.clear()
+                if len(kept.kinds) + len(kept.pending) >= 1024:
+                    kept.kinds.clear(), kept.pending.clear()
                 if not any(isinstance(a, torch.Tensor) for a in scalars):  # a tensor among them: never kept
-                    kept.kinds[kind] = _bind(kernel, compiled, len(args), meta)
+                    launch = _bind(kernel, compiled, len(args), meta)
+                    if launch is None:
+                        kept.kinds[kind] = None
+                    else:
+                        kept.pending[kind] = launch
                 return
     _untaped(getattr(kernel, "__name__", "a Triton kernel"))
     kernel[grid](*args, **meta)
