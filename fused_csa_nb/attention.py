@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -15,29 +14,24 @@ from torch import nn
 
 from .backends import KeySet, make_backend
 from .cache import MAX_STEP, CSACache, make_cache
-from fused_csa_nb.checks import (
-    _graph_replay,
-    _triton_runs_on,
-    check_choice,
-    check_device,
-    check_like_module,
-    check_tensor,
-    no_grad_fast,
-)
+from .checks import check_choice, check_device, check_like_module, check_tensor, no_grad_fast
+from .launch import _module_ptrs, _triton_runs_on
 from .config import COMPRESS_RATIOS, CSAConfig
 from fused_csa_nb.context_parallel import (
     CP_LAYOUTS,
+    _check_layer_fsdp,
+    _module_state_mapping as _COMPOSABLE_STATES,
     _gather_entries,
     _halos,
     _layer_fingerprint,
     _shard_rows,
     _with_halo,
 )
-from .kernels import _linears
+from .decode_kernels import _linears
 from .layout import QueryRows, _pack_rows, check_cu_seqlens
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
-from .tape import record_launches
+from .replay import decode_step
 
 # %% auto #0
 __all__ = ['CompressedSparseAttention']
@@ -199,38 +193,9 @@ def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens
     return (*(None if t is None else _real_rows(t, pack.real).unsqueeze(1) for t in (query, key, x, qr)), pack)
 
 # %% ../nbs/06_attention.ipynb #91c03af3
-_STRUCTURE = [0]  # bumped by every submodule, parameter or buffer registered anywhere: listed tables may be stale
-
-
-def _structure_changed(*args):
-    _STRUCTURE[0] += 1
-
-
-for _register in (
-    torch.nn.modules.module.register_module_module_registration_hook,
-    torch.nn.modules.module.register_module_parameter_registration_hook,
-    torch.nn.modules.module.register_module_buffer_registration_hook,
-):
-    _register(_structure_changed)
-
-
-def _module_ptrs(module: nn.Module) -> tuple:
-    """Where `module`'s parameters and buffers live (a recorded graph reads them there), after how many moves and
-    casts (a layer's casts are counted: a cast's storage may reuse a freed address): read through the modules' own
-    tables, listed again only after a module, parameter or buffer was registered somewhere (a replaced submodule or
-    parameter), so that a step pays no module walk. `module`: any `nn.Module` (a layer, an HF model). Returns a tuple
-    of ints (and `None` for an unset parameter)."""
-    version, slots = module.__dict__.get("_tensor_slots", (None, None))
-    if version != _STRUCTURE[0]:
-        slots = [(table, name) for m in module.modules() for table in (m._parameters, m._buffers) for name in table]
-        module.__dict__["_tensor_slots"] = (_STRUCTURE[0], slots)
-    ptrs = tuple(None if table[name] is None else table[name].data_ptr() for table, name in slots)
-    return (module.__dict__.get("_casts", 0), *ptrs)
-
-
 @patch
 def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
-    "`_module_ptrs` of the layer."
+    "`launch._module_ptrs` of the layer: where its parameters and buffers live, and its casts."
     return _module_ptrs(self)
 
 # %% ../nbs/06_attention.ipynb #b01e8cbe
@@ -634,94 +599,16 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
     out, _ = self.backend.attend(query, keys, rows._replace(poison=poison), self._sink(), train=False, loss=False)
     return out
 
-# %% ../nbs/06_attention.ipynb #920a9be6
-class _StepGraph(NamedTuple):
-    "A decode step recorded in a CUDA graph: its launch, its static inputs and output, the layer's tensor addresses."
-
-    graph: object  # torch.cuda.CUDAGraph, or None when the recording failed (the steps of that key stay eager)
-    replay: object  # the graph's launch (`checks._graph_replay`), or None
-    inputs: list  # the static tensors of the inputs the step reads (x: a compressor or an indexer; qr: an indexer)
-    reads: tuple  # their places in (query, key, x, qr)
-    out: torch.Tensor | None  # [s, b, H·D], rewritten by every replay
-    tensors: tuple  # the layer's `_tensor_ptrs()` when recorded
-
 # %% ../nbs/06_attention.ipynb #22e0188b
 @patch
 def _step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple):
-    """One decode step (`_decode_step`): a replay of its CUDA graph where the cache keeps graphs (see above), else of
-    its launch tape where it keeps tapes (below), else the step itself. `ptrs`: the layer's `_tensor_ptrs()` now."""
-    if not (self.fused and query.is_cuda) or torch.cuda.is_current_stream_capturing() or torch.compiler.is_compiling():
+    """One decode step (`_decode_step`) as the decode replay policy runs it (`replay.decode_step`: a replay of its CUDA
+    graph where the cache keeps graphs, of its launch tape where it keeps tapes, else the step itself); the native
+    backend's steps are the step itself. `ptrs`: the layer's `_tensor_ptrs()` now."""
+    if not self.fused:
         return self._decode_step(query, key, x, qr, cache)
-    k = (query.shape[0], torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cuda"))
-    if not cache.graphs:
-        return (
-            self._taped_step(query, key, x, qr, cache, ptrs, k)
-            if cache.tapes
-            else self._decode_step(query, key, x, qr, cache)
-        )
-    g = cache.step_graphs.get(k)
-    if g is None or g.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
-        out = self._decode_step(query, key, x, qr, cache)  # also the recording's warm-up (kernels built, plans made)
-        cache.step_graphs[k] = self._record_step(cache, (query, key, x, qr), ptrs)
-        return out
-    if g.graph is None:
-        return self._decode_step(query, key, x, qr, cache)
-    args = (query, key, x, qr)
-    torch._foreach_copy_(g.inputs, [args[i] for i in g.reads])  # the step's inputs in one kernel
-    g.replay()
-    cache.advance(query.shape[0], host_only=True)
-    return g.out.clone()
-
-# %% ../nbs/06_attention.ipynb #52566221
-@patch
-def _record_step(self: CompressedSparseAttention, cache, inputs, ptrs) -> _StepGraph:
-    """The decode step on `inputs` recorded in a CUDA graph (nothing runs: the cache's tensors are untouched, its host
-    lengths restored) → `_StepGraph`; a failed recording warns and keeps that step size eager."""
-    wants = (True, True, self.compressor is not None or self.indexer is not None, self.indexer is not None)
-    static = tuple(t.clone() if t is not None and r else None for t, r in zip(inputs, wants))  # what the step reads
-    lengths = list(cache.host_lengths)
-    graph, device = torch.cuda.CUDAGraph(), torch.cuda.current_device()
-    try:
-        with torch.cuda.graph(graph):
-            out = self._decode_step(*static, cache)
-    except RuntimeError as e:
-        warnings.warn(
-            f"a decode step of {inputs[0].shape[0]} tokens could not be recorded in a CUDA graph and runs "
-            f"eagerly ({str(e).splitlines()[0]}); new_cache(..., graphs=False) does so without trying"
-        )
-        graph, out = None, None
-    finally:
-        cache.host_lengths[:] = lengths  # the recording advanced the mirror; the replays will
-    reads = tuple(i for i, t in enumerate(static) if t is not None)
-    replay = None if graph is None else _graph_replay(graph, device)  # the graph draws no random numbers
-    return _StepGraph(graph, replay, [static[i] for i in reads], reads, out, ptrs)
-
-# %% ../nbs/06_attention.ipynb #ef0ccf4f
-class _StepTape(NamedTuple):
-    "A decode step's launch tape: the `LaunchTape` (`None` after the first step of its size), the layer's addresses."
-
-    tape: object  # tape.LaunchTape, or None: the next step of this size is recorded
-    tensors: tuple  # the layer's `_tensor_ptrs()` when recorded
-
-# %% ../nbs/06_attention.ipynb #48cc3ea5
-@patch
-def _taped_step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple, k: tuple):
-    """A decode step without graphs (see above): the step's Python at the first step of key `k`, recorded on a
-    launch tape at the second, replayed from it after; the Python where the tape refused or declines. `ptrs`: the
-    layer's `_tensor_ptrs()` now."""
-    args, t = (query, key, x, qr), cache.step_tapes.get(k)
-    if t is None or t.tensors != ptrs:  # the first step of this size, or the layer's tensors moved
-        cache.step_tapes[k] = _StepTape(None, ptrs)
-    elif t.tape is None:  # the second step of this size: recorded
-        out, tape = record_launches(lambda: self._decode_step(*args, cache), args)
-        cache.step_tapes[k] = _StepTape(tape, ptrs)
-        return out
-    elif t.tape.why is None:  # a tape: replayed, unless it declines these inputs
-        out = t.tape.replay(args)
-        if out is not None:
-            cache.advance(query.shape[0], host_only=True)  # the tape's write kernel advanced the counters
-            return out
-    return self._decode_step(*args, cache)
+    reads = (True, True, self.compressor is not None or self.indexer is not None, self.indexer is not None)
+    return decode_step(self._decode_step, (query, key, x, qr), cache, ptrs, reads)
 
 # %% ../nbs/06_attention.ipynb #rbd00002
 _ROTARY_FIELDS = ("rotary_dim", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast", "beta_slow")
@@ -760,20 +647,13 @@ def _rebind(self: CompressedSparseAttention, cfg) -> None:
     self.__dict__.pop("_checked", None)  # the input checks of the next call run with the new configuration
 
 # %% ../nbs/06_attention.ipynb #cpshd02
-try:  # FSDP2's registry of composable states: it grows with every fully_shard
-    from torch.distributed._composable_state import _module_state_mapping as _COMPOSABLE_STATES
-except ImportError:  # pragma: no cover - a torch without distributed
-    _COMPOSABLE_STATES = {}
-
-
 @patch
 def _check_sharding(self: CompressedSparseAttention) -> None:
-    """`sharding._check_layer_fsdp` of the layer (FSDP2 reduces its CP partial gradients right, or a `ValueError`), once
-    per sharding: again only when FSDP2's registry, the sink parameter or `cp_group` changed."""
+    """`context_parallel._check_layer_fsdp` of the layer (FSDP2 reduces its CP partial gradients right, or a
+    `ValueError`), once per sharding: again only when FSDP2's registry (it grows with every `fully_shard`), the sink
+    parameter or `cp_group` changed."""
     key = (id(self._parameters.get("attn_sink")), id(self.cp_group), len(_COMPOSABLE_STATES))  # ids: nothing held
     if key == self.__dict__.get("_sharding_checked"):
         return
-    from fused_csa_nb.sharding import _check_layer_fsdp  # the sharding chapter's check (it imports this module)
-
     _check_layer_fsdp(f"CompressedSparseAttention(ratio={self.ratio})", self)
     self.__dict__["_sharding_checked"] = key

@@ -13,14 +13,9 @@ from torch.utils.checkpoint import checkpoint
 
 from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
-from .checks import _triton_runs_on
-from fused_csa_nb.kernels import (
-    _sm_count,
-    _split_sparse_fwd,
-    kernel_limits,
-    padded_num_heads,
-    sm_major,
-)
+from .launch import _triton_runs_on
+from .kernels import _sm_count, kernel_limits, padded_num_heads, sm_major
+from .decode_kernels import _split_sparse_fwd
 from fused_csa_nb.layout import (
     QueryRows,
     _block_rows_of,

@@ -13,8 +13,10 @@ from typing import NamedTuple
 import torch
 from fastcore.basics import patch
 
-from .checks import _triton_runs_on, check_bool, check_int, no_grad_fast
-from .kernels import _step_flat_index, _step_rows, _step_writes, _fill_writes, round_up
+from .checks import check_bool, check_int, no_grad_fast
+from .launch import _triton_runs_on
+from .kernels import round_up
+from .decode_kernels import _step_flat_index, _step_rows, _step_writes, _fill_writes
 from .layout import _flat_global, _pad_idx, cached_index
 from .reference import _fp8_rows_bf16, _positions_of
 
@@ -205,7 +207,7 @@ def next_positions(self: CSACache, n: int = 1) -> torch.Tensor:
 @patch
 def step_rows(self: CSACache, s: int) -> StepRows:
     """The rows of a step of `s` new tokens per sequence at `pos …` (no host read): one kernel on CUDA
-    (`kernels._step_rows`), a few small ops elsewhere. `s`: the step's new tokens per sequence (`s <= MAX_STEP`).
+    (`decode_kernels._step_rows`), a few small ops elsewhere. `s`: the step's new tokens per sequence (`s <= MAX_STEP`).
     Returns their `StepRows` (positions only for ratio 0)."""
     r, geo = self.ratio, dict(slots=self.slots, width=self.window, n_entries=self.entries if self.ratio else 0)
     if _triton_runs_on(self.kv):
@@ -301,7 +303,7 @@ def step_graphs(self: CSACache) -> dict:
 
 @patch(as_prop=True)
 def step_tapes(self: CSACache) -> dict:
-    "The recorded decode steps of this cache (launch tapes), by step key (the attention chapter's `_taped_step`)."
+    "The recorded decode steps of this cache (launch tapes), by step key (the replay chapter's `_taped_step`)."
     return self.__dict__.setdefault("_tapes", {})
 
 
@@ -408,8 +410,8 @@ def _write_keys8(self: CSACache, k: torch.Tensor, rows: StepRows):
 @no_grad_fast
 def write_step(self: CSACache, rows: StepRows, key: torch.Tensor, comp=None, index=None):
     """Every write of a decode step (the four methods above, in their order), the rows' poison and the step's
-    `advance`: the cache holds `s` more tokens after it. One kernel on CUDA (`kernels._step_writes`, the FP8 form of
-    the indexer keys included), the four methods and `advance` elsewhere.
+    `advance`: the cache holds `s` more tokens after it. One kernel on CUDA (`decode_kernels._step_writes`, the FP8 form
+    of the indexer keys included), the four methods and `advance` elsewhere.
 
     `rows`: the step's `StepRows`; `key [s, b, D]`: the rows' raw keys; `comp`: `(entries, a, g)` as `Compressor.step`
     returns them, or `None` (ratio 0); `index`: `(keys, a, g, q_i, w_i)` — `CSAIndexer.step`'s keys `[s, b, Di]` and
@@ -468,7 +470,7 @@ def fill(self: CSACache, kv: torch.Tensor, entries=None, index_keys=None, rings=
     (ratio 4 with the indexer; their
     FP8 form is made here); `rings`: `(ring, a, g)` triples — `ring` the cache's `comp_ring` or `index_ring`, `a`, `g
     [k, b, width]` the projections of the prefix's last `k` tokens. Returns the cache; a cache that holds tokens already
-    is a `ValueError`. On CUDA one kernel stores it all (`kernels._fill_writes`; the FP8 keys after it)."""
+    is a `ValueError`. On CUDA one kernel stores it all (`decode_kernels._fill_writes`; the FP8 keys after it)."""
     if any(self.lengths):
         raise ValueError(
             f"`fill` stores a prefix into an empty cache; the cache holds {self.lengths} tokens (reset() it first)"
@@ -564,7 +566,7 @@ def index(self: StepRows, selected=None) -> torch.Tensor:
 def flat_index(self: StepRows, selected=None, multiple: int = 1) -> torch.Tensor:
     """`index` as the fused attention reads it: flat global slots `slot · b + i` of `kv`
     (`layout.local_to_global_flat`), flat rows `t · b + i`, padded with `-1`; one kernel where the step's rows came
-    from one (`packed`: `kernels._step_flat_index`).
+    from one (`packed`: `decode_kernels._step_flat_index`).
 
     `selected`: as for `index`; `multiple`: the column count is rounded up to a multiple of it (FlashMLA's top-k
     granularity). Returns `[s·b, K']` int32, `K' = round_up(K, multiple)`."""

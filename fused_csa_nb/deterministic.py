@@ -7,19 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from fused_csa_nb.checks import (
-    _TRITON_IMPORT_ERROR,
-    _cdiv,
-    _launch_triton,
-    _pow2,
-    check_choice,
-    check_int,
-    check_scale,
-    check_tensor,
-    first_order_only,
-    tl,
-    triton,
-)
+from .checks import check_choice, check_int, check_scale, check_tensor, first_order_only
+from .launch import _cdiv, _INTERPRETED, _launch_triton, _pow2, _TRITON_IMPORT_ERROR, tl, triton
 from fused_csa_nb.kernels import (
     _SparseAttention,
     _check_devices,
@@ -327,11 +316,6 @@ if triton is not None:
             tl.store(bound_ptr + t, tl.where(b == b, b, 0.0))  # NaN: the row's parts are NaN, marked bad; inf stays
 
 # %% ../nbs/04_deterministic.ipynb #84affde0
-def _interpreted() -> bool:
-    "Whether the kernels were defined under Triton's interpreter (`TRITON_INTERPRET=1` at import: CPU tests)."
-    return triton is not None and type(_det_ds_kernel).__name__ == "InterpretedFunction"
-
-
 _BLOCK_D = 64
 _ACCUMULATE = ("segments", "fixed_point")  # the ways to sum the dKV contributions (see below)
 # the default: the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in one chunk; fixed point 8.44)
@@ -441,7 +425,7 @@ def _deterministic_sparse_bwd(
     v = _det_variant(h, d, dv, **variant)
     fixed = v["accumulate"] == "fixed_point"
     bh = _det_blocks(h)[0]
-    up = _interpreted()
+    up = _INTERPRETED
     lsef = torch.logaddexp(lse, attn_sink[None])  # [s_q, H]: + the sink
     delta = torch.empty(s_q, h, dtype=torch.float32, device=dev)
     bound = torch.zeros(s_q, dtype=torch.float32, device=dev)
@@ -589,7 +573,7 @@ def deterministic_sparse_attn_bwd(
     variant = {} if accumulate is None else dict(accumulate=check_choice("accumulate", accumulate, _ACCUMULATE))
     if triton is None:
         raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
-    if q.device.type != "cuda" and not _interpreted():
+    if q.device.type != "cuda" and not _INTERPRETED:
         raise ValueError(f"`q` must be a CUDA tensor (CPU only under TRITON_INTERPRET=1), got device {q.device}")
     _check_devices(
         q=q, kv=kv, out=out, dout=dout, lse=lse, attn_sink=attn_sink, indices=indices, topk_length=topk_length
@@ -712,7 +696,7 @@ def _deterministic_index_dk(
     q, w, k, idx = (t.contiguous() for t in (q, w, k, indices))
     acc = torch.zeros(b * sk, d, dtype=torch.int64 if fixed else torch.float32, device=dev)
     bad = torch.zeros(b * sk, dtype=torch.int32, device=dev)
-    n_rows, bh, up, nkb = b * s, max(16, _pow2(h)), _interpreted(), _cdiv(kk, 64)
+    n_rows, bh, up, nkb = b * s, max(16, _pow2(h)), _INTERPRETED, _cdiv(kk, 64)
     dw = torch.zeros(n_rows, nkb, bh, dtype=torch.float32, device=dev)  # per row and block of 64 slots
     valid = (idx >= 0) & (idx < sk)
     e, bsum = _fixed_point_exponent(_index_dk_bound(q, w, g, valid, sm_scale)) if fixed else (None, None)

@@ -18,8 +18,8 @@ from fused_csa_nb.checks import (
     check_int,
     check_scale,
     check_tensor,
-    _triton_runs_on,
 )
+from .launch import _triton_runs_on
 from fused_csa_nb.layout import (
     QueryRows,
     _check_int32_range,
@@ -38,17 +38,14 @@ __all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_a
 # %% ../nbs/04_fused.ipynb #dd7fe61b
 from fused_csa_nb.kernels import (
     KernelLimits,
-    _attn_index,
     _check_devices,
     _compactify,
-    _decode_scores,
     _dense_attn_score,
     _dense_indexer_bwd,
     _dense_indexer_score,
     _dk_result,
     _dsa,
     _flash_mla,
-    _input_poison,
     _indexer_bwd,
     _indexer_fwd,
     _indexer_fwd_thd,
@@ -63,6 +60,7 @@ from fused_csa_nb.kernels import (
     round_up,
     sm_major,
 )
+from .decode_kernels import _attn_index, _decode_scores, _input_poison
 from fused_csa_nb.reference import (
     INDEXER_PRECISIONS,
     _fp8_rows_bf16,
@@ -226,8 +224,8 @@ def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
 
 
 def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_visible=None):
-    """The indexer's non-finite rule for a block of rows → `[b, c]` fp32 (NaN: poisoned): `kernels._input_poison` where
-    Triton runs, else the reference's ops. A sequence's rows see entries `< (q_offset + t + 1) // ratio`; a pack's
+    """The indexer's non-finite rule for a block of rows → `[b, c]` fp32 (NaN: poisoned): `decode_kernels._input_poison`
+    where Triton runs, else the reference's ops. A sequence's rows see entries `< (q_offset + t + 1) // ratio`; a pack's
     `[row_base, row_base + row_visible)`."""
     if _triton_runs_on(q_i):
         return _input_poison(q_i, k_i, w_i, ratio, q_offset, row_base, row_visible)
@@ -298,7 +296,7 @@ def _bmm_f32(a, b):
 
 
 def _decode_scores_bmm(q, w, keys, visible, scale: float, q_scale=None, k_scale=None):
-    "`kernels._decode_scores` (same arguments and results) as two batched products: any device."
+    "`decode_kernels._decode_scores` (same arguments and results) as two batched products: any device."
     (s, b, Hi, Di), E = q.shape, keys.shape[1]
     wt = w.float() * scale if q_scale is None else w.float() * scale * q_scale  # [s, b, Hi]
     logits = _bmm_f32(q.transpose(0, 1).reshape(b, s * Hi, Di), keys.transpose(1, 2)).relu_()  # [b, s·Hi, E]

@@ -10,7 +10,9 @@ import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .checks import _graph_replay, check_int
+from .checks import check_int
+from .launch import _graph_replay
+from .replay import _capture, _restored
 
 # %% auto #0
 __all__ = ['capture_step', 'DecodeGraph', 'capture_decode', 'decode_step_ops']
@@ -62,10 +64,8 @@ def capture_step(fn, *static_inputs, warmup: int = 3):
         for _ in range(warmup):
             fn(*static_inputs)
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph):
-            out = fn(*static_inputs)
+        graph, out = _capture(lambda: fn(*static_inputs))
     except RuntimeError as e:
         explained = _capture_error(e)
         if explained is None:
@@ -81,7 +81,7 @@ class DecodeGraph:
     `graph`: the captured `torch.cuda.CUDAGraph`; `out [s_new, b, H·D]`: the step's static output tensor, rewritten by
     every replay; `cache`: the `CSACache` the step reads and writes (its host lengths advance by `n` a replay); `n`: the
     tokens one step adds per sequence, `s_new` (default 1); `device`: the CUDA device index it was captured on (default:
-    the current one). A replay launches the graph without torch's random-number prologue (`checks._graph_replay`: a
+    the current one). A replay launches the graph without torch's random-number prologue (`launch._graph_replay`: a
     decode step draws no random numbers)."""
 
     def __init__(self, graph, out, cache, n: int = 1, device: int | None = None):
@@ -120,14 +120,8 @@ def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2
             f"capture_decode: a step of {n} tokens on an empty cache is a prefill, not a decode step: prefill "
             f"the prompt eagerly first"
         )
-    saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
-    try:
-        with cache.eager_steps():  # the warm-up steps run eagerly, not as the cache's own graphs
-            graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
-    finally:
-        for t, s in zip(cache.tensors(), saved):
-            t.copy_(s)
-        cache.host_lengths[:] = lengths
+    with _restored([cache], tensors=True), cache.eager_steps():  # the warm-up steps run eagerly, then are undone
+        graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     return DecodeGraph(graph, out, cache, n)
 
 # %% ../nbs/08_graphs.ipynb #b8c7d6e5
@@ -162,36 +156,26 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
     latent keys, roped the same way; `x [s_new, b, hidden_size]`: the layer input of the compressor and the indexer
     (`None` for ratio 0); `qr [s_new, b, q_lora_rank]`: the indexer's low-rank query
     (ratio 4 with the indexer, else `None`)."""
-    saved, lengths = [t.clone() for t in cache.tensors()], list(cache.host_lengths)
-
-    def restore():
-        for t, s in zip(cache.tensors(), saved):
-            t.copy_(s)
-        cache.host_lengths[:] = lengths
 
     def step():
         return layer(query, key, x, qr, cache=cache)
 
     res = {}
-    try:
-        with torch.no_grad(), cache.eager_steps():  # the step's own kernels, not a replay of the cache's graph
+    with torch.no_grad(), cache.eager_steps():  # the step's own kernels, not a replay of the cache's graph
+        with _restored([cache], tensors=True):  # every step undone (outside what is counted)
             step()
-            restore()
-            with _OpCounter() as c:
-                step()
-            res["ops"] = c.n
-            restore()
-            if query.is_cuda:
-                torch.cuda.synchronize()
-                acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-                with warnings.catch_warnings():  # torch's notice, raised when the events are read
-                    warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-                    with torch.profiler.profile(activities=acts) as prof:
-                        step()
-                        torch.cuda.synchronize()
-                    ev = prof.events()
-                res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
-                res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
-    finally:
-        restore()
+        with _restored([cache], tensors=True), _OpCounter() as c:
+            step()
+        res["ops"] = c.n
+        if query.is_cuda:
+            torch.cuda.synchronize()
+            acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+            with _restored([cache], tensors=True), warnings.catch_warnings():  # torch's notice, when events are read
+                warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+                with torch.profiler.profile(activities=acts) as prof:
+                    step()
+                    torch.cuda.synchronize()
+                ev = prof.events()
+            res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
+            res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
     return res

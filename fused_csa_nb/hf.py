@@ -14,9 +14,11 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .attention import _STRUCTURE, CompressedSparseAttention, _module_ptrs
+from .attention import CompressedSparseAttention
 from .cache import grow_cache
 from .checks import check_int
+from .launch import _module_ptrs, _module_slots
+from .replay import _capture, _restored
 from .config import CSAConfig
 
 # %% auto #0
@@ -244,15 +246,15 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
 
 def _rebind(attn, layer=None):
     """The package layer of `attn` (or `layer`) reading HF's current parameters: `_bind` over its bindings, found again
-    after a module, parameter or buffer was registered anywhere (`attention._STRUCTURE`: one of HF's submodules may
-    have been replaced) — else a few identity checks on the host."""
+    when `attn`'s structure changed (`launch._module_slots`: one of HF's submodules may have been replaced) — else a
+    few identity checks on the host."""
     layer = attn.__dict__["_fused_csa"] if layer is None else layer
     version, bindings = layer.__dict__["_hf_bindings"]
-    if version != _STRUCTURE[0]:
+    slots = _module_slots(attn)
+    if version is not slots:
         bindings = _bindings(layer, attn)
+        layer.__dict__["_hf_bindings"] = (slots, bindings)
     _bind(bindings)
-    if version != _STRUCTURE[0]:
-        layer.__dict__["_hf_bindings"] = (_STRUCTURE[0], bindings)  # after the re-shares (registrations too)
     return layer
 
 
@@ -601,13 +603,13 @@ class _ModelGraph(NamedTuple):
 
 
 def _record_model_step(model, kw: dict, caches: dict, ptrs: tuple) -> _ModelGraph:
-    """The decode step of `model` on the inputs of `kw` recorded in a CUDA graph (`_capture`: nothing runs, the
+    """The decode step of `model` on the inputs of `kw` recorded in a CUDA graph (`replay._capture`: nothing runs, the
     caches' tensors are untouched, their host lengths restored) → `_ModelGraph`; a failed recording warns and keeps
     those steps on the model's forward."""
     ids, pos = kw["input_ids"].clone(), kw.get("position_ids")
     pos = pos.clone() if pos is not None else ids.new_zeros(1, 1)
     cache_kw = {k: kw[k] for k in ("cache", "past_key_values") if k in kw}
-    rec, lengths = _StepRecording(caches), [(c, list(c.host_lengths)) for c in caches.values()]
+    rec = _StepRecording(caches)
 
     def step():  # a per-type mask dict: HF builds no mask (the sparse core takes none)
         return type(model).forward(
@@ -616,7 +618,8 @@ def _record_model_step(model, kw: dict, caches: dict, ptrs: tuple) -> _ModelGrap
         )  # fmt: skip
 
     try:
-        graph, out = _capture(step, [t for c in caches.values() for t in c.tensors()])
+        with _restored(caches.values()):  # the recording advanced the mirrors; the replays will
+            graph, out = _capture(step, [t for c in caches.values() for t in c.tensors()])
     except RuntimeError as e:
         warnings.warn(
             f"the model's decode step could not be recorded in a CUDA graph ({str(e).splitlines()[0]}): its steps "
@@ -624,20 +627,7 @@ def _record_model_step(model, kw: dict, caches: dict, ptrs: tuple) -> _ModelGrap
             "decode_graphs='layers') does so without trying"
         )
         graph, out = None, None
-    finally:
-        for c, n in lengths:
-            c.host_lengths[:] = n
     return _ModelGraph(graph, ids, pos, out, rec.keys, ptrs)
-
-
-def _capture(step, writes: list) -> tuple:
-    """`step()` recorded in a CUDA graph → `(graph, step's output)`. `writes`: the tensors `step` writes, which a
-    recording leaves as they are (it runs nothing); the CPU tests' stand-in (`testing.replaying_capture`) restores
-    them."""
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = step()
-    return graph, out
 
 # %% ../nbs/10_hf.ipynb #a6e647a6
 def _model_step(model, attns, caches: dict, kw: dict):

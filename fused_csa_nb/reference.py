@@ -14,10 +14,6 @@ from fused_csa_nb.checks import (
     first_order_only,
     no_grad_fast,
     _describe,
-    _cdiv,
-    _launch_triton,
-    _pow2,
-    _triton_runs_on,
     check_bool,
     check_device,
     check_index_values,
@@ -25,9 +21,8 @@ from fused_csa_nb.checks import (
     check_like_module,
     check_scale,
     check_tensor,
-    tl,
-    triton,
 )
+from .launch import _cdiv, _launch_triton, _pow2, _triton_runs_on, tl, triton
 from .layout import _visible, cached_index, query_blocks, visible_counts
 from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_freq
 
@@ -278,7 +273,7 @@ def _gated_pool_torch(a, g, ape, overlap: bool, first=None):
 
 def _gated_pool(a, g, ape, overlap: bool, first=None):
     """Gated softmax pooling of the compressor (see `_gated_pool_torch`): one Triton pass each way
-    where `checks._triton_runs_on(a)` — without autograd's bookkeeping when nothing needs a gradient."""
+    where `launch._triton_runs_on(a)` — without autograd's bookkeeping when nothing needs a gradient."""
     if not _triton_runs_on(a):
         return _gated_pool_torch(a, g, ape, overlap, first)
     if torch.is_grad_enabled() and (a.requires_grad or g.requires_grad or ape.requires_grad):

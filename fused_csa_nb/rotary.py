@@ -15,20 +15,15 @@ import torch
 from fused_csa_nb.checks import (
     first_order_only,
     _describe,
-    _cdiv,
-    _launch_triton,
-    _pow2,
     _is_bool,
-    _triton_runs_on,
     check_choice,
     check_device,
     check_float,
     check_int,
     check_scale,
     check_tensor,
-    tl,
-    triton,
 )
+from .launch import _cdiv, _launch_triton, _pow2, _triton_runs_on, tl, triton
 
 # %% auto #0
 __all__ = ['rope_inv_freq', 'yarn_correction_range', 'yarn_inv_freq', 'apply_rotary_interleaved', 'RotaryTable', 'layer_rotary',
@@ -186,7 +181,7 @@ _POS_DTYPES = (torch.int32, torch.int64, torch.float32, torch.float64)  # positi
 
 
 def _one_pass_ok(x, positions, inv_freq) -> bool:
-    """The Triton kernel applies (`checks._triton_runs_on`): `x [S, …, d]`,
+    """The Triton kernel applies (`launch._triton_runs_on`): `x [S, …, d]`,
     positions `[S, 1, …, 1]`, no gradient to positions or frequencies."""
     return (
         _triton_runs_on(x)

@@ -8,18 +8,22 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed._composable_state import _module_state_mapping
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
-try:  # FSDP2's per-module state: torch 2.6+ keeps it here, earlier releases under torch.distributed._composable
-    from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState
-except ImportError:  # pragma: no cover
-    from torch.distributed._composable.fsdp._fsdp_state import FSDPState
-
 from .attention import CompressedSparseAttention
 from .checks import _describe, check_choice, check_int, check_tensor
-from .context_parallel import CP_BLOCK, CP_LAYOUTS, cp_split
+from fused_csa_nb.context_parallel import (
+    CP_BLOCK,
+    CP_LAYOUTS,
+    _check_layer_fsdp,
+    _check_unit,
+    _fsdp_groups,
+    _ranks,
+    _reduction,
+    _state_groups,
+    cp_split,
+)
 
 # %% auto #0
 __all__ = ['split_batch', 'check_fsdp_cp', 'shard_model']
@@ -104,113 +108,6 @@ def _layers(module) -> list:
     if not isinstance(module, nn.Module):
         raise TypeError(f"`module` must be a torch.nn.Module, got {_describe(module)} ({type(module).__name__})")
     return [(n or "layer", m) for n, m in module.named_modules() if isinstance(m, CompressedSparseAttention)]
-
-
-def _ranks(group) -> list:
-    "The global ranks of a process group, in group order."
-    return dist.get_process_group_ranks(group)
-
-
-def _state_groups(state) -> list:
-    "The FSDP2 parameter groups of an FSDP state (one per `fully_shard` call; torch 2.13 may hold several)."
-    groups = getattr(state, "_fsdp_param_groups", None)
-    if groups is None:  # torch before 2.13: one group, or None
-        groups = [g] if (g := getattr(state, "_fsdp_param_group", None)) is not None else []
-    return list(groups)
-
-
-def _fsdp_groups(module) -> list:
-    """`[(param group, [parameter names])]`: the FSDP2 parameter groups that hold (and reduce the gradients of)
-    parameters of `module`, with the names in `module` of those parameters; `[]` when FSDP2 holds none. Read from
-    FSDP2's registry of states (a `fully_shard` of the module, of a sub-module or of any module above it), so that it
-    works whether the parameters are sharded (`DTensor`s) or, inside a forward, unsharded; reads no device tensor."""
-    names = {id(m): n for n, m in module.named_modules()}
-    out, seen = [], set()
-    for ref in list(_module_state_mapping.values()):
-        state = ref()
-        for group in _state_groups(state) if isinstance(state, FSDPState) else ():
-            if id(group) in seen:  # one state may serve several modules (fully_shard of a list)
-                continue
-            seen.add(id(group))
-            held = []
-            for fp in group.fsdp_params:
-                info = fp._module_info
-                for m, pname in zip([info.module, *info.shared_modules], [info.param_name, *info.shared_param_names]):
-                    if id(m) in names:
-                        held.append(f"{names[id(m)]}.{pname}".lstrip("."))
-                        break
-            if held:
-                out.append((group, held))
-    return out
-
-
-def _reduction(group) -> tuple:
-    """`(ranks, divisor, dims)` of an FSDP2 parameter group's gradient reduction: the global ranks it sums over (every
-    rank of its data-parallel mesh: the reduce-scatter dim, and the all-reduce dim of HSDP), what it divides the sum by
-    (`set_gradient_divide_factor`, default the number of those ranks) and the mesh's dim names."""
-    mesh = group.mesh_info.mesh
-    ranks = mesh.mesh.flatten().tolist()
-    factor = getattr(group, "gradient_divide_factor", getattr(group, "reduce_scatter_divide_factor", None))
-    return ranks, float(len(ranks) if factor is None else factor), mesh.mesh_dim_names
-
-
-def _fix(want=None, mesh: bool = True) -> str:
-    """The fix a refusal suggests: (`mesh`) a mesh holding the whole data × context grid, the divisor (`want`, when
-    known: the data-parallel replicas among the unit's ranks), or shard_model, which does both; and the loss convention
-    that goes with the divisor."""
-    n = "dp, the number of data-parallel replicas" if want is None else f"{want:g}"
-    grid = (
-        "shard every FSDP unit over a mesh that holds the whole data × context grid (for a mesh "
-        "init_device_mesh(device, (dp, cp), mesh_dim_names=('dp', 'cp')): fully_shard(unit, "
-        "mesh=mesh['dp', 'cp']._flatten())) and divide"
-        if mesh
-        else "divide"
-    )
-    return (
-        f"{grid} by {n} on every FSDP unit of the model — `for m in model.modules(): if isinstance(m, FSDPModule): "
-        f"m.set_gradient_divide_factor({'dp' if want is None else f'{want:g}'}); "
-        "m.set_force_sum_reduction_for_comms(True)` (a plain sum, then the division: gloo has no pre-scaled sum) — "
-        "or shard with shard_model(model, mesh), which does all of it. The divisor goes with the layer's loss "
-        "convention: each rank's loss is its share of its replica's loss (its rows' sum over the replica's b·S "
-        "tokens, as the layer's indexer loss is); a loss averaged over a rank's own rows is cp times its share"
-    )
-
-
-def _check_unit(who, cp, group, held, divisor: bool = True):
-    """Refuse an FSDP2 parameter group whose gradient reduction is not right for a model context-parallel over the
-    ranks `cp` (this rank's CP group): its ranks must hold all of `cp` and (`divisor`) it must divide by
-    `len(ranks) / len(cp)`, the replicas among them. `who`: the message's subject (the layer, or the model's unit);
-    `held`: the names of the group's parameters there."""
-    ranks, f, dims = _reduction(group)
-    what = f"{', '.join(f'`{p}`' for p in held[:3])}" + (f" (and {len(held) - 3} more)" if len(held) > 3 else "")
-    if missing := sorted(set(cp) - set(ranks)):
-        alone = set(ranks) & set(cp) == {dist.get_rank()}  # a data-parallel mesh: one rank of each replica
-        raise ValueError(
-            f"{who} is context-parallel over ranks {cp} (its cp_group) but FSDP reduces the gradients of {what} "
-            f"over ranks {sorted(ranks)} (mesh dims {dims}), which leave out its CP ranks {missing}: each CP rank "
-            f"would keep its own partial gradient. Fix: {_fix(len(ranks) if alone else None)}"
-        )
-    want = len(ranks) / len(cp)
-    if divisor and abs(f - want) > 1e-9 * want:
-        default = " (FSDP's default: the mean over the mesh)" if f == len(ranks) else ""
-        raise ValueError(
-            f"{who} is context-parallel over ranks {cp} and FSDP sums the gradients of {what} over the "
-            f"{len(ranks)} ranks {sorted(ranks)} (mesh dims {dims}), then divides by {f:g}{default}: the gradients "
-            f"of one CP group's ranks are partial sums of their replica's gradient, so these ranks are {want:g} "
-            f"replica{'s' if want != 1 else ''} and the divisor must be {want:g} — every gradient would be "
-            f"{want / f:g} times the right one. "
-            f"Fix: {_fix(want, mesh=False)}"
-        )
-
-
-def _check_layer_fsdp(name, layer, divisor: bool = True) -> None:
-    """Refuse a context-parallel `layer` whose parameters FSDP2 reduces wrongly (`_check_unit` for each of its
-    parameter groups); nothing to check without a `cp_group` or without FSDP2."""
-    if layer.cp_group is None:
-        return
-    cp = _ranks(layer.cp_group)
-    for group, held in _fsdp_groups(layer):
-        _check_unit(f"`{name}`", cp, group, held, divisor)
 
 
 def check_fsdp_cp(module: nn.Module) -> nn.Module:

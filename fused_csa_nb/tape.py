@@ -10,8 +10,7 @@ from fastcore.basics import patch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from . import checks
-from .checks import _cuda_stream, _hooked
+from .launch import _TAPING, _cuda_stream, _hooked
 
 # %% auto #0
 __all__ = ['LaunchTape', 'record_launches']
@@ -283,12 +282,12 @@ def record_launches(fn, inputs: tuple, device_type: str = "cuda") -> tuple:
     if not callable(fn):
         raise TypeError(f"`fn` must be callable (the call to record, taking no arguments), got {type(fn).__name__}")
     tape = LaunchTape(inputs, device_type)
-    checks._TAPING.tape = tape
+    _TAPING.tape = tape
     try:
         with _Recording(tape):
             out = fn()
     finally:
-        checks._TAPING.tape = None
+        _TAPING.tape = None
     if tape.why is None and not isinstance(out, torch.Tensor):
         tape.refuse("the output is not one tensor")
     if tape.why is None:

@@ -11,8 +11,8 @@ import torch
 
 from .checks import check_bool, check_float, check_index_values, check_int, check_scale, check_tensor
 
-# the package's one guarded triton import
-from .checks import _TRITON_IMPORT_ERROR, _cdiv, _launch_triton, tl, triton
+# the package's one guarded triton import (chapter *Launch*)
+from .launch import _INTERPRETED, _cdiv, _launch_triton, _TRITON_IMPORT_ERROR, tl, triton
 from .layout import visible_counts
 
 # %% auto #0
@@ -525,11 +525,6 @@ if triton is not None:
 _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _triton_interpreted() -> bool:
-    "Whether this module's kernels were defined under Triton's interpreter (`TRITON_INTERPRET=1` at import)."
-    return triton is not None and type(_window_lse_kernel).__name__ == "InterpretedFunction"
-
-
 def triton_status(device=None) -> str:
     """`'ok'` if the teacher-LSE Triton kernels can run on tensors on `device`, else the reason.
 
@@ -538,7 +533,7 @@ def triton_status(device=None) -> str:
     Returns `'ok'` or a sentence saying what is missing (Triton, a CUDA device, CUDA tensors)."""
     if triton is None:
         return f"triton is not importable ({_TRITON_IMPORT_ERROR})"
-    if _triton_interpreted():
+    if _INTERPRETED:
         return "ok"
     dev = torch.device("cuda") if device is None else torch.device(device)
     if dev.type != "cuda":
@@ -559,7 +554,7 @@ def _require_triton(device, what):
 
 def _upcast(dtype) -> bool:
     "Triton's interpreter multiplies bf16 tiles wrongly (raw bits), so interpreted runs upcast them to fp32 first."
-    return _triton_interpreted() and dtype == torch.bfloat16
+    return _INTERPRETED and dtype == torch.bfloat16
 
 # %% ../nbs/02_teacher.ipynb #ab70935c
 def _next_pow2(n):

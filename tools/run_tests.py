@@ -39,6 +39,7 @@ LONGEST = [
     "06_attention.ipynb",
     "08_graphs.ipynb",
     "07_sharding.ipynb",
+    "03_decode_kernels.ipynb",
     "03_kernels.ipynb",
     "04_fused.ipynb",
     "06_decode.ipynb",
