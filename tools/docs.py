@@ -48,7 +48,8 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
      CPU outputs are refreshed with `python tools/execute_nb.py --cpu`.
    The search box, a copy button and the sidebar toggle are exercised on the index page.
    Stored outputs a reader should not get fail the `raw-output` rule too: a warning printed to
-   stderr, a raw dict printed or displayed where a table or a sentence belongs.
+   stderr, a raw dict printed or displayed where a table or a sentence belongs, a dict of tensors
+   (inside a tuple too), an output of more than 120 lines.
    Screenshots of the index, attention, fused, bench, config and hf pages at both widths are written to
    `_docs/screenshots/`. `--allow-missing-outputs` (development) reports the missing-output rule
    as warnings; `--warn RULES` does so for any comma-separated rules (`missing-output`,
@@ -349,9 +350,13 @@ def missing_outputs(nbs):
     return out
 
 
+RAW_LINES = 120  # a stored text output longer than this is a dump, not something a reader reads
+
+
 def raw_outputs(nbs):
     """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to
-    stderr, or a raw dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
+    stderr, a dict of tensors (`{'w': tensor(...), ...}`, inside a tuple too), an output of more than `RAW_LINES`
+    lines, or a raw dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
     out = []
     for nb_path in nbs:
         for i, c in enumerate(_read(nb_path)["cells"]):
@@ -367,6 +372,12 @@ def raw_outputs(nbs):
                             "(fix its cause, or silence it where it is raised with a reason)",
                             gpu,
                         )
+                    )
+                elif re.search(r"'[\w.]+': tensor\(", text):  # a dict of tensors printed: a dump, not evidence
+                    out.append((nb_path.name, i, f"a raw dict of tensors in the output: {text.strip()[:80]!r}", gpu))
+                elif text.count("\n") > RAW_LINES:
+                    out.append(
+                        (nb_path.name, i, f"an output of {text.count(chr(10))} lines (over {RAW_LINES}): a dump", gpu)
                     )
                 elif re.search(r"^\s*\[?\{'\w+': ", text, re.M) and "text/markdown" not in o.get("data", {}):
                     out.append(
