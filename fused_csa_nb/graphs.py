@@ -5,17 +5,14 @@
 # %% ../nbs/08_graphs.ipynb #b494c61c
 from __future__ import annotations
 
-import warnings
-
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .checks import check_int
 from .launch import _graph_replay
 from .replay import _capture, _restored
 
 # %% auto #0
-__all__ = ['capture_step', 'DecodeGraph', 'capture_decode', 'decode_step_ops']
+__all__ = ['capture_step', 'DecodeGraph', 'capture_decode']
 
 # %% ../nbs/08_graphs.ipynb #62368a9c
 _LEGACY_STREAM = "legacy stream"  # what CUDA's error says when a captured stream must wait on the default one
@@ -123,59 +120,3 @@ def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2
     with _restored([cache], tensors=True), cache.eager_steps():  # the warm-up steps run eagerly, then are undone
         graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     return DecodeGraph(graph, out, cache, n)
-
-# %% ../nbs/08_graphs.ipynb #b8c7d6e5
-_VIEW_OPS = frozenset(
-    "view _unsafe_view reshape _reshape_alias transpose t permute unsqueeze squeeze select slice expand "
-    "narrow alias detach as_strided split split_with_sizes unbind unflatten flatten view_as_real "
-    "view_as_complex lift_fresh empty empty_like empty_strided sym_size".split()
-)
-
-
-class _OpCounter(TorchDispatchMode):
-    "Counts the aten operators dispatched inside it that are not views or allocations (a proxy of kernel launches)."
-
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket.__name__ not in _VIEW_OPS:
-            self.n += 1
-        return func(*args, **(kwargs or {}))
-
-# %% ../nbs/08_graphs.ipynb #deb91b83
-def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
-    """What one decode step `layer(query, key, x, qr, cache=cache)`
-    dispatches (see above) → `{"ops": int}`, plus on CUDA
-    `"kernels"` (device kernels, copies included) and `"launches"` (host kernel-launch calls). The step runs twice (a
-    warm-up, then the counted one); the cache's tensors and lengths are restored after each.
-
-    `layer`: the `CompressedSparseAttention` to count (eval mode); `cache`: its `CSACache`, holding the prefix;
-    `query [s_new, b, H, D]`: the step's queries, roped at `cache.next_positions(s_new)`; `key [s_new, b, 1, D]`: its
-    latent keys, roped the same way; `x [s_new, b, hidden_size]`: the layer input of the compressor and the indexer
-    (`None` for ratio 0); `qr [s_new, b, q_lora_rank]`: the indexer's low-rank query
-    (ratio 4 with the indexer, else `None`)."""
-
-    def step():
-        return layer(query, key, x, qr, cache=cache)
-
-    res = {}
-    with torch.no_grad(), cache.eager_steps():  # the step's own kernels, not a replay of the cache's graph
-        with _restored([cache], tensors=True):  # every step undone (outside what is counted)
-            step()
-        with _restored([cache], tensors=True), _OpCounter() as c:
-            step()
-        res["ops"] = c.n
-        if query.is_cuda:
-            torch.cuda.synchronize()
-            acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-            with _restored([cache], tensors=True), warnings.catch_warnings():  # torch's notice, when events are read
-                warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-                with torch.profiler.profile(activities=acts) as prof:
-                    step()
-                    torch.cuda.synchronize()
-                ev = prof.events()
-            res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
-            res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
-    return res
