@@ -9,37 +9,16 @@ import datetime
 import warnings
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .attention import CompressedSparseAttention
 from .bench import _silent, median_time_ms, median_times_ms
-from .graphs import capture_decode
+from .graphs import _OpCounter, capture_decode
 from .replay import _restored
 from .bench_long import long_context_layer
 from .config import CSAConfig
 
 # %% auto #0
 __all__ = ['decode_step_ops', 'decode_rows', 'prefill_rows', 'decode_markdown']
-
-# %% ../nbs/07_bench_decode.ipynb #b8c7d6e5
-_VIEW_OPS = frozenset(
-    "view _unsafe_view reshape _reshape_alias transpose t permute unsqueeze squeeze select slice expand "
-    "narrow alias detach as_strided split split_with_sizes unbind unflatten flatten view_as_real "
-    "view_as_complex lift_fresh empty empty_like empty_strided sym_size".split()
-)
-
-
-class _OpCounter(TorchDispatchMode):
-    "Counts the aten operators dispatched inside it that are not views or allocations (a proxy of kernel launches)."
-
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket.__name__ not in _VIEW_OPS:
-            self.n += 1
-        return func(*args, **(kwargs or {}))
 
 # %% ../nbs/07_bench_decode.ipynb #deb91b83
 def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .checks import check_int
 from .launch import _graph_replay
@@ -120,3 +121,23 @@ def capture_decode(layer, cache, query, key, x=None, qr=None, *, warmup: int = 2
     with _restored([cache], tensors=True), cache.eager_steps():  # the warm-up steps run eagerly, then are undone
         graph, out = capture_step(lambda *a: layer(*a, cache=cache)[0], query, key, x, qr, warmup=warmup)
     return DecodeGraph(graph, out, cache, n)
+
+# %% ../nbs/08_graphs.ipynb #b8c7d6e5
+_VIEW_OPS = frozenset(
+    "view _unsafe_view reshape _reshape_alias transpose t permute unsqueeze squeeze select slice expand "
+    "narrow alias detach as_strided split split_with_sizes unbind unflatten flatten view_as_real "
+    "view_as_complex lift_fresh empty empty_like empty_strided sym_size".split()
+)
+
+
+class _OpCounter(TorchDispatchMode):
+    "Counts the aten operators dispatched inside it that are not views or allocations (a proxy of kernel launches)."
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ not in _VIEW_OPS:
+            self.n += 1
+        return func(*args, **(kwargs or {}))
