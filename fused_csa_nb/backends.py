@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from .config import COMPRESS_RATIOS, CSAConfig, use_fused_kernels, validate_config
 from .fused_sparse_attention import _PathB, _attn_rows, _path_b, _select, _sparse_attn
 from .launch import _triton_runs_on
-from .kernels import _sm_count, kernel_limits, padded_num_heads, sm_major
+from .kernel_support import _sm_count, kernel_limits, padded_num_heads, sm_major
 from .decode_kernels import _split_sparse_fwd
 from fused_csa_nb.layout import (
     QueryRows,
@@ -246,7 +246,7 @@ _FUSED_BYTES_PER_ENTRY = {False: 8, True: 32}  # per score entry and query block
 class _Kernels(NamedTuple):
     "What the fused backend binds for one GPU generation."
 
-    lim: object  # kernels.KernelLimits
+    lim: object  # kernel_support.KernelLimits
     heads: int  # the padded query heads FlashMLA runs
 
 # %% ../nbs/05_backends.ipynb #bb47be67
@@ -280,7 +280,7 @@ class FusedBackend:
         """The kernel limits and padded head count of `device`'s GPU generation (bound on first use, then kept).
 
         `device`: the inputs' `torch.device` (CUDA, or a CPU device under `testing.stand_in_kernels`). Returns
-        a `_Kernels` pair: `lim`, the `kernels.KernelLimits` of that compute capability,
+        a `_Kernels` pair: `lim`, the `kernel_support.KernelLimits` of that compute capability,
         and `heads`, the padded query heads FlashMLA runs."""
         major = sm_major(device)
         k = self._by_major.get(major)

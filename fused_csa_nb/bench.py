@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib
-import math
 import os
 import re
 import statistics
@@ -22,12 +21,13 @@ import torch
 
 from .attention import CompressedSparseAttention
 from .checks import check_bool, check_device, check_int
-from .graphs import capture_decode, capture_step, decode_step_ops
-from .fused_sparse_attention import csa_sparse_attn, indexer_topk
-from .kernels import _flash_fwd, _indexer_fwd, flash_mla_build
-from .reference import fp8_rows
-from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
-from .layout import build_flat_topk_idxs, indexer_block_rows, window_topk_idxs
+from .graphs import capture_step
+from .deterministic import _ACCUMULATE, _deterministic_sparse_bwd, _sparse_bwd_det
+from .fused_sparse_attention import csa_sparse_attn
+from .kernels import _flash_fwd, _radix_topk_cuda, _run, _sparse_bwd
+from .kernel_support import flash_mla_build
+from .testing import similarity
+from .layout import build_flat_topk_idxs, window_topk_idxs
 from .config import CSAConfig
 
 _silent = lambda *args, **kwargs: None  # the measuring functions' default `log`: rows are returned, not printed
@@ -36,10 +36,8 @@ _silent = lambda *args, **kwargs: None  # the measuring functions' default `log`
 __all__ = ['FLASH_MLA_SHAPES', 'median_times_ms', 'median_time_ms', 'measured_on', 'sparse_attention_flops',
            'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity', 'gpu_kernel_ms', 'step_profile',
            'path_a_overhead', 'flash_mla_installs', 'flash_mla_rows', 'compare_flash_mla_builds',
-           'flash_mla_builds_markdown', 'deterministic_step', 'run_benchmarks', 'benchmarks_markdown',
-           'long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
-           'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown',
-           'cp_markdown', 'markdown_blocks', 'benchmarks_section', 'decode_rows', 'prefill_rows', 'decode_markdown']
+           'flash_mla_builds_markdown', 'deterministic_step', 'bench_deterministic', 'run_benchmarks',
+           'benchmarks_markdown', 'cp_markdown', 'markdown_blocks', 'benchmarks_section']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_times_ms(fns, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> list[float]:
@@ -525,6 +523,87 @@ def deterministic_step(sq: int = 4096, warmup: int = 3, iters: int = 30) -> dict
     row["x"] = row["deterministic_ms"] / row["default_ms"]
     return row
 
+# %% ../nbs/07_bench.ipynb #efff052c
+def _cuda_ms(fn, warmup: int, iters: int) -> float:
+    "Mean milliseconds of `fn()` on the current CUDA stream (events)."
+    for _ in range(warmup):
+        fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / iters
+
+
+def _bench_problem(sq: int, heads: int = 64, topk: int = 640, n_comp: int = 1024, seed: int = 0) -> tuple:
+    """The sparse-attention backward's arguments `(q, kv, out, dout, lse, sink, idx, sm_scale, None)` of the bench
+    shape on the GPU: random bf16 `q [sq, heads, 512]`, `kv [sq + n_comp, 512]` (the raw rows, then the compressed
+    entries), fp32 sinks; per row the 128 window slots, then `topk - 128` random compressed entries; FlashMLA's
+    forward for `out` and `lse`; a random `dout`. `seed`: the generator's seed."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
+    kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()
+    sink = torch.randn(heads, device="cuda", generator=g)
+    t = torch.arange(sq, device="cuda")[:, None]
+    win = t - torch.arange(128, device="cuda")[None]
+    comp = sq + torch.randint(0, n_comp, (sq, topk - 128), device="cuda", generator=g)
+    idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32).contiguous()
+    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512**-0.5, sink, None, None)
+    dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
+    return (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
+
+# %% ../nbs/07_bench.ipynb #1095eb41
+def bench_deterministic(
+    sq: int = 4096,
+    heads: int = 64,
+    topk: int = 640,
+    n_comp: int = 1024,
+    warmup: int = 3,
+    iters: int = 10,
+    seed: int = 0,
+) -> dict:
+    """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
+    `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
+    (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
+    deterministic one's two accumulations at `_DET_DEFAULT`'s tiles (`det_<accumulate>_ms`, `sim_dkv_<accumulate>`,
+    `repeat_<accumulate>`: "segments", "fixed_point"; `det_bwd_ms` is the default variant, `_DET_DEFAULT`).
+    `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
+    entries; a multiple of 128); `n_comp`: compressed entries
+    (the kv rows after the `sq` raw ones, and the top-k's score
+    columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed.
+    Returns a `dict` of these numbers: the shape (`sq`, `heads`, `topk`), the times in ms (keys ending in `_ms`), the
+    deterministic backward's slowdown `det_bwd_x`, the similarities and `repeat`."""
+    args = _bench_problem(sq, heads, topk, n_comp, seed)
+    g = torch.Generator(device="cuda").manual_seed(seed + 1)  # the top-k's scores
+    ref, det = _sparse_bwd(*args), _sparse_bwd_det(*args)
+    repeat = all(torch.equal(a, b) for a, b in zip(det, _sparse_bwd_det(*args)))
+    r = dict(
+        sq=sq,
+        heads=heads,
+        topk=topk,
+        cudnn_bwd_ms=_cuda_ms(lambda: _sparse_bwd(*args), warmup, iters),
+        det_bwd_ms=_cuda_ms(lambda: _sparse_bwd_det(*args), warmup, iters),
+        repeat=repeat,
+        sim_dq=similarity(det[0], ref[0]),
+        sim_dkv=similarity(det[1], ref[1]),
+        sim_dsink=similarity(det[2], ref[2]),
+    )
+    r["det_bwd_x"] = r["det_bwd_ms"] / r["cudnn_bwd_ms"]
+    for acc in _ACCUMULATE:  # each accumulation (`tools/det_sweep.py` sweeps the tiles)
+        fn = lambda: _deterministic_sparse_bwd(*args, accumulate=acc)
+        a, b = fn(), fn()
+        r[f"det_{acc}_ms"], r[f"sim_dkv_{acc}"] = _cuda_ms(fn, warmup, iters), similarity(a[1], ref[1])
+        r[f"repeat_{acc}"] = all(torch.equal(x, y) for x, y in zip(a, b))
+    scores = torch.randn(sq, n_comp, device="cuda", generator=g).relu_()  # ReLU: many exact zeros (ties)
+    lens = torch.full((sq,), n_comp, dtype=torch.int32, device="cuda")
+    for det_k in (False, True):
+        r[f"topk_{'det' if det_k else 'default'}_ms"] = _cuda_ms(
+            lambda: _radix_topk_cuda(scores, lens, topk - 128, det_k), warmup, iters
+        )
+    return r
+
 # %% ../nbs/07_bench.ipynb #56742e08
 def run_benchmarks(
     sq: int = 4096,
@@ -738,505 +817,6 @@ def _parity_markdown(parity: list[dict]) -> list[str]:
     L += [f"| `{k[2:]}` gradient | " + " | ".join(f(r, k) for r in parity) + " |" for k in keys]
     return L + ["", "(parity cells show 1 − similarity)"]
 
-# %% ../nbs/07_bench.ipynb #2c550687
-def long_context_layer(
-    ratio: int,
-    sq: int,
-    heads: int = 64,
-    *,
-    hidden: int = 1024,
-    q_lora: int = 512,
-    topk: int = 512,
-    block_bytes: int = 1 << 30,
-    device="cuda",
-    seed: int = 0,
-    precision: str = "bf16",
-):
-    """A fused bf16 training layer (sparse indexer loss at ratio 4)
-    and GPU inputs `(query, key, x, qr, d_out)` for `sq` tokens, b = 1.
-
-    `ratio`: the layer's compression ratio, 0, 4 or 128; `sq`: tokens; `heads`: `num_heads` H (D = 512);
-    `hidden`: `hidden_size`; `q_lora`: `q_lora_rank`; `topk`: `index_topk`; `block_bytes`: `indexer_block_bytes`, the
-    indexer's query-block budget; `device`: a CUDA device for the layer and the inputs;
-    `seed`: `torch.manual_seed(seed)` before the weights (a random sink in [−1, 1]), the inputs' generator `seed + 1`;
-    `precision`: `indexer_precision`, `'bf16'` or `'fp8'`.
-    Returns `(layer, (query [sq, 1, H, 512], key [sq, 1, 1, 512], x [sq, 1, hidden], qr [sq, 1, q_lora],
-    d_out [sq, 1, H·512]))`: a `CompressedSparseAttention` (`CSAConfig.v4_flash` on `"cudnn"`) in training mode, bf16
-    with an fp32 sink, and standard normal bf16 inputs made on `device`."""
-    cfg = CSAConfig.v4_flash(
-        dsa_kernel_backend="cudnn",
-        num_heads=heads,
-        hidden_size=hidden,
-        q_lora_rank=q_lora,
-        index_topk=topk,
-        compress_ratios=(ratio,),
-        indexer_loss_coeff=1.0,
-        indexer_use_sparse_loss=True,
-        indexer_block_bytes=block_bytes,
-        indexer_precision=precision,
-    )
-    torch.manual_seed(seed)
-    layer = CompressedSparseAttention(cfg, ratio)
-    with torch.no_grad():
-        layer.attn_sink.uniform_(-1, 1)
-    layer.to(device, torch.bfloat16)  # the sink stays fp32
-    g = torch.Generator(device=device).manual_seed(seed + 1)
-    mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)  # made on the GPU: no host copy
-    return layer.train(), (
-        mk(sq, 1, heads, 512),
-        mk(sq, 1, 1, 512),
-        mk(sq, 1, hidden),
-        mk(sq, 1, q_lora),
-        mk(sq, 1, heads * 512),
-    )
-
-# %% ../nbs/07_bench.ipynb #6d2d3c4b
-def _series(r):
-    "The series a long-context row belongs to: (ratio, indexer precision, mode)."
-    return r["ratio"], r.get("precision"), r.get("mode", "train")
-
-
-def _growth(rows, key):
-    "Per row: the factor `key` grows by per doubling of `sq` since the previous row of its series (None for the first)."
-    prev = {}
-    for r in rows:
-        p = prev.get(_series(r))
-        ok = p is not None and r.get(key) and p.get(key)
-        r[key + "_x2"] = (r[key] / p[key]) ** (1 / math.log2(r["sq"] / p["sq"])) if ok else None
-        prev[_series(r)] = r
-    return rows
-
-
-def _vs_bf16(rows):
-    """Per FP8 row: its step time and peak over those of the bf16 row of the same ratio, mode and length
-    (`vs_bf16`, `peak_vs_bf16`)."""
-    ref = {(r["ratio"], r.get("mode", "train"), r["sq"]): r for r in rows if r.get("precision") == "bf16" and "ms" in r}
-    for r in rows:
-        b = ref.get((r["ratio"], r.get("mode", "train"), r["sq"]))
-        ok = r.get("precision") == "fp8" and b is not None and "ms" in r
-        r["vs_bf16"], r["peak_vs_bf16"] = (r["ms"] / b["ms"], r["peak_gib"] / b["peak_gib"]) if ok else (None, None)
-    return rows
-
-# %% ../nbs/07_bench.ipynb #db98232d
-def long_context_rows(
-    seqlens=(16384, 65536, 131072, 262144),
-    ratios=(4, 128),
-    heads: int = 64,
-    topk: int = 512,
-    block_bytes: int = 1 << 30,
-    warmup: int = 1,
-    iters: int = 3,
-    log=_silent,
-    precisions=("bf16",),
-    modes=("train",),
-) -> list[dict]:
-    """One fused step per (ratio, precision, mode, sq) on the GPU:
-    median ms, peak GiB (inputs included), growth per doubling.
-
-    `seqlens`: tokens per sequence (b = 1); `ratios`: layer kinds (4: indexer + sparse loss, 128: HCA); `heads`: query
-    heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`:
-    untimed and timed steps per median; `log`: called with each row as it is measured; `precisions`: the ratio-4 rows'
-    `indexer_precision`s (`'bf16'`, `'fp8'`; ratio 128 has no indexer: one row, precision `None`); `modes`: `'train'`
-    (forward + backward) and/or `'eval'` (inference, path C).
-    Returns one dict per row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks`
-    (indexer query blocks), `ms_x2`/`peak_gib_x2`
-    (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
-    if not torch.cuda.is_available():
-        raise RuntimeError("long_context_rows needs a CUDA GPU")
-    rows = []
-    for ratio in ratios:
-        for prec in precisions if ratio == 4 else (None,):
-            for mode in modes:
-                for sq in seqlens:
-                    rows.append(_long_context_row(ratio, sq, heads, topk, block_bytes, prec, mode, warmup, iters))
-                    log(rows[-1])
-    return _vs_bf16(_growth(_growth(rows, "ms"), "peak_gib"))
-
-# %% ../nbs/07_bench.ipynb #19f37ebc
-def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
-    "One measured row of `long_context_rows` (an out-of-memory step is a row with `error`)."
-    row = dict(
-        ratio=ratio,
-        sq=sq,
-        heads=heads,
-        topk=topk,
-        block_bytes=block_bytes,
-        precision=precision,
-        mode=mode,
-        blocks=-(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0,
-    )
-    layer = inputs = None
-    torch.cuda.empty_cache()
-    try:
-        layer, inputs = long_context_layer(
-            ratio, sq, heads, topk=topk, block_bytes=block_bytes, precision=precision or "bf16"
-        )
-        step = lambda: _step(layer, inputs, train=mode == "train")
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        step()
-        torch.cuda.synchronize()
-        row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        row["step_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
-        row["ms"] = median_time_ms(step, warmup=warmup, iters=iters)
-    except torch.cuda.OutOfMemoryError as e:
-        row["error"] = "out of memory: " + str(e).splitlines()[0][:120]
-    layer = inputs = None  # frees them (a `del` would unbind the names the timed lambda reads)
-    torch.cuda.empty_cache()
-    return row
-
-# %% ../nbs/07_bench.ipynb #3c905bac
-def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str | None = None) -> str:
-    """The long-context section of `BENCHMARKS.md` from `long_context_rows` (and `blocked_parity`) results.
-
-    `rows`: the `long_context_rows` result; `parity`: a `blocked_parity` result, which adds the blocked-vs-one-block
-    table (`None`: none); `gpu`: the GPU named in the text (`None`: CUDA device 0's name and `sm_XY` when CUDA is
-    available).
-    Returns the Markdown section: its `## Long context` heading, how it was measured, one table row per measured row
-    (an out-of-memory row says so) and, with `parity`, the parity table."""
-    if gpu is None and torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0)
-        gpu = f"{p.name} (sm_{p.major}{p.minor})"
-    f = lambda v, fmt: "–" if v is None else format(v, fmt)
-    h, k = (rows[0].get("heads", 64), rows[0].get("topk", 512)) if rows else (64, 512)
-    L = [
-        f"## Long context on one GPU (fused step, b = 1, H = {h}, D = 512, top-{k}, bf16 tensors)",
-        "",
-        f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one "
-        "forward + backward (`train`: sparse indexer loss at ratio 4) or one forward (`eval`: inference), median of "
-        "CUDA events after warm-up; `indexer precision`: the selection scores' (`fp8`: DeepSeek-V3.2's e4m3 recipe; "
-        "`vs bf16`: step time over the bf16 row's, same run); peak = "
-        "`torch.cuda.max_memory_allocated` with the step's inputs (query, key, x, qr, d_out) included. "
-        "Growth = factor per doubling of s_q (2 = linear, 4 = quadratic). Regenerate: "
-        "`fused-csa bench --long-context --out BENCHMARKS.md`.",
-        "",
-        "| ratio | step | indexer precision | s_q | indexer blocks | step ms | vs bf16 | time ×/doubling | peak GiB "
-        "| memory ×/doubling |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        head = (
-            f"| {r['ratio']} | {r.get('mode', 'train')} | "
-            f"{r.get('precision') or '–'} | {r['sq']} | {r['blocks'] or '–'} |"
-        )
-        if "error" in r:
-            L.append(f"{head} {r['error']} | | | | |")
-            continue
-        L.append(
-            f"{head} {r['ms']:.1f} | {f(r.get('vs_bf16'), '.2f')} | {f(r.get('ms_x2'), '.2f')} | "
-            f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} |"
-        )
-    if parity:
-        L += [
-            "",
-            f"Blocked ({parity['blocks']} indexer blocks) vs one block, ratio 4, s_q = {parity['sq']}: top-k sets "
-            f"identical: **{parity['topk_identical']}**; output bit-identical: {parity['out_identical']}; "
-            "1 − similarity / max-rel error:",
-            "",
-            "| tensor | 1 − similarity | max-rel |",
-            "|---|---|---|",
-        ]
-        L += [f"| {k} | {1 - s:.1e} | {e:.1e} |" for k, (s, e) in parity["tensors"].items()]
-    return "\n".join(L) + "\n"
-
-# %% ../nbs/07_bench.ipynb #287190f4
-def plot_long_context(rows: list[dict], path: str | None = None):
-    """Log–log plot of step time and peak memory against `sq` per ratio; saved as a small PNG when `path` is given.
-
-    `rows`: the `long_context_rows` result, one line per (ratio, precision, mode) series (rows with an `error` left
-    out); `path`: the file to save the figure to (80 dpi); `None`: not saved.
-    Returns the matplotlib `Figure` (two panels: step time and peak memory)."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(8, 3), dpi=80)
-    for s in dict.fromkeys(_series(r) for r in rows):
-        rr = [r for r in rows if _series(r) == s and "error" not in r]
-        xs, lab = (
-            [r["sq"] for r in rr],
-            f"ratio {s[0]}" + (f" {s[1]}" if s[1] else "") + (f" {s[2]}" if s[2] != "train" else ""),
-        )
-        ax[0].plot(xs, [r["ms"] for r in rr], "o-", label=lab)
-        ax[1].plot(xs, [r["peak_gib"] for r in rr], "o-", label=lab)
-    if rows:
-        x0 = min(r["sq"] for r in rows)
-        x1 = max(r["sq"] for r in rows)
-        ref = [r for r in rows if "error" not in r and r["sq"] == x0]
-        if ref:  # a slope-1 guide through the smallest ratio-4 point: linear growth
-            y0 = ref[0]["peak_gib"]
-            ax[1].plot([x0, x1], [y0, y0 * x1 / x0], "k:", lw=1, label="∝ s_q")
-    for a, lab in zip(ax, ("step time (ms)", "peak memory (GiB)")):
-        a.set_xscale("log", base=2)
-        a.set_yscale("log")
-        a.set_xlabel("s_q (tokens)")
-        a.set_ylabel(lab)
-        tk = plt.matplotlib.ticker
-        a.yaxis.set_major_locator(tk.LogLocator(subs=(1.0, 2.0, 5.0)))
-        a.yaxis.set_major_formatter(tk.ScalarFormatter())
-        a.yaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter())
-        a.grid(True, which="both", alpha=0.3)
-        a.legend(fontsize=7)
-    h = rows[0].get("heads", 64) if rows else 64
-    fig.suptitle(f"fused CSA step, one GPU (b = 1, H = {h})", fontsize=9)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=80)
-    return fig
-
-# %% ../nbs/07_bench.ipynb #1c38abb2
-def blocked_parity(
-    sq: int = 16384, block_bytes: int = 100_000_000, heads: int = 64, topk: int = 512, seed: int = 0, device="cuda"
-) -> dict:
-    """Ratio-4 fused training step in indexer query blocks vs one block on the same weights and inputs: output, loss,
-    every gradient, top-k. The default budget gives 3051-row blocks at 16K (block starts not multiples of 4 or 128).
-
-    `sq`: tokens (b = 1); `block_bytes`: the blocked run's `indexer_block_bytes` (the other run has one block);
-    `heads`: query heads H; `topk`: `index_topk`; `seed`: the layer's and the inputs' seed (`long_context_layer`);
-    `device`: a CUDA device.
-    Returns `dict(sq, blocks, topk_identical, out_identical, tensors)`: the blocked run's number of query blocks,
-    whether the sorted top-k ids and the outputs are identical, and `{name: (similarity, max_rel_err)}` for `out`,
-    `loss` and each gradient `d_<tensor>` (query, key, every parameter with a gradient)."""
-    big = 1 << 62
-    layer, inputs = long_context_layer(4, sq, heads, topk=topk, block_bytes=big, seed=seed, device=device)
-    res = []
-    for bb in (big, block_bytes):
-        layer.cfg = dataclasses.replace(layer.cfg, indexer_block_bytes=bb)
-        layer.zero_grad(set_to_none=True)
-        out, loss, q, k = _step(layer, inputs)
-        grads = {
-            "query": q.grad,
-            "key": k.grad,
-            **{n: p.grad for n, p in layer.named_parameters() if p.grad is not None},
-        }
-        res.append((out.detach(), loss.detach().reshape(1), grads))
-    (o1, l1, g1), (o2, l2, g2) = res
-    with torch.no_grad():
-        q_idx, k_idx, w = layer.indexer(inputs[2], inputs[3])
-        rows = indexer_block_rows(block_bytes, sq // 4, 1, 8)
-        s1, s2 = (indexer_topk(q_idx, k_idx, w, topk, 4, block_rows=r).long().sort(-1).values for r in (None, rows))
-    tensors = {"out": (similarity(o2, o1), max_rel_err(o2, o1)), "loss": (similarity(l2, l1), max_rel_err(l2, l1))}
-    tensors.update({"d_" + n: (similarity(g2[n], g1[n]), max_rel_err(g2[n], g1[n])) for n in g1})
-    return dict(
-        sq=sq,
-        blocks=-(-sq // rows),
-        topk_identical=bool(torch.equal(s1, s2)),
-        out_identical=bool(torch.equal(o1, o2)),
-        tensors=tensors,
-    )
-
-# %% ../nbs/07_bench.ipynb #884d4aa5
-def _fp8_block(q_i, k_i, w_i, off, topk, iters):
-    "One block's FP8-vs-bf16 figures (SBHD indexer tensors of `rows` query rows at positions `off …`)."
-    q, k, w = (t.transpose(0, 1).contiguous() for t in (q_i, k_i, w_i))
-    isc = q.shape[-1] ** -0.5
-    with torch.no_grad():
-        k8, ks = fp8_rows(k)
-        quant = lambda: fp8_rows(q)
-        q8, qs = quant()
-        bf = lambda: _indexer_fwd(q, k, w, 4, isc, off)
-        f8 = lambda: _indexer_fwd(q8, k8, w, 4, isc, off, qs, ks)
-        s_bf, s_f8 = bf(), f8()
-        sel = lambda s: torch.topk(s, topk, -1).indices.masked_fill(torch.isneginf(torch.topk(s, topk, -1).values), -1)
-        qual = selection_quality(s_bf, sel(s_f8), sel(s_bf))
-        qual["rows_compared"] = qual.pop("rows")
-        fin = torch.isfinite(s_bf)
-        return dict(
-            rows=q.shape[1],
-            entries=k.shape[1],
-            sim_loss=1 - similarity(s_f8[fin], s_bf[fin]),
-            mask_equal=bool(torch.equal(torch.isneginf(s_f8), torch.isneginf(s_bf))),
-            **qual,
-            bf16_ms=median_time_ms(bf, iters=iters),
-            fp8_ms=median_time_ms(f8, iters=iters),
-            quantise_ms=median_time_ms(quant, iters=iters),
-        )
-
-# %% ../nbs/07_bench.ipynb #751b2ec2
-def fp8_selection_rows(
-    blocks=((2048, 32768), (2048, 65536)),
-    topk: int = 512,
-    layer_sq: int = 16384,
-    iters: int = 30,
-    seed: int = 0,
-    log=_silent,
-) -> list[dict]:
-    """FP8 against bf16 selection scores on the GPU, one query block each: low-rank inputs and a layer's activations.
-
-    `blocks`: `(rows, entries)` pairs, each the last `rows` query rows of a ratio-4 sequence with `entries` compressed
-    entries, on low-rank + noise indexer inputs (`testing.low_rank_indexer_inputs`); `topk`: the selection size
-    compared; `layer_sq`: also the last 2048 rows of an untrained V4-Flash layer's own indexer activations at that
-    many tokens (0: not measured); `iters`: timed calls per median; `seed`: the seed of the inputs and of the layer;
-    `log`: called with each row as it is measured.
-    Returns one dict per block: `source`, `rows`, `entries`, `sim_loss` (1 − similarity of the finite scores),
-    `mask_equal` (the same `-inf` entries), the `testing.selection_quality` keys (its `rows` as `rows_compared`),
-    `bf16_ms`, `fp8_ms`, `quantise_ms`."""
-    if not torch.cuda.is_available():
-        raise RuntimeError("fp8_selection_rows needs a CUDA GPU")
-    out = []
-    for rows, n in blocks:
-        g = torch.Generator().manual_seed(seed)
-        q, _, w = low_rank_indexer_inputs(rows, 1, generator=g, device="cuda")  # the block's queries …
-        _, k, _ = low_rank_indexer_inputs(
-            1, n, generator=torch.Generator().manual_seed(seed), device="cuda"
-        )  # … and all
-        # the entries: one seed, so one low-rank basis (drawn first),
-        # without the [4n, 64, 128] queries of the whole sequence
-        out.append(dict(source="low-rank + noise", **_fp8_block(q, k, w, 4 * n - rows, topk, iters)))
-        log(out[-1])
-    if layer_sq:
-        layer, ins = long_context_layer(4, layer_sq, seed=seed)
-        with torch.no_grad():
-            q, k, w = layer.indexer(ins[2], ins[3])
-        out.append(
-            dict(source="layer activations", **_fp8_block(q[-2048:], k, w[-2048:], layer_sq - 2048, topk, iters))
-        )
-        log(out[-1])
-    return out
-
-# %% ../nbs/07_bench.ipynb #697f6a9f
-def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
-    """The FP8-selection table of the long-context section from `fp8_selection_rows`,
-    measured on `gpu` (default: `measured_on()`).
-
-    `rows`: the `fp8_selection_rows` result; `gpu`: the line naming where it was measured (`None`: `measured_on()`).
-    Returns a Markdown paragraph and table without a heading (it goes below the long-context tables)."""
-    L = [
-        "",
-        f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 "
-        "heads, top-512 on rows that see "
-        "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
-        "the bf16 selection):",
-        "",
-        "| inputs | rows × entries | 1 − sim | −inf mask equal | recall mean / p01 | mass recall mean / min | bf16 ms "
-        "| fp8 ms | speed-up | quantise ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        L.append(
-            f"| {r['source']} | {r['rows']} × {r['entries']} | {r['sim_loss']:.1e} | "
-            f"{'yes' if r['mask_equal'] else 'NO'} | "
-            f"{r['recall']:.3f} / {r['recall_p01']:.3f} | {r['mass_recall']:.4f} / {r['mass_recall_min']:.4f} | "
-            f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} |"
-        )
-    return "\n".join(L) + "\n"
-
-# %% ../nbs/07_bench.ipynb #cd0d1455
-def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int = 0) -> list:
-    """Document lengths drawn log-uniformly from the powers of two
-    in `[lo, hi]` until they fill `total` tokens (the last cut to fit).
-
-    `total`: tokens of the pack; `lo`, `hi`: the shortest and the longest length drawn (the lengths are `lo · 2^i` <=
-    `hi`); `seed`: the seed of the CPU generator.
-    Returns the lengths, a list of ints summing to `total`."""
-    check_int("total", total, 1)
-    check_int("lo", lo, 1)
-    check_int("hi", hi, lo)
-    check_int("seed", seed, 0)
-    g, grid, lens = torch.Generator().manual_seed(seed), [lo << i for i in range(int(math.log2(hi // lo)) + 1)], []
-    while sum(lens) < total:
-        lens.append(min(grid[int(torch.randint(len(grid), (1,), generator=g))], total - sum(lens)))
-    return lens
-
-
-def _thd_inputs(layer, T, device="cuda", seed=1):
-    "Random bf16 THD inputs `(query [T,H,D], key [T,1,D], x, qr)` and an output gradient `[T, H·D]` for `layer`."
-    cfg, g = layer.cfg, torch.Generator(device=device).manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.bfloat16)
-    return (
-        mk(T, cfg.num_heads, cfg.head_dim),
-        mk(T, 1, cfg.head_dim),
-        mk(T, cfg.hidden_size),
-        mk(T, cfg.q_lora_rank),
-        mk(T, cfg.num_heads * cfg.head_dim),
-    )
-
-# %% ../nbs/07_bench.ipynb #1e0dbbb8
-def _pack_step(layer, ins, cu, max_seqlen):
-    q, k, x, qr, dout = ins
-    q, k = q.detach().requires_grad_(), k.detach().requires_grad_()
-    out, loss = layer(q, k, x, qr, cu_seqlens=cu, max_seqlen=max_seqlen)
-    torch.autograd.backward([out, loss], [dout, torch.ones_like(loss)])
-
-
-def _timed(fn, iters):
-    "`(median ms, peak MiB above what was allocated before)` of `fn` on the GPU."
-    ms = median_time_ms(fn, warmup=2, iters=iters)
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return ms, (torch.cuda.max_memory_allocated() - base) / 2**20
-
-
-def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent) -> dict:
-    """The packed-sequence benchmark (see above) on the current GPU: a ratio-4 fused training step over a pack of
-    documents (THD) against the same documents padded to the longest (SBHD) and run one at a time.
-
-    `total`: tokens of the pack; `seed`: the seed of the lengths (`pack_lengths(total, seed=seed)`); `iters`: timed
-    steps per median (a third of them, at least 3, for the padded batch); `log`: called with the row after each
-    measurement.
-    Returns `dict(lengths, tokens, max_len, pack_ms, pack_mib, padded_ms, padded_mib, docs_ms,
-    one_doc=dict(T, thd_ms, sbhd_ms))`: medians in ms, peaks in MiB above what was allocated before the step."""
-    lens = pack_lengths(total, seed=seed)
-    layer = long_context_layer(4, 16, hidden=1024, q_lora=512)[0]
-    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
-    ins, m = _thd_inputs(layer, total), max(lens)
-    row = dict(lengths=lens, tokens=total, max_len=m)
-    row["pack_ms"], row["pack_mib"] = _timed(lambda: _pack_step(layer, ins, cu, m), iters)
-    log(row)
-    pad = [t.new_zeros(m, len(lens), *t.shape[1:]) for t in ins]  # documents padded to the longest
-    row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3))
-    log(row)
-    pad = None
-    docs = {}
-    for n in sorted(set(lens)):  # each length once, then summed
-        one = [t[:n].unsqueeze(1) for t in ins]
-        docs[n] = median_time_ms(lambda: _step(layer, one, True), warmup=2, iters=iters)
-    row["docs_ms"] = sum(docs[n] for n in lens)
-    log(row)
-    T1 = 16384
-    one_cu = torch.tensor([0, T1], dtype=torch.int32, device="cuda")
-    one = [t[:T1] for t in ins]
-    row["one_doc"] = dict(
-        T=T1,
-        thd_ms=median_time_ms(lambda: _pack_step(layer, one, one_cu, T1), warmup=2, iters=iters),
-        sbhd_ms=median_time_ms(lambda: _step(layer, [t.unsqueeze(1) for t in one], True), warmup=2, iters=iters),
-    )
-    log(row)
-    return row
-
-# %% ../nbs/07_bench.ipynb #cd7f2b18
-_PACKED_HEADER = "## Packed sequences (THD)"
-
-
-def packed_markdown(row: dict, gpu: str | None = None) -> str:
-    """The packed-sequence section of `BENCHMARKS.md` from `packed_rows`.
-
-    `row`: the dict `packed_rows` returns; `gpu`: the line naming where it was measured (`None`: `measured_on()`).
-    Returns the Markdown section: its `## Packed sequences (THD)` heading, the lengths, a table and a line on one
-    document."""
-    gpu = gpu or measured_on()
-    o = row["one_doc"]
-    L = [
-        f"{_PACKED_HEADER}: a pack against padding (ratio-4 training step, fused, H = 64, top-512, bf16, {gpu})",
-        "",
-        f"{len(row['lengths'])} documents, {row['tokens']:,} tokens, longest {row['max_len']:,} "
-        f"(lengths log-uniform on the powers of two 512 … 16,384: {row['lengths']}). Medians of CUDA-event timings "
-        "after warm-up, one process.",
-        "",
-        "| layout | step ms | peak MiB | pack speed-up |",
-        "|---|---|---|---|",
-        f"| one pack (THD) | {row['pack_ms']:.1f} | {row['pack_mib']:.0f} | 1.0× |",
-        f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {row['padded_ms']:.1f} | "
-        f"{row['padded_mib']:.0f} | "
-        f"{row['padded_ms'] / row['pack_ms']:.2f}× |",
-        f"| each document alone, summed | {row['docs_ms']:.1f} | – | {row['docs_ms'] / row['pack_ms']:.2f}× |",
-        "",
-        f"One document of {o['T']:,} tokens: THD {o['thd_ms']:.2f} ms, SBHD {o['sbhd_ms']:.2f} ms "
-        f"({o['thd_ms'] / o['sbhd_ms'] - 1:+.1%}).",
-    ]
-    return "\n".join(L) + "\n"
-
 # %% ../nbs/07_bench.ipynb #eddc8d74
 def cp_markdown(parity: dict | None, scales: list[dict], mem_1gpu: dict | None = None, gpu: str = "H200") -> str:
     """The context-parallel section of `BENCHMARKS.md` from `tools/cp_bench.py` JSON results.
@@ -1347,189 +927,3 @@ def benchmarks_section(path, heading: str) -> str:
             f"no section of {path} starts with {heading!r}; its sections: {[s.splitlines()[0] for s in secs]}"
         )
     return hit[0]
-
-# %% ../nbs/07_bench.ipynb #507447a8
-@torch.no_grad()
-def _filled_cache(layer, b: int, context: int, seed: int = 0, room: int = 256):
-    "A cache of `b` sequences holding `context` tokens each, with random state (room for `room` more)."
-    cache = layer.new_cache(b, context + room)
-    g = torch.Generator(device=cache.kv.device).manual_seed(seed)
-    for t in cache.tensors():
-        if t.dtype.is_floating_point:
-            t.copy_(torch.randn(t.shape, generator=g, device=t.device, dtype=torch.float32).to(t.dtype))
-    if cache.index_keys8 is not None:
-        cache.index_keys8[1].fill_(2.0**-4)
-    if cache.index_bad is not None:
-        cache.index_bad.zero_()
-    cache.pos.fill_(context)
-    cache.host_lengths[:] = [context] * b
-    return cache
-
-
-def _rewind(cache, context):
-    cache.pos.fill_(context)
-    cache.host_lengths[:] = [context] * cache.batch_size
-
-# %% ../nbs/07_bench.ipynb #7ae53d6b
-def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
-    "One `decode_rows` row: a fresh layer and filled cache, `s_new` new tokens per sequence per step."
-    torch.manual_seed(seed)
-    layer = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", indexer_precision=prec), ratio)
-    layer = layer.cuda().bfloat16().eval()
-    cfg, cache = layer.cfg, _filled_cache(layer, b, ctx, seed, room=s_new * (warmup + iters + 8))
-    g = torch.Generator(device="cuda").manual_seed(seed + 1)
-    mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)
-    static = (
-        mk(s_new, b, cfg.num_heads, cfg.head_dim),
-        mk(s_new, b, 1, cfg.head_dim),
-        mk(s_new, b, cfg.hidden_size),
-        mk(s_new, b, cfg.q_lora_rank),
-    )
-    with torch.no_grad():
-        with cache.eager_steps():
-            eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
-        _rewind(cache, ctx)
-        with cache.eager_steps(tapes=False):
-            python = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
-        _rewind(cache, ctx)
-        call = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)
-        _rewind(cache, ctx)
-        graphed = median_time_ms(capture_decode(layer, cache, *static).replay, warmup=warmup, iters=iters)
-        _rewind(cache, ctx)
-        kernels = decode_step_ops(layer, cache, *static)["kernels"]
-    return dict(
-        ratio=ratio,
-        precision=prec if ratio == 4 else None,
-        batch=b,
-        context=ctx,
-        s_new=s_new,
-        eager_us=1e3 * eager,
-        python_us=1e3 * python,
-        call_us=1e3 * call,
-        graph_us=1e3 * graphed,
-        kernels=kernels,
-        cache_mib=cache.nbytes / 2**20,
-        bytes_per_token=cache.nbytes / (b * cache.max_seq_len),
-    )
-
-# %% ../nbs/07_bench.ipynb #2cad840a
-def decode_rows(
-    cases=((4, 1, 65536), (4, 64, 16384), (128, 1, 65536), (0, 1, 65536)),
-    precisions=("bf16", "fp8"),
-    multi=(4,),
-    iters: int = 50,
-    warmup: int = 5,
-    seed: int = 0,
-    log=_silent,
-) -> list[dict]:
-    """One fused decode step per `(ratio, batch, context)` of `cases`
-    (and per indexer precision at ratio 4): `eager_us`, `python_us`, `call_us`,
-    `graph_us` (median µs per step: see above), `cache_mib` (the cache of that batch and context), `bytes_per_token`.
-
-    `cases`: `(ratio, batch, context)` triples, the layer's ratio (0, 4 or 128), the sequences decoded together and
-    the tokens already in each sequence's cache; `precisions`: the ratio-4 rows' `indexer_precision`s (`'bf16'`,
-    `'fp8'`; other ratios run bf16 once); `multi`: the new-token counts `s_new` of the multi-token steps also
-    timed on the ratio-4 bf16 rows of one sequence (what a speculative round verifies); `iters`, `warmup`: timed and
-    untimed steps per median; `seed`: the weights' seed (`torch.manual_seed`), the cache contents' and, plus one, the
-    new token's inputs'; `log`: called with each row as it is measured.
-    Returns one dict per row: `ratio`, `precision` (`None` off ratio 4), `batch`, `context`, `s_new`, `eager_us`
-    (the cache's graphs off: tape replays), `python_us` (graphs and tapes off), `call_us` (a plain call: the cache's
-    graphs), `graph_us` (`capture_decode`), `kernels` (device kernels of one step, copies included:
-    `graphs.decode_step_ops`), `cache_mib`, `bytes_per_token` (cache bytes over `batch · max_seq_len`, the cache
-    holding `context` plus room for the timed steps)."""
-    if not torch.cuda.is_available():
-        raise RuntimeError("decode_rows needs a CUDA GPU")
-    rows = []
-    for ratio, b, ctx in cases:
-        for prec in precisions if ratio == 4 else ("bf16",):
-            news = (1, *multi) if (ratio, prec, b) == (4, "bf16", 1) else (1,)
-            for s_new in news:
-                row = _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed)
-                rows.append(row)
-                log(row)
-                torch.cuda.empty_cache()
-    return rows
-
-# %% ../nbs/07_bench.ipynb #eae61421
-def prefill_rows(seqlens=(4096, 65536), iters: int = 30, seed: int = 0, log=_silent) -> list[dict]:
-    """A ratio-4 prompt through the cache against the plain inference forward (fused, V4-Flash shapes, b = 1): ms each.
-
-    `seqlens`: prompt lengths; `iters`: timed calls per median (after three warm-up calls); `seed`: the layer's and the
-    inputs' seed (`long_context_layer`); `log`: called with each row as it is measured.
-    Returns one dict per length: `sq`, `plain_ms` (the inference forward), `cached_ms` (the same forward into a cache of
-    `sq` tokens), `ratio_to_plain`. The two calls are timed in turn (`median_times_ms`), each from an idle GPU: the
-    cache emptied and the device synchronised before each of them, outside the timed span (the plain forward does not
-    read the cache)."""
-    rows = []
-    for sq in seqlens:
-        layer, ins = long_context_layer(4, sq, seed=seed)
-        layer.eval()
-        cache = layer.new_cache(1, sq)
-        with torch.no_grad():
-            plain, cached = median_times_ms(
-                [lambda: layer(*ins[:4]), lambda: layer(*ins[:4], cache=cache)],
-                setup=lambda: (cache.reset(), torch.cuda.synchronize()),
-                iters=iters,
-            )
-        rows.append(dict(sq=sq, plain_ms=plain, cached_ms=cached, ratio_to_plain=cached / plain))
-        log(rows[-1])
-        layer = ins = cache = None
-        torch.cuda.empty_cache()
-    return rows
-
-# %% ../nbs/07_bench.ipynb #58e175d8
-def _or_dash(v) -> str:
-    "A measured figure to one decimal, `–` where the row has none."
-    return "–" if v is None else format(v, ".1f")
-
-
-def decode_markdown(rows: list[dict], prefill: list[dict] | None = None, gpu: str | None = None) -> str:
-    """The decoding section of `BENCHMARKS.md` from `decode_rows` (and `prefill_rows`).
-
-    `rows`: the `decode_rows` result; `prefill`: a `prefill_rows` result, which adds the prompt table (`None`: none);
-    `gpu`: the GPU named in the text (`None`: CUDA device 0's name and `sm_XY` when CUDA is available).
-    Returns the Markdown section: its `## Decoding (fused, one layer)` heading, how it was measured, the decode table
-    and, with `prefill`, the prompt table."""
-    if gpu is None and torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0)
-        gpu = f"{p.name} (sm_{p.major}{p.minor})"
-    L = [
-        "## Decoding (fused, one layer)",
-        "",
-        f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch "
-        f"{torch.__version__}: one decode "
-        "step of a V4-Flash layer (H = 64, D = 512, window 128, top-512, bf16) with its cache filled to the "
-        "context, one "
-        "new token per sequence (`new tokens` > 1: one multi-token step, each new row seeing the rows before it); "
-        "median µs of CUDA events: eager (the cache's graphs off: each kernel launched from the host, replayed from "
-        "the launch tape the cache recorded at the step's second call), Python (graphs and tapes off: the step's "
-        "Python at every step), a plain call (`layer(..., cache=cache)`: "
-        "a replay of the graph the cache recorded at its first step, the call's checks and copies included) "
-        "and a replay of a captured CUDA graph alone (`capture_decode`). "
-        "Regenerate: `fused-csa bench --decode --out BENCHMARKS.md`.",
-        "",
-        "| ratio | indexer precision | sequences | context | new tokens | eager µs | Python µs | call µs "
-        "| graphed µs | kernels / step | cache MiB | cache bytes / token |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    L += [
-        f"| {r['ratio']} | {r['precision'] or '–'} | {r['batch']} | {r['context']} | {r.get('s_new', 1)} | "
-        f"{r['eager_us']:.1f} | {_or_dash(r.get('python_us'))} | {_or_dash(r.get('call_us'))} | "
-        f"{r['graph_us']:.1f} | {r.get('kernels', '–')} | "
-        f"{r['cache_mib']:.1f} | {r['bytes_per_token']:.1f} |"
-        for r in rows
-    ]
-    if prefill:
-        L += [
-            "",
-            "A prompt through the cache (inference forward + storing its keys) against the plain inference forward "
-            "(ratio 4, b = 1; the two calls in turn, each from an idle GPU: the cache emptied and the device "
-            "synchronised before each, outside the timed span):",
-            "",
-            "| s_q | inference ms | through the cache ms | ratio |",
-            "|---|---|---|---|",
-        ]
-        L += [
-            f"| {r['sq']} | {r['plain_ms']:.2f} | {r['cached_ms']:.2f} | {r['ratio_to_plain']:.3f} |" for r in prefill
-        ]
-    return "\n".join(L) + "\n"

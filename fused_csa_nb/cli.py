@@ -24,25 +24,21 @@ import torch
 
 import fused_csa_nb
 from .attention import CompressedSparseAttention
-from fused_csa_nb.bench import (
+from .bench import benchmarks_markdown, markdown_blocks, run_benchmarks
+from .bench_decode import decode_markdown, decode_rows, prefill_rows
+from fused_csa_nb.bench_long import (
     _PACKED_HEADER,
-    benchmarks_markdown,
     blocked_parity,
-    decode_markdown,
-    decode_rows,
-    prefill_rows,
     fp8_selection_markdown,
     fp8_selection_rows,
     long_context_markdown,
     long_context_rows,
-    markdown_blocks,
     packed_markdown,
     packed_rows,
     plot_long_context,
-    run_benchmarks,
 )
 from .config import ATTENTION_VARIANTS, COMPRESS_RATIOS, DSA_KERNEL_BACKENDS, CSAConfig, validate_config
-from .kernels import FusedUnavailableError, flash_mla_build, kernel_status
+from .kernel_support import FusedUnavailableError, flash_mla_build, kernel_status
 from .reference import INDEXER_PRECISIONS
 
 # %% auto #0

@@ -14,7 +14,7 @@ from fastcore.basics import patch
 
 from .checks import check_bool, check_choice, check_float, check_int, check_scale
 from .reference import INDEXER_PRECISIONS
-from fused_csa_nb.kernels import (
+from fused_csa_nb.kernel_support import (
     FusedUnavailableError,
     detected_capability,
     detected_kernels,

@@ -21,12 +21,11 @@ except ImportError:  # pragma: no cover
         _module_state_mapping, FSDPState = {}, type(None)
 
 from .checks import _describe, check_bool, check_choice, check_device, check_int, check_tensor
-from .layout import QueryRows, _window_slots, compressed_topk_idxs
+from .layout import QueryRows
 
 # %% auto #0
-__all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'cp_window_idxs', 'cp_compressed_idxs', 'gather_seq',
-           'halo_from_prev', 'check_cp_group', 'cp_comm_bytes', 'cp_indexer_work', 'cp_positions', 'cp_split',
-           'cp_merge']
+__all__ = ['CP_BLOCK', 'CP_LAYOUTS', 'CPShard', 'cp_shard', 'gather_seq', 'halo_from_prev', 'check_cp_group', 'cp_comm_bytes',
+           'cp_indexer_work', 'cp_positions', 'cp_split', 'cp_merge']
 
 # %% ../nbs/05_context_parallel.ipynb #ecf75f93
 CP_BLOCK = 128  # shard lengths are multiples of this: no compressed block straddles two shards
@@ -56,35 +55,6 @@ def cp_shard(sq_local: int, rank: int, world: int) -> CPShard:
             f"{CP_BLOCK}, so that no compressed block straddles two shards; got {sq_local}"
         )
     return CPShard(rank, world, sq_local, rank * sq_local, world * sq_local)
-
-# %% ../nbs/05_context_parallel.ipynb #5f224161
-def cp_window_idxs(sq_local: int, batch_size: int, window: int, start: int, device=None) -> torch.Tensor:
-    """Window slots `[b, L, W]` int64 of the queries at
-    global `start …` in `[halo (W−1) | local (L)]` slots; `-1` below 0.
-
-    `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `window` W, the keys each row sees; `start` global
-    position of the first local row (rank · L); `device` the device of the result (None: the CPU). Returns the int64
-    slots `[batch_size, sq_local, window]`."""
-    check_int("sq_local", sq_local)
-    check_int("batch_size", batch_size, 1)
-    check_int("window", window, 1)
-    check_int("start", start)
-    return _window_slots(sq_local, batch_size, window, start, window - 1, check_device("device", device))
-
-
-def cp_compressed_idxs(sq_local: int, batch_size: int, ratio: int, start: int, slot0: int, device=None) -> torch.Tensor:
-    """All causal compressed entries `[b, L, (start+L)//ratio]`
-    int64 for queries at global `start …`: `slot0 + j` or `-1`.
-
-    `sq_local` L, this rank's query rows; `batch_size` b (>= 1); `ratio` the compression ratio (>= 1); `start` global
-    position of the first local row; `slot0` the slot of compressed entry 0 in `kv_full`; `device` the result's device
-    (None: the CPU). Returns the int64 slots `[batch_size, sq_local, (start + sq_local) // ratio]`."""
-    check_int("sq_local", sq_local)
-    check_int("batch_size", batch_size, 1)
-    check_int("ratio", ratio, 1)
-    check_int("start", start)
-    check_int("slot0", slot0)
-    return compressed_topk_idxs(sq_local, batch_size, ratio, slot0, device, start=start)
 
 # %% ../nbs/05_context_parallel.ipynb #ee6f4c1b
 _TENSOR_COLLECTIVE_BACKENDS = {"nccl"}  # backends using all_gather_into_tensor / reduce_scatter_tensor

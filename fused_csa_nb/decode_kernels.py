@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import _sparse_fwd, round_up
+from .kernels import _sparse_fwd
+from .kernel_support import round_up
 from .layout import _pad_idx
 from .launch import _INTERPRETED, _cdiv, _launch_triton, _pow2, tl, triton
 

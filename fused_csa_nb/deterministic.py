@@ -9,21 +9,12 @@ import torch
 
 from .checks import check_choice, check_int, check_scale, check_tensor, first_order_only
 from .launch import _cdiv, _INTERPRETED, _launch_triton, _pow2, _TRITON_IMPORT_ERROR, tl, triton
-from fused_csa_nb.kernels import (
-    _SparseAttention,
-    _check_devices,
-    _op,
-    _pad_idx,
-    _radix_topk_cuda,
-    _run,
-    _sm_count,
-    _sparse_bwd,
-    round_up,
-)
+from .kernels import _SparseAttention, _op, _pad_idx, _run
+from .kernel_support import _check_devices, _sm_count, round_up
 from .layout import _pad_heads
 
 # %% auto #0
-__all__ = ['deterministic_sparse_attn_bwd', 'bench_deterministic']
+__all__ = ['deterministic_sparse_attn_bwd']
 
 # %% ../nbs/04_deterministic.ipynb #a7b9c1d3
 if triton is not None:
@@ -371,7 +362,7 @@ def _segments(targets, n: int):
 
 
 def _programs(device) -> int:
-    "Programs of the persistent segment-sum grid: 4 per SM on a GPU (`kernels._sm_count`), 8 under the interpreter."
+    "Programs of the persistent segment-sum grid: 4 per SM on a GPU (`kernel_support._sm_count`), 8 interpreted."
     return 4 * _sm_count(device) if device.type == "cuda" else 8
 
 
@@ -746,90 +737,3 @@ def _index_dk_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_c
     """`_deterministic_index_dk` as the op
     (`torch.compile`, and the stand-in on CPU tensors): `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32."""
     return _run("index_dk_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
-
-# %% ../nbs/04_deterministic.ipynb #efff052c
-def _cuda_ms(fn, warmup: int, iters: int) -> float:
-    "Mean milliseconds of `fn()` on the current CUDA stream (events)."
-    for _ in range(warmup):
-        fn()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(iters):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / iters
-
-
-def _similarity(a, b) -> float:
-    "`2Σab / Σ(a²+b²)` in float64 (the package's parity measure, `testing.similarity`)."
-    a, b = a.double().flatten(), b.double().flatten()
-    return float(2 * (a * b).sum() / (a * a + b * b).sum().clamp_min(1e-300))
-
-
-def _bench_problem(sq: int, heads: int = 64, topk: int = 640, n_comp: int = 1024, seed: int = 0) -> tuple:
-    """The sparse-attention backward's arguments `(q, kv, out, dout, lse, sink, idx, sm_scale, None)` of the bench
-    shape on the GPU: random bf16 `q [sq, heads, 512]`, `kv [sq + n_comp, 512]` (the raw rows, then the compressed
-    entries), fp32 sinks; per row the 128 window slots, then `topk - 128` random compressed entries; FlashMLA's
-    forward for `out` and `lse`; a random `dout`. `seed`: the generator's seed."""
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(sq, heads, 512, device="cuda", generator=g).bfloat16()
-    kv = torch.randn(sq + n_comp, 512, device="cuda", generator=g).bfloat16()
-    sink = torch.randn(heads, device="cuda", generator=g)
-    t = torch.arange(sq, device="cuda")[:, None]
-    win = t - torch.arange(128, device="cuda")[None]
-    comp = sq + torch.randint(0, n_comp, (sq, topk - 128), device="cuda", generator=g)
-    idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32).contiguous()
-    out, lse = _run("flash_mla_sparse_fwd", q, kv, idx, 512**-0.5, sink, None, None)
-    dout = torch.randn(out.shape, device="cuda", generator=g).bfloat16()
-    return (q, kv, out, dout, lse, sink, idx, 512**-0.5, None)
-
-# %% ../nbs/04_deterministic.ipynb #1095eb41
-def bench_deterministic(
-    sq: int = 4096,
-    heads: int = 64,
-    topk: int = 640,
-    n_comp: int = 1024,
-    warmup: int = 3,
-    iters: int = 10,
-    seed: int = 0,
-) -> dict:
-    """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
-    `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
-    (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
-    deterministic one's two accumulations at `_DET_DEFAULT`'s tiles (`det_<accumulate>_ms`, `sim_dkv_<accumulate>`,
-    `repeat_<accumulate>`: "segments", "fixed_point"; `det_bwd_ms` is the default variant, `_DET_DEFAULT`).
-    `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
-    entries; a multiple of 128); `n_comp`: compressed entries
-    (the kv rows after the `sq` raw ones, and the top-k's score
-    columns); `warmup`, `iters`: untimed and timed calls per measurement; `seed`: the random inputs' seed.
-    Returns a `dict` of these numbers: the shape (`sq`, `heads`, `topk`), the times in ms (keys ending in `_ms`), the
-    deterministic backward's slowdown `det_bwd_x`, the similarities and `repeat`."""
-    args = _bench_problem(sq, heads, topk, n_comp, seed)
-    g = torch.Generator(device="cuda").manual_seed(seed + 1)  # the top-k's scores
-    ref, det = _sparse_bwd(*args), _sparse_bwd_det(*args)
-    repeat = all(torch.equal(a, b) for a, b in zip(det, _sparse_bwd_det(*args)))
-    r = dict(
-        sq=sq,
-        heads=heads,
-        topk=topk,
-        cudnn_bwd_ms=_cuda_ms(lambda: _sparse_bwd(*args), warmup, iters),
-        det_bwd_ms=_cuda_ms(lambda: _sparse_bwd_det(*args), warmup, iters),
-        repeat=repeat,
-        sim_dq=_similarity(det[0], ref[0]),
-        sim_dkv=_similarity(det[1], ref[1]),
-        sim_dsink=_similarity(det[2], ref[2]),
-    )
-    r["det_bwd_x"] = r["det_bwd_ms"] / r["cudnn_bwd_ms"]
-    for acc in _ACCUMULATE:  # each accumulation (`tools/det_sweep.py` sweeps the tiles)
-        fn = lambda: _deterministic_sparse_bwd(*args, accumulate=acc)
-        a, b = fn(), fn()
-        r[f"det_{acc}_ms"], r[f"sim_dkv_{acc}"] = _cuda_ms(fn, warmup, iters), _similarity(a[1], ref[1])
-        r[f"repeat_{acc}"] = all(torch.equal(x, y) for x, y in zip(a, b))
-    scores = torch.randn(sq, n_comp, device="cuda", generator=g).relu_()  # ReLU: many exact zeros (ties)
-    lens = torch.full((sq,), n_comp, dtype=torch.int32, device="cuda")
-    for det_k in (False, True):
-        r[f"topk_{'det' if det_k else 'default'}_ms"] = _cuda_ms(
-            lambda: _radix_topk_cuda(scores, lens, topk - 128, det_k), warmup, iters
-        )
-    return r

@@ -37,15 +37,11 @@ __all__ = ['no_indexer_topk_idxs', 'csa_sparse_attn', 'indexer_topk', 'indexer_a
 
 # %% ../nbs/04_fused.ipynb #dd7fe61b
 from fused_csa_nb.kernels import (
-    KernelLimits,
-    _check_devices,
     _compactify,
     _dense_attn_score,
     _dense_indexer_bwd,
     _dense_indexer_score,
     _dk_result,
-    _dsa,
-    _flash_mla,
     _indexer_bwd,
     _indexer_fwd,
     _indexer_fwd_thd,
@@ -55,6 +51,12 @@ from fused_csa_nb.kernels import (
     _sparse_bwd,
     _sparse_fwd,
     _sparse_score,
+)
+from fused_csa_nb.kernel_support import (
+    KernelLimits,
+    _check_devices,
+    _dsa,
+    _flash_mla,
     kernel_limits,
     padded_num_heads,
     round_up,

@@ -5,8 +5,6 @@
 # %% ../nbs/08_graphs.ipynb #b494c61c
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -15,7 +13,7 @@ from .launch import _graph_replay
 from .replay import _capture, _restored
 
 # %% auto #0
-__all__ = ['capture_step', 'DecodeGraph', 'capture_decode', 'decode_step_ops']
+__all__ = ['capture_step', 'DecodeGraph', 'capture_decode']
 
 # %% ../nbs/08_graphs.ipynb #62368a9c
 _LEGACY_STREAM = "legacy stream"  # what CUDA's error says when a captured stream must wait on the default one
@@ -143,39 +141,3 @@ class _OpCounter(TorchDispatchMode):
         if func.overloadpacket.__name__ not in _VIEW_OPS:
             self.n += 1
         return func(*args, **(kwargs or {}))
-
-# %% ../nbs/08_graphs.ipynb #deb91b83
-def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
-    """What one decode step `layer(query, key, x, qr, cache=cache)`
-    dispatches (see above) → `{"ops": int}`, plus on CUDA
-    `"kernels"` (device kernels, copies included) and `"launches"` (host kernel-launch calls). The step runs twice (a
-    warm-up, then the counted one); the cache's tensors and lengths are restored after each.
-
-    `layer`: the `CompressedSparseAttention` to count (eval mode); `cache`: its `CSACache`, holding the prefix;
-    `query [s_new, b, H, D]`: the step's queries, roped at `cache.next_positions(s_new)`; `key [s_new, b, 1, D]`: its
-    latent keys, roped the same way; `x [s_new, b, hidden_size]`: the layer input of the compressor and the indexer
-    (`None` for ratio 0); `qr [s_new, b, q_lora_rank]`: the indexer's low-rank query
-    (ratio 4 with the indexer, else `None`)."""
-
-    def step():
-        return layer(query, key, x, qr, cache=cache)
-
-    res = {}
-    with torch.no_grad(), cache.eager_steps():  # the step's own kernels, not a replay of the cache's graph
-        with _restored([cache], tensors=True):  # every step undone (outside what is counted)
-            step()
-        with _restored([cache], tensors=True), _OpCounter() as c:
-            step()
-        res["ops"] = c.n
-        if query.is_cuda:
-            torch.cuda.synchronize()
-            acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-            with _restored([cache], tensors=True), warnings.catch_warnings():  # torch's notice, when events are read
-                warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-                with torch.profiler.profile(activities=acts) as prof:
-                    step()
-                    torch.cuda.synchronize()
-                ev = prof.events()
-            res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
-            res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
-    return res

@@ -11,9 +11,8 @@ from .checks import _INDEX_CHECKS, check_bool, check_device, check_index_values,
 
 # %% auto #0
 __all__ = ['INDEX_CACHE_BYTES', 'window_topk_idxs', 'visible_counts', 'compressed_topk_idxs', 'local_to_global_flat',
-           'compact_topk_idxs', 'build_flat_topk_idxs', 'pad_query_heads', 'pad_topk_idxs', 'indexer_block_rows',
-           'query_blocks', 'cached_index', 'QueryRows', 'window_slots', 'PackRows', 'check_cu_seqlens', 'thd_positions',
-           'pack_rows']
+           'compact_topk_idxs', 'build_flat_topk_idxs', 'indexer_block_rows', 'query_blocks', 'cached_index',
+           'QueryRows', 'window_slots', 'PackRows', 'check_cu_seqlens', 'thd_positions', 'pack_rows']
 
 # %% ../nbs/00_layout.ipynb #0e67e69d
 def window_topk_idxs(sq: int, batch_size: int, window: int = 128, device=None) -> torch.Tensor:
@@ -168,26 +167,10 @@ def build_flat_topk_idxs(*groups: torch.Tensor, batch_size: int, compact: bool =
     return compact_topk_idxs(flat) if compact else flat
 
 # %% ../nbs/00_layout.ipynb #596c91d0
-def pad_query_heads(query: torch.Tensor, attn_sink: torch.Tensor, num_heads_padded: int):
-    """Pad `query [..., H, D]` with zero heads and `attn_sink [H]`
-    (on `query`'s device) with `-inf` up to `num_heads_padded`.
-
-    `query` floating `[..., H, D]`; `attn_sink` floating `[H]`, one sink logit per head; `num_heads_padded` the head
-    count wanted (>= H, e.g. the kernel's 64 or 128). Returns
-    `(query [..., num_heads_padded, D], attn_sink [num_heads_padded])`."""
-    check_tensor("query", query, min_ndim=2, floating=True, what="[..., H, D]")
-    check_tensor("attn_sink", attn_sink, floating=True, device_like=query, like_name="query")
-    num_heads_padded = check_int("num_heads_padded", num_heads_padded, 1)
-    h = query.shape[-2]
-    if attn_sink.shape != (h,):
-        raise ValueError(f"`attn_sink` must have shape ({h},), got {tuple(attn_sink.shape)}")
-    if num_heads_padded < h:
-        raise ValueError(f"`num_heads_padded`={num_heads_padded} is smaller than the head count {h}")
-    return _pad_heads(query, attn_sink, num_heads_padded)
-
-
 def _pad_heads(query, attn_sink, num_heads_padded: int):
-    "`pad_query_heads` of checked arguments (the kernels' calls)."
+    """Pad `query [..., H, D]` with zero heads and `attn_sink [H]` with `-inf` up to `num_heads_padded` (>= H): the
+    kernels' calls, on arguments their callers checked. Returns `(query, attn_sink)` padded (themselves when H is
+    already `num_heads_padded`)."""
     pad = num_heads_padded - query.shape[-2]
     if pad == 0:
         return query, attn_sink
@@ -195,25 +178,9 @@ def _pad_heads(query, attn_sink, num_heads_padded: int):
     return q, torch.cat([attn_sink, attn_sink.new_full((pad,), float("-inf"))])
 
 
-def pad_topk_idxs(idx: torch.Tensor, width: int) -> torch.Tensor:
-    """Pad the last dim of an integer index tensor with `-1` up to `width` → int32, contiguous: `idx` itself when it
-    already is (no copy). Entries of a wider dtype must fit int32
-    (checked as index values are: CPU always, CUDA under `index_checks()`).
-
-    `idx` integer `[..., k]` index rows, `-1` for none; `width` the last dim wanted (>= k). Returns the int32
-    index `[..., width]`, contiguous."""
-    check_tensor("idx", idx, min_ndim=1, floating=False, what="[..., k]")
-    width = check_int("width", width)
-    k = idx.shape[-1]
-    if width < k:
-        raise ValueError(f"`width`={width} is smaller than the index width {k}")
-    if idx.dtype != torch.int32:
-        check_index_values("idx", idx, 2**31, "int32 slots")  # the cast must not wrap
-    return _pad_idx(idx, width)
-
-
 def _pad_idx(idx, width: int):
-    "`pad_topk_idxs` of checked arguments (int32 entries, or entries that fit int32): the package's own calls."
+    """Pad the last dim of an integer index `idx [..., k]` with `-1` up to `width` (>= k) → int32, contiguous: `idx`
+    itself when it already is (no copy). The package's own calls, on entries that fit int32 (their callers check)."""
     k = idx.shape[-1]
     if width == k and idx.dtype == torch.int32 and idx.is_contiguous():
         return idx

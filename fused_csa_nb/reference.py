@@ -28,9 +28,9 @@ from .rotary import RotaryTable, _rotate, apply_rotary_interleaved, rope_inv_fre
 
 # %% auto #0
 __all__ = ['E4M3_MAX', 'FP8_MIN_AMAX', 'INDEXER_PRECISIONS', 'attention_chunk_rows', 'unfused_csa_attention', 'Compressor',
-           'CSAIndexer', 'indexer_scores', 'topk_entries', 'nonfinite_row_poison', 'indexer_input_poison', 'hadamard',
-           'hadamard_rotate', 'fp8_quantize', 'fp8_rows', 'fp8_indexer_inputs', 'fp8_indexer_scores',
-           'selection_scores', 'blocked_indexer_topk', 'decode_indexer_scores', 'apply_rotary_interleaved']
+           'CSAIndexer', 'indexer_scores', 'topk_entries', 'indexer_input_poison', 'hadamard', 'hadamard_rotate',
+           'fp8_quantize', 'fp8_rows', 'fp8_indexer_inputs', 'fp8_indexer_scores', 'selection_scores',
+           'blocked_indexer_topk', 'decode_indexer_scores', 'apply_rotary_interleaved']
 
 # %% ../nbs/01_reference.ipynb #9f36db54
 _all_ = ["apply_rotary_interleaved"]  # re-exported from the rotary chapter
@@ -733,16 +733,6 @@ def topk_entries(scores: torch.Tensor, topk: int):
     ok = vals > float("-inf")
     idx[..., :k_eff] = torch.where(ok, ind, torch.full_like(ind, -1))
     return idx, ok.sum(-1, dtype=torch.int32)
-
-# %% ../nbs/01_reference.ipynb #5da0e9a1
-def nonfinite_row_poison(scores: torch.Tensor) -> torch.Tensor:
-    """NaN poison of the rows of indexer scores that hold a NaN or `+inf` score (no sync).
-
-    `scores [b, sq, n_comp]` (float): indexer scores (`-inf` at hidden entries is fine).
-    Returns `[b, sq]` float32: NaN where a row holds a NaN or `+inf` score, else 0."""
-    check_tensor("scores", scores, ndim=3, dtype=_FLOAT_DTYPES)
-    bad = (torch.isnan(scores) | torch.isposinf(scores)).any(-1)
-    return torch.zeros(bad.shape, dtype=torch.float32, device=scores.device).masked_fill(bad, float("nan"))
 
 # %% ../nbs/01_reference.ipynb #3bdc039e
 def _poison_rows(t: torch.Tensor, dim: int) -> torch.Tensor:

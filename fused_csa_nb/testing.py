@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from . import kernels as _kernels
+from . import kernel_support as _kernel_support
 
 # imported for its side effect: it defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
 from . import deterministic as _deterministic  # noqa: F401
@@ -121,7 +121,7 @@ def _score_grad(target, predict, scale):
 
 def _major():
     "The compute capability the stand-ins model (`stand_in_kernels`' value; 9 outside it)."
-    return getattr(_kernels._PLATFORMS[-1], "major", 9)
+    return getattr(_kernel_support._PLATFORMS[-1], "major", 9)
 
 # %% ../nbs/03_testing.ipynb #b961818f
 def _stand_in_flash_mla_sparse_fwd(q, kv, indices, sm_scale, attn_sink, topk_length, row_poison):
@@ -312,15 +312,15 @@ class _StandInPlatform:
 @contextlib.contextmanager
 def stand_in_kernels(sm_major: int = 9):
     """Let the kernel adapters accept CPU tensors, which the stand-in CPU kernels of the `fused_csa` ops run,
-    with `kernels.sm_major()` reporting `sm_major` for CPU tensors (9: SM90, 10: SM100). Nests; restores on exit.
+    with `kernel_support.sm_major()` reporting `sm_major` for CPU tensors (9: SM90, 10: SM100). Nests; restores on exit.
     `sm_major` the compute capability major the CPU stand-ins report (default 9, the H200's SM90)."""
     sm_major = check_int("sm_major", sm_major, 9)
     _register_stand_ins()  # a re-run of the kernels chapter's export cells redefines the ops
-    _kernels._PLATFORMS.append(_StandInPlatform(sm_major))
+    _kernel_support._PLATFORMS.append(_StandInPlatform(sm_major))
     try:
         yield
     finally:
-        _kernels._PLATFORMS.pop()
+        _kernel_support._PLATFORMS.pop()
 
 # %% ../nbs/03_testing.ipynb #81c25c97
 def similarity(a: torch.Tensor, b: torch.Tensor) -> float:

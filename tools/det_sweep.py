@@ -12,7 +12,7 @@ a long sequence (B 1, `--index-rows` rows and as many keys, H 64, D 128, 512 dis
 runs are bitwise equal and the similarity of its `d_k` to the segment sum's (the first config); it stops starting
 configs after a fifth of `--budget`; then cuDNN's indexer backward (non-deterministic; its time, which includes `d_q`,
 for reference) and the similarity of each config's `d_k`, `d_w` to cuDNN's. Then the sparse-attention backward: builds
-the problem of `deterministic.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128 window slots,
+the problem of `bench.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128 window slots,
 then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times cuDNN's non-deterministic
 backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of `--iters`), then the dq kernel's tiles
 of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are bitwise equal and how `dq`, `dkv`, `d_sink` agree
@@ -33,7 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the package o
 
 import torch  # noqa: E402
 
+from fused_csa_nb import bench  # noqa: E402
 from fused_csa_nb import deterministic as det  # noqa: E402
+from fused_csa_nb.testing import similarity  # noqa: E402
 from fused_csa_nb.kernels import _sparse_bwd  # noqa: E402
 
 # the tiles of the first default (`_det_blocks` at H 64): a variant's keys not given come from `_DET_DEFAULT`
@@ -71,7 +73,7 @@ INDEX_CONFIGS = [  # `_deterministic_index_dk`'s keywords: the first is the refe
 
 def problem(sq: int, heads: int = 64, topk: int = 640, seed: int = 0):
     "`bench_deterministic`'s inputs at `sq` rows (`n_comp = sq // 4` compressed entries): the backward's arguments."
-    return det._bench_problem(sq, heads, topk, sq // 4, seed)
+    return bench._bench_problem(sq, heads, topk, sq // 4, seed)
 
 
 def median_ms(fn, iters: int, warmup: int = 3) -> float:
@@ -99,7 +101,7 @@ def measure(cfg, args, ref, iters):
 
     runs = [fn() for _ in range(3)]
     repeat = all(torch.equal(a, b) for r in runs[1:] for a, b in zip(runs[0], r))
-    sims = [det._similarity(a, b) for a, b in zip(runs[0], ref)]
+    sims = [similarity(a, b) for a, b in zip(runs[0], ref)]
     del runs
     return (median_ms(fn, iters), repeat, *sims)
 
@@ -193,7 +195,7 @@ def index_sweep(o, t0, budget):
             runs = [fn() for _ in range(3)]
             repeat = all(torch.equal(a, b) for r in runs[1:] for a, b in zip(runs[0], r))
             seg = runs[0] if seg is None else seg
-            sim, out = det._similarity(runs[0][0], seg[0]), runs[0]
+            sim, out = similarity(runs[0][0], seg[0]), runs[0]
             del runs
             ms = median_ms(fn, o.iters)
         except Exception as e:  # a config that does not compile or run: say so, go on
@@ -205,7 +207,7 @@ def index_sweep(o, t0, budget):
     if ref is not None:
         print(f"{'ms':>8} {'x cuDNN':>8} {'sim dk':>10} {'sim dw':>10}  (vs cuDNN)  variant")
         for ms, cfg, out in done:
-            sims = [det._similarity(a, b) for a, b in zip(out, ref)]
+            sims = [similarity(a, b) for a, b in zip(out, ref)]
             print(f"{ms:8.3f} {ms / cudnn:8.2f} {sims[0]:10.7f} {sims[1]:10.7f}  {name(cfg)}")
     if done:
         best = min(done, key=lambda r: r[0])[1]["accumulate"]

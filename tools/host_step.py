@@ -21,6 +21,7 @@ import time
 import torch
 
 from fused_csa_nb import attention, backends, cache, config, decode_kernels, fused_sparse_attention, kernels, reference
+from fused_csa_nb import kernel_support
 from fused_csa_nb import launch, rotary, testing
 
 
@@ -38,7 +39,7 @@ def stub_kernels():
             m._triton_runs_on = runs_on
         if hasattr(m, "_launch_triton"):
             m._launch_triton = lambda *a, **k: None
-    kernels._sm_count = backends._sm_count = lambda device: 132  # the H200's SMs: the attention splits as there
+    kernel_support._sm_count = backends._sm_count = lambda device: 132  # the H200's SMs: the attention splits as there
     kernels._flash_mla_raw = flash_mla
     kernels._run = lambda name, *a: flash_mla(*a[:5])  # the only op a step runs through `_run`
     fused_sparse_attention._radix_topk = lambda v, lengths, k, *a, **kw: torch.empty(v.shape[0], k, dtype=torch.int32)

@@ -9,7 +9,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from fused_csa_nb.attention import CompressedSparseAttention
-from fused_csa_nb.bench import _filled_cache, long_context_layer
+from fused_csa_nb.bench_decode import _filled_cache
+from fused_csa_nb.bench_long import long_context_layer
 from fused_csa_nb.config import CSAConfig
 from fused_csa_nb.graphs import capture_decode
 

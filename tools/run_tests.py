@@ -33,7 +33,8 @@ from configparser import ConfigParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMED = {"07_bench.ipynb", "10_hf.ipynb"}  # notebooks whose GPU cells time kernels
+# notebooks whose GPU cells time kernels
+TIMED = {"07_bench.ipynb", "07_bench_decode.ipynb", "07_bench_long.ipynb", "10_hf.ipynb"}
 # the longest notebooks (measured on one H200 with their GPU cells) start first, so that the pool ends together
 LONGEST = [
     "06_attention.ipynb",
