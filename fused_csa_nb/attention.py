@@ -188,6 +188,36 @@ def _segments(self: CompressedSparseAttention, query, pack=None) -> list:
         self.cp_group, self.cp_layout, sq, b, self.cfg.window_size, _layer_fingerprint(self, query), self._cp_checked
     )
 
+# %% ../nbs/06_attention.ipynb #c31c719d
+@patch
+def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo, proj=None):
+    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)`
+    of `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none);
+    `proj`: the compressors' projections of `x` made already (`_prompt_projections`; no halo), or `None`."""
+    r, n = self.ratio, kv.shape[0]
+    kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
+    if self.compressor is None:
+        return kv_ext, None, None
+    m = n // r
+    x_ext, qr_ext, s0, keep, rows = x, qr, start, slice(0, m), slice(0, n)
+    if x_halo is not None:  # the overlap: the previous block's rows
+        first = start == 0
+        x_ext = _with_halo(x, x_halo, first)
+        if qr is not None:
+            qr_ext = _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first)
+        if not first:
+            s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
+    cp, ip = proj or (None, None)  # made already (a prefill through the cache), or by the modules here
+    comp = self.compressor._compress(x_ext, s0, cp)
+    if comp is None:
+        return kv_ext, None, None  # one device, sq < ratio: no compressed entry
+    comp = comp[keep]
+    if self.indexer is None:
+        return kv_ext, comp, None
+    q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0, ip)
+    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
+    return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
+
 # %% ../nbs/06_attention.ipynb #8f93adbc
 @patch
 def _keys(self: CompressedSparseAttention, key, x, qr, segments, proj=None) -> list:
@@ -227,36 +257,6 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments, proj=None) -> l
             )
         )
     return keys
-
-# %% ../nbs/06_attention.ipynb #c31c719d
-@patch
-def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo, proj=None):
-    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)`
-    of `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none);
-    `proj`: the compressors' projections of `x` made already (`_prompt_projections`; no halo), or `None`."""
-    r, n = self.ratio, kv.shape[0]
-    kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
-    if self.compressor is None:
-        return kv_ext, None, None
-    m = n // r
-    x_ext, qr_ext, s0, keep, rows = x, qr, start, slice(0, m), slice(0, n)
-    if x_halo is not None:  # the overlap: the previous block's rows
-        first = start == 0
-        x_ext = _with_halo(x, x_halo, first)
-        if qr is not None:
-            qr_ext = _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first)
-        if not first:
-            s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
-    cp, ip = proj or (None, None)  # made already (a prefill through the cache), or by the modules here
-    comp = self.compressor._compress(x_ext, s0, cp)
-    if comp is None:
-        return kv_ext, None, None  # one device, sq < ratio: no compressed entry
-    comp = comp[keep]
-    if self.indexer is None:
-        return kv_ext, comp, None
-    q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0, ip)
-    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
-    return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
 
 # %% ../nbs/06_attention.ipynb #5e630d68
 @patch
@@ -368,7 +368,16 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
     ]
     return torch.cat(outs), None
 
-# %% ../nbs/06_attention.ipynb #2c02119f
+# %% ../nbs/06_attention.ipynb #c408bcba
+@patch
+def _prompt_projections(self: CompressedSparseAttention, x) -> tuple:
+    """A prompt's compressor projections, made once for two readers (see above) → `((wkv(x), wgate(x)) of the
+    compressor, the same of the indexer's compressor)`, `[s, b, width]` each, `None` for one the layer lacks. `x [s, b,
+    hidden]`: the prompt's layer input (`None` at ratio 0)."""
+    mods = (self.compressor, self.indexer and self.indexer.compressor)
+    return tuple(None if m is None else (m.wkv(x), m.wgate(x)) for m in mods)
+
+
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     """The ordinary forward over a prompt (inference), its keys then stored in the empty `cache` (`CSACache.fill`)
@@ -385,15 +394,6 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
         [(ring, *p) for ring, p in zip((cache.comp_ring, cache.index_ring), proj) if p is not None],
     )
     return out
-
-# %% ../nbs/06_attention.ipynb #c408bcba
-@patch
-def _prompt_projections(self: CompressedSparseAttention, x) -> tuple:
-    """A prompt's compressor projections, made once for two readers (see above) → `((wkv(x), wgate(x)) of the
-    compressor, the same of the indexer's compressor)`, `[s, b, width]` each, `None` for one the layer lacks. `x [s, b,
-    hidden]`: the prompt's layer input (`None` at ratio 0)."""
-    mods = (self.compressor, self.indexer and self.indexer.compressor)
-    return tuple(None if m is None else (m.wkv(x), m.wgate(x)) for m in mods)
 
 # %% ../nbs/06_attention.ipynb #d4039daf
 @patch
