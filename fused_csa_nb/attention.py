@@ -8,15 +8,14 @@ from __future__ import annotations
 import warnings
 
 import torch
-import torch.distributed as dist
 from fastcore.basics import patch
 from torch import nn
 
-from .backends import KeySet, make_backend
+from .backends import KeySet
 from .cache import MAX_STEP, CSACache, make_cache
-from .checks import check_choice, check_device, check_like_module, check_tensor, no_grad_fast
-from .launch import _module_ptrs, _triton_runs_on
-from .config import COMPRESS_RATIOS, CSAConfig
+from .checks import check_choice, check_device, check_tensor, no_grad_fast
+from .launch import _module_ptrs
+from .config import CSAConfig, _check_rebuild
 from fused_csa_nb.context_parallel import (
     CP_LAYOUTS,
     _check_layer_fsdp,
@@ -27,33 +26,15 @@ from fused_csa_nb.context_parallel import (
     _shard_rows,
     _with_halo,
 )
-from .decode_kernels import _linears
-from .layout import QueryRows, _pack_rows, check_cu_seqlens
+from .decode_kernels import _step_projections
+from .layer_checks import _check_cache, _check_once, _layer_backend
+from .layout import QueryRows
 from .reference import Compressor, CSAIndexer
 from .rotary import layer_rotary
 from .replay import decode_step
 
 # %% auto #0
 __all__ = ['CompressedSparseAttention']
-
-# %% ../nbs/06_attention.ipynb #f231a6d0
-def _layer_backend(cfg, ratio, cp_group):
-    """The checks of a layer's arguments (`cfg` a `CSAConfig` for a CSA variant, `ratio` one of `COMPRESS_RATIOS`,
-    `cp_group` `None` or a process group) → its backend (`make_backend`: `cfg` validated for `ratio` there)."""
-    if not isinstance(cfg, CSAConfig):
-        raise TypeError(f"`cfg` must be a CSAConfig, got {type(cfg).__name__}")
-    if isinstance(ratio, bool) or ratio not in COMPRESS_RATIOS:
-        raise ValueError(f"`ratio` must be one of {COMPRESS_RATIOS}, got {ratio!r}")
-    if cfg.attention_variant != "dsv4_hybrid" and cfg.kernel_backend != "none":
-        raise ValueError(
-            f"CompressedSparseAttention with attention_variant={cfg.attention_variant!r} and "
-            f"dsa_kernel_backend={cfg.kernel_backend!r}: that backend selects ordinary-DSA kernels, "
-            "not CSA ones; use attention_variant='dsv4_hybrid' or dsa_kernel_backend='none'"
-        )
-    backend = make_backend(cfg, ratio)
-    if cp_group is not None and not (dist.is_available() and isinstance(cp_group, dist.ProcessGroup)):
-        raise TypeError(f"`cp_group` must be None or a torch.distributed ProcessGroup, got {type(cp_group).__name__}")
-    return backend
 
 # %% ../nbs/06_attention.ipynb #adb80cb7
 class CompressedSparseAttention(nn.Module):
@@ -75,10 +56,14 @@ class CompressedSparseAttention(nn.Module):
     def __init__(self, cfg: CSAConfig, ratio: int, cp_group=None, cp_layout: str = "contiguous"):
         super().__init__()
         backend = _layer_backend(cfg, ratio, cp_group)  # the arguments checked; native or fused, bound once
-        self.__dict__["_cfg"], self.ratio = cfg, ratio  # `cfg` (below): replacing it rebinds the layer
+        self._cfg, self.ratio, self.backend = cfg, ratio, backend  # `_cfg`: read and replaced through `cfg` (below)
         self.cp_layout = check_choice("cp_layout", cp_layout, CP_LAYOUTS)
         self.cp_group, self._cp_checked = cp_group, set()  # context parallelism: the group, shapes checked
-        self.backend = backend
+        # plain fields (no tensors: ordinary attributes, read at attribute speed on the decode path):
+        self._checked = None  # the signature of the last call whose inputs passed (`layer_checks._check_once`)
+        self._casts = 0  # moves and casts of the layer's tensors (`_apply`), part of `_tensor_ptrs`
+        self._step_weights_of = None  # `(ptrs, weights)` of the decode step's projections (`_step_weights`)
+        self._sharding_checked = None  # the sharding last checked (`_check_sharding`)
         rot, eps = layer_rotary(cfg, ratio), cfg.rms_norm_eps
         self.compressor = Compressor(cfg.hidden_size, cfg.head_dim, ratio, eps=eps, rotary=rot) if ratio > 1 else None
         self.indexer = (
@@ -93,25 +78,28 @@ class CompressedSparseAttention(nn.Module):
     @property
     def cfg(self) -> CSAConfig:
         "The layer's `CSAConfig`: the one its backend, its checks and its forward run."
-        return self.__dict__["_cfg"]
+        return self._cfg
 
     @cfg.setter
     def cfg(self, cfg: CSAConfig):
-        self._rebind(cfg)
+        """`layer.cfg = cfg`: `cfg` validated for the layer's ratio, a new backend bound and the input checks reset
+        (*Replacing the configuration*); refused (`config._check_rebuild`; nothing changes) when it is not a valid
+        `CSAConfig` for the layer or changes a field that built it."""
+        if cfg is not self._cfg:
+            backend = _layer_backend(cfg, self.ratio, self.cp_group)  # a CSAConfig, valid for the ratio: else refused
+            _check_rebuild(self._cfg, cfg, self.ratio)
+            self._cfg, self.backend, self._checked = cfg, backend, None  # the next call's checks run with `cfg`
 
-# %% ../nbs/06_attention.ipynb #4fbbf6f1
-@patch(as_prop=True)
-def fused(self: CompressedSparseAttention) -> bool:
-    "Whether the layer runs on the fused kernels (its backend, chosen at construction)."
-    return self.backend.fused
+    @property
+    def fused(self) -> bool:
+        "Whether the layer runs on the fused kernels (its backend, chosen at construction)."
+        return self.backend.fused
 
-
-@patch
-def extra_repr(self: CompressedSparseAttention) -> str:
-    return (
-        f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
-        f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}"
-    )
+    def extra_repr(self) -> str:
+        return (
+            f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
+            f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}"
+        )
 
 # %% ../nbs/06_attention.ipynb #f6d112ea
 @patch
@@ -119,7 +107,7 @@ def _apply(self: CompressedSparseAttention, fn, recurse=True):
     """Moves and casts move the sink but keep it float32 (float64 when the layer is cast to float64); each is counted
     (`_tensor_ptrs`: new storage can land at freed addresses)."""
     nn.Module._apply(self, fn, recurse)
-    self.__dict__["_casts"] = self.__dict__.get("_casts", 0) + 1
+    self._casts += 1
     if self.attn_sink.dtype not in (torch.float32, torch.float64):
         self.attn_sink.data = self.attn_sink.data.float()
         if self.attn_sink.grad is not None:
@@ -132,91 +120,11 @@ def _sink(self: CompressedSparseAttention) -> torch.Tensor:
     "The sink logits `[H]` the attention reads: float32 (float64 in a float64 layer), however the parameter was cast."
     return self.attn_sink if self.attn_sink.dtype in (torch.float32, torch.float64) else self.attn_sink.float()
 
-# %% ../nbs/06_attention.ipynb #61fe65b4
-def _real_rows(t, real):
-    "`t [T, ...]` with its padding rows (`real` False) zeroed: what they hold (NaN, Inf) never reaches any arithmetic."
-    return torch.where(real.view(-1, *[1] * (t.dim() - 1)), t, 0)
-
-# %% ../nbs/06_attention.ipynb #3de4e010
-@patch
-def _check_query(self: CompressedSparseAttention, query, cu_seqlens=None, max_seqlen=None) -> int | None:
-    """The forward's `query` in its layout — SBHD `[sq, b, H, D]`, or THD `[T, H, D]` with `cu_seqlens` (checked, with
-    `max_seqlen`) — → the pack's `max_seqlen` (`None` for SBHD). The messages speak the caller's layout."""
-    cfg = self.cfg
-    if cu_seqlens is not None:  # THD: [T, ...] tensors, the messages in THD words
-        check_tensor(
-            "query", query, floating=True, shape=(None, cfg.num_heads, cfg.head_dim), what="[T, H, D] (packed)"
-        )
-        if self.cp_group is not None:
-            raise NotImplementedError("packed sequences (cu_seqlens) under context parallelism are not implemented")
-        return check_cu_seqlens(cu_seqlens, query.shape[0], max_seqlen, device=query.device)
-    if max_seqlen is not None:
-        raise ValueError("`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack")
-    check_tensor("query", query, floating=True, shape=(None, None, cfg.num_heads, cfg.head_dim), what="[sq, b, H, D]")
-    if query.shape[1] == 0:
-        raise ValueError("`query` [sq, b, H, D] has batch size b = 0 (dim 1): a layer call needs b >= 1")
-    return None
-
-# %% ../nbs/06_attention.ipynb #1790f887
-@patch
-def _check_inputs(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens=None, max_seqlen=None):
-    """Shapes, dtypes and devices of the forward's arguments, once per call, in the caller's layout (the backend and its
-    kernels trust them) → `(query, key, x, qr, pack)`: a pack's inputs come back as one sequence of `b = 1`, their
-    padding rows zeroed (on the device, before any arithmetic), with its `PackRows`; else `pack` is `None`."""
-    cfg, thd = self.cfg, cu_seqlens is not None
-    max_seqlen = self._check_query(query, cu_seqlens, max_seqlen)
-    rows, lead = (query.shape[:1], "T") if thd else (query.shape[:2], "sq, b")
-    same = dict(floating=True, like=query, like_name="the query")
-    check_tensor("key", key, shape=(*rows, 1, cfg.head_dim), what=f"[{lead}, 1, D]", **same)
-    if self.compressor is not None or x is not None:
-        if x is None:
-            raise ValueError(f"`x` [{lead}, hidden_size] is required by a ratio-{self.ratio} layer (compressor)")
-        check_tensor("x", x, shape=(*rows, cfg.hidden_size), what=f"[{lead}, hidden_size]", **same)
-        for m in (self.compressor, self.indexer):  # dtype / device of the projections that read x, every ratio
-            if m is not None:  # (fp32 position biases and norms beside bf16 projections: a mixed-precision checkpoint)
-                check_like_module("x", x, m.wkv if m is self.compressor else m.compressor.wkv)
-    if self.indexer is not None or qr is not None:
-        if qr is None:
-            raise ValueError(f"`qr` [{lead}, q_lora_rank] is required by a ratio-4 layer with the indexer")
-        check_tensor("qr", qr, shape=(*rows, cfg.q_lora_rank), what=f"[{lead}, q_lora_rank]", **same)
-        if self.indexer is not None:
-            check_like_module("qr", qr, self.indexer.wq)
-    if self.attn_sink.device != query.device:
-        raise ValueError(
-            f"`query` is on {query.device} but the layer's parameters are on {self.attn_sink.device}: move the "
-            f"layer with `layer.to('{query.device}')`, or the inputs with `.to('{self.attn_sink.device}')`"
-        )
-    self.backend.check_inputs(query)
-    if not thd:
-        return query, key, x, qr, None
-    pack = _pack_rows(cu_seqlens, query.shape[0], max_seqlen, self.ratio)
-    return (*(None if t is None else _real_rows(t, pack.real).unsqueeze(1) for t in (query, key, x, qr)), pack)
-
 # %% ../nbs/06_attention.ipynb #91c03af3
 @patch
 def _tensor_ptrs(self: CompressedSparseAttention) -> tuple:
     "`launch._module_ptrs` of the layer: where its parameters and buffers live, and its casts."
     return _module_ptrs(self)
-
-# %% ../nbs/06_attention.ipynb #b01e8cbe
-def _meta(t):
-    "What the input checks read of an argument: shape, dtype, device (`None` stays `None`, a non-tensor never matches)."
-    return None if t is None else (t.shape, t.dtype, t.device) if isinstance(t, torch.Tensor) else object()
-
-
-@patch
-def _check_once(self: CompressedSparseAttention, query, key, x, qr, cu_seqlens=None, max_seqlen=None):
-    """`_check_inputs`, skipped for a batch of sequences whose signature is the last one that passed (see above): each
-    argument's `_meta`, the layer's tensors (`_tensor_ptrs`) and torch's deterministic switch. A pack is checked every
-    call (its `cu_seqlens` are data), and every call while `torch.compile` traces. Returns `_check_inputs`' `(query,
-    key, x, qr, pack)`."""
-    if cu_seqlens is not None or max_seqlen is not None or torch.compiler.is_compiling():
-        return self._check_inputs(query, key, x, qr, cu_seqlens, max_seqlen)
-    seen = (self._tensor_ptrs(), torch.are_deterministic_algorithms_enabled(), *(_meta(t) for t in (query, key, x, qr)))
-    if seen != self.__dict__.get("_checked"):
-        self._check_inputs(query, key, x, qr)
-        self.__dict__["_checked"] = seen
-    return query, key, x, qr, None
 
 # %% ../nbs/06_attention.ipynb #933ada08
 @patch
@@ -249,7 +157,7 @@ def forward(
         return self._cached(query, key, x, qr, cache, cu_seqlens, max_seqlen)
     if self.cp_group is not None and torch.is_grad_enabled() and not torch.compiler.is_compiling():
         self._check_sharding()  # once per sharding: FSDP2 must reduce the CP partial gradients right
-    query, key, x, qr, pack = self._check_once(query, key, x, qr, cu_seqlens, max_seqlen)
+    query, key, x, qr, pack = _check_once(self, query, key, x, qr, cu_seqlens, max_seqlen)
     if pack is not None and not self.fused:  # the native reference of a pack: its documents, padded
         return self._padded(query, key, x, qr, pack)
     segments = self._segments(query, pack)  # [(local rows, QueryRows)]: one, or two (zigzag)
@@ -279,6 +187,36 @@ def _segments(self: CompressedSparseAttention, query, pack=None) -> list:
     return _shard_rows(
         self.cp_group, self.cp_layout, sq, b, self.cfg.window_size, _layer_fingerprint(self, query), self._cp_checked
     )
+
+# %% ../nbs/06_attention.ipynb #c31c719d
+@patch
+def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo, proj=None):
+    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)`
+    of `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none);
+    `proj`: the compressors' projections of `x` made already (`_prompt_projections`; no halo), or `None`."""
+    r, n = self.ratio, kv.shape[0]
+    kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
+    if self.compressor is None:
+        return kv_ext, None, None
+    m = n // r
+    x_ext, qr_ext, s0, keep, rows = x, qr, start, slice(0, m), slice(0, n)
+    if x_halo is not None:  # the overlap: the previous block's rows
+        first = start == 0
+        x_ext = _with_halo(x, x_halo, first)
+        if qr is not None:
+            qr_ext = _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first)
+        if not first:
+            s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
+    cp, ip = proj or (None, None)  # made already (a prefill through the cache), or by the modules here
+    comp = self.compressor._compress(x_ext, s0, cp)
+    if comp is None:
+        return kv_ext, None, None  # one device, sq < ratio: no compressed entry
+    comp = comp[keep]
+    if self.indexer is None:
+        return kv_ext, comp, None
+    q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0, ip)
+    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
+    return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
 
 # %% ../nbs/06_attention.ipynb #8f93adbc
 @patch
@@ -319,36 +257,6 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments, proj=None) -> l
             )
         )
     return keys
-
-# %% ../nbs/06_attention.ipynb #c31c719d
-@patch
-def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo, x_halo, proj=None):
-    """`(kv_ext [halo + n, b, D], this segment's compressed entries [n/ratio, b, D] or None, (q_i, k_i, w_i) or None)`
-    of `n` rows at global `start`, given their window halo and (ratio 4 under CP) compressor halo (`None`: none);
-    `proj`: the compressors' projections of `x` made already (`_prompt_projections`; no halo), or `None`."""
-    r, n = self.ratio, kv.shape[0]
-    kv_ext = kv if kv_halo is None else torch.cat([kv_halo, kv])
-    if self.compressor is None:
-        return kv_ext, None, None
-    m = n // r
-    x_ext, qr_ext, s0, keep, rows = x, qr, start, slice(0, m), slice(0, n)
-    if x_halo is not None:  # the overlap: the previous block's rows
-        first = start == 0
-        x_ext = _with_halo(x, x_halo, first)
-        if qr is not None:
-            qr_ext = _with_halo(qr, qr.new_zeros(r, *qr.shape[1:]), first)
-        if not first:
-            s0, keep, rows = start - r, slice(1, m + 1), slice(r, n + r)
-    cp, ip = proj or (None, None)  # made already (a prefill through the cache), or by the modules here
-    comp = self.compressor._compress(x_ext, s0, cp)
-    if comp is None:
-        return kv_ext, None, None  # one device, sq < ratio: no compressed entry
-    comp = comp[keep]
-    if self.indexer is None:
-        return kv_ext, comp, None
-    q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0, ip)
-    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
-    return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
 
 # %% ../nbs/06_attention.ipynb #5e630d68
 @patch
@@ -424,63 +332,8 @@ def new_cache(
     cache = make_cache(
         self, batch_size, max_seq_len, device=device, dtype=dtype, module_dtype=module_dtype or dtype, graphs=graphs
     )
-    cache.layer_cfg = self.cfg  # the configuration it was sized for (`_check_cache`)
+    cache.layer_cfg = self.cfg  # the configuration it was sized for (`layer_checks._check_cache`)
     return cache
-
-# %% ../nbs/06_attention.ipynb #9f37ab2a
-@patch
-def _check_cache(self: CompressedSparseAttention, cache, query, cu_seqlens, max_seqlen=None):
-    """The cache of a forward with `cache=`: this layer's, in eval mode, SBHD on one device; then the query against
-    it (`_check_cache_query`)."""
-    if not isinstance(cache, CSACache):
-        raise TypeError(f"`cache` must be a CSACache (layer.new_cache(...)), got {type(cache).__name__}")
-    if not cache.belongs_to(self):
-        raise ValueError(
-            f"`cache` belongs to another layer (ratio {cache.ratio}): each layer decodes with its own new_cache()"
-        )
-    if getattr(cache, "layer_cfg", self.cfg) is not self.cfg:  # made before `layer.cfg = ...` (see above)
-        raise ValueError(
-            "`cache` was made before the layer's configuration was replaced (layer.cfg = ...): its ring and slots "
-            "serve the old one; make a new cache with layer.new_cache(...)"
-        )
-    if self.training:
-        raise ValueError(
-            "a cache serves inference: call layer.eval() first (training runs whole sequences, without a cache)"
-        )
-    if cu_seqlens is not None or self.cp_group is not None:
-        raise NotImplementedError(
-            "decoding with a cache takes SBHD inputs on one device: prefill sequences of different "
-            "lengths one by one through cache.sequence(i), without cu_seqlens or cp_group"
-        )
-    if max_seqlen is not None:
-        raise ValueError(
-            "`max_seqlen` is given without `cu_seqlens`: it bounds the documents of a pack (a cached call "
-            "takes neither)"
-        )
-    self._check_cache_query(cache, query)
-
-# %% ../nbs/06_attention.ipynb #e6cc54b9
-@patch
-def _check_cache_query(self: CompressedSparseAttention, cache, query):
-    "`query` against `cache`: a tensor of its batch, dtype and device (`[s_new, b, H, D]`), with room for its tokens."
-    if not isinstance(query, torch.Tensor):
-        raise TypeError(f"`query` must be a torch.Tensor, got {type(query).__name__}")
-    if query.dim() != 4 or query.shape[1] != cache.batch_size:
-        raise ValueError(
-            f"`query` must hold the cache's {cache.batch_size} sequences in dim 1 ([s_new, b, H, D]), "
-            f"got shape {tuple(query.shape)}"
-        )
-    if query.dtype != cache.kv.dtype or query.device != cache.kv.device:
-        raise ValueError(
-            f"`query` is {query.dtype} on {query.device} but the cache holds {cache.kv.dtype} on "
-            f"{cache.kv.device}: build the cache with new_cache(..., dtype=query.dtype, device=query.device)"
-        )
-    held = max(cache.lengths)
-    if query.shape[0] > cache.max_seq_len - held:
-        raise ValueError(
-            f"{query.shape[0]} new tokens overflow the cache: a sequence holds {held} of its "
-            f"max_seq_len={cache.max_seq_len} tokens ({cache.max_seq_len - held} left)"
-        )
 
 # %% ../nbs/06_attention.ipynb #ffe7d5ff
 @patch
@@ -488,7 +341,7 @@ def _check_cache_query(self: CompressedSparseAttention, cache, query):
 def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlens=None, max_seqlen=None):
     """`forward(..., cache=cache)` (see above) → `(out [s_new, b, H·D], None)`: a prefill of an empty cache, or batched
     steps of up to `MAX_STEP` tokens; `s_new = 0` writes nothing and returns an empty output."""
-    self._check_cache(cache, query, cu_seqlens, max_seqlen)
+    _check_cache(self, cache, query, cu_seqlens, max_seqlen)
     s, b = query.shape[:2]
     if s == 0:  # nothing to write: the arguments given are still checked (shapes, dtypes, devices)
         same, cfg = dict(like=query, like_name="the query"), self.cfg
@@ -498,9 +351,9 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
         if qr is not None:
             check_tensor("qr", qr, floating=True, shape=(0, b, cfg.q_lora_rank), what="[s_new, b, q_lora_rank]", **same)
         return query.new_zeros(0, b, query.shape[2] * cfg.v_head_dim), None
-    self._check_once(query, key, x, qr)
+    _check_once(self, query, key, x, qr)
     compiling = torch.compiler.is_compiling()  # then the checks keep no signature
-    ptrs = self._tensor_ptrs() if compiling else self.__dict__["_checked"][0]  # the layer's tensors, as just checked
+    ptrs = self._tensor_ptrs() if compiling else self._checked[0]  # the layer's tensors, as just checked
     if s > 1 and not any(cache.lengths):
         return self._prefill(query, key, x, qr, cache), None
     if s <= MAX_STEP:
@@ -515,7 +368,16 @@ def _cached(self: CompressedSparseAttention, query, key, x, qr, cache, cu_seqlen
     ]
     return torch.cat(outs), None
 
-# %% ../nbs/06_attention.ipynb #2c02119f
+# %% ../nbs/06_attention.ipynb #c408bcba
+@patch
+def _prompt_projections(self: CompressedSparseAttention, x) -> tuple:
+    """A prompt's compressor projections, made once for two readers (see above) → `((wkv(x), wgate(x)) of the
+    compressor, the same of the indexer's compressor)`, `[s, b, width]` each, `None` for one the layer lacks. `x [s, b,
+    hidden]`: the prompt's layer input (`None` at ratio 0)."""
+    mods = (self.compressor, self.indexer and self.indexer.compressor)
+    return tuple(None if m is None else (m.wkv(x), m.wgate(x)) for m in mods)
+
+
 @patch
 def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     """The ordinary forward over a prompt (inference), its keys then stored in the empty `cache` (`CSACache.fill`)
@@ -533,50 +395,6 @@ def _prefill(self: CompressedSparseAttention, query, key, x, qr, cache):
     )
     return out
 
-# %% ../nbs/06_attention.ipynb #17a74cbf
-@patch
-def _step_weights(self: CompressedSparseAttention) -> tuple | None:
-    """The weights a decode step's projections read (see above), listed and checked once per state of the layer's
-    tensors (`_tensor_ptrs`, as the last input check read them) → `(x's weights, their last one's scale, [wq] or
-    [])`: the compressor's `wkv`, `wgate`, the indexer compressor's two and the indexer's `weights_proj` (scaled by
-    `Hi^-½`), those the layer has; `None` where one is not a contiguous bf16 tensor (the modules project then)."""
-    checked = self.__dict__.get("_checked")
-    ptrs = checked[0] if checked else self._tensor_ptrs()
-    got = self.__dict__.get("_step_weights_of")
-    if got is None or got[0] != ptrs:
-        ix = self.indexer
-        mods = [m for m in (self.compressor, ix and ix.compressor) if m is not None]
-        ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + ([ix.weights_proj.weight] if ix else [])
-        qw = [ix.wq.weight] if ix else []
-        ok = ws and all(w.dtype == torch.bfloat16 and w.is_contiguous() for w in ws + qw)
-        got = self.__dict__["_step_weights_of"] = (ptrs, (ws, ix.n_heads**-0.5 if ix else 1.0, qw) if ok else None)
-    return got[1]
-
-
-@patch
-def _step_projections(self: CompressedSparseAttention, x, qr) -> list | None:
-    """A decode step's `x [s, b, hidden]` through every weight that reads it in one kernel (see above): the
-    compressor's `wkv`, `wgate`, then the indexer compressor's `wkv`, `wgate` and the indexer's `weights_proj` (times
-    `Hi^-½`), those the layer has; then with an indexer its `wq(qr)` (`qr [s, b, q_lora_rank]`) in a second → a list
-    of `[s, b, N_i]` views; `None` without `x`, or where the modules project it themselves (native, not CUDA, not
-    bf16, autocast)."""
-    if x is None or not (self.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
-        return None
-    bound = self._step_weights()
-    if bound is None or x.dtype != torch.bfloat16 or (bound[2] and qr.dtype != torch.bfloat16):
-        return None
-    ws, scale, qw = bound
-    return _linears(x, ws, scale) + (_linears(qr, qw) if qw else [])
-
-# %% ../nbs/06_attention.ipynb #c408bcba
-@patch
-def _prompt_projections(self: CompressedSparseAttention, x) -> tuple:
-    """A prompt's compressor projections, made once for two readers (see above) → `((wkv(x), wgate(x)) of the
-    compressor, the same of the indexer's compressor)`, `[s, b, width]` each, `None` for one the layer lacks. `x [s, b,
-    hidden]`: the prompt's layer input (`None` at ratio 0)."""
-    mods = (self.compressor, self.indexer and self.indexer.compressor)
-    return tuple(None if m is None else (m.wkv(x), m.wgate(x)) for m in mods)
-
 # %% ../nbs/06_attention.ipynb #d4039daf
 @patch
 def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
@@ -587,7 +405,7 @@ def _decode_step(self: CompressedSparseAttention, query, key, x, qr, cache):
     cache's keys."""
     rows = cache.step_rows(query.shape[0])  # the step's rows: positions, blocks, visibility
     comp = index = indexer = None
-    proj = self._step_projections(x, qr)  # x through every weight that reads it, one kernel (qr: another)
+    proj = _step_projections(self, x, qr)  # x through every weight that reads it, one kernel (qr: another)
     if self.compressor is not None:  # the module steps read the rings; the cache then writes them
         comp = self.compressor.step(x, rows.positions, *cache.comp_ring, proj=proj and proj[:2])  # (entries, a, g)
     if self.indexer is not None:
@@ -610,42 +428,6 @@ def _step(self: CompressedSparseAttention, query, key, x, qr, cache, ptrs: tuple
     reads = (True, True, self.compressor is not None or self.indexer is not None, self.indexer is not None)
     return decode_step(self._decode_step, (query, key, x, qr), cache, ptrs, reads)
 
-# %% ../nbs/06_attention.ipynb #rbd00002
-_ROTARY_FIELDS = ("rotary_dim", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast", "beta_slow")
-
-
-def _built_fields(cfg: CSAConfig, ratio: int) -> dict:
-    """The fields of `cfg` that build a ratio-`ratio` layer's parameters and tables (`{name: value}`): a configuration
-    that changes one cannot run the layer's weights."""
-    names = ["num_heads", "head_dim", "v_head_dim"]
-    if ratio:  # the compressor (and its rotary table, YaRN at compress_rope_theta)
-        names += ["hidden_size", "rms_norm_eps", *_ROTARY_FIELDS]
-    if ratio == 4:
-        names += ["dense_mode"] + ([] if cfg.dense_mode else ["q_lora_rank", "index_n_heads", "index_head_dim"])
-    return {n: getattr(cfg, n) for n in names}
-
-
-@patch
-def _rebind(self: CompressedSparseAttention, cfg) -> None:
-    """`layer.cfg = cfg`: `cfg` validated for the layer's ratio, a new backend bound and the input checks reset (see
-    above); a `TypeError` / `ValueError` when `cfg` is not a valid `CSAConfig` for the layer, or changes a field that
-    built it (nothing changes then)."""
-    old = self.__dict__["_cfg"]
-    if cfg is old:
-        return
-    backend = _layer_backend(cfg, self.ratio, self.cp_group)  # a CSAConfig, valid for the ratio: else refused here
-    was, now = _built_fields(old, self.ratio), _built_fields(cfg, self.ratio)
-    if changed := [f"{n}: {was.get(n)!r} -> {v!r}" for n, v in now.items() if was.get(n) != v]:
-        raise ValueError(
-            f"`cfg` cannot replace this ratio-{self.ratio} layer's configuration: it changes fields that built the "
-            f"layer's parameters and tables ({', '.join(changed)}). Build a new layer with it — "
-            f"`CompressedSparseAttention(cfg, {self.ratio}, cp_group=layer.cp_group, cp_layout=layer.cp_layout)`, "
-            "moved with .to(device, dtype) — and copy the weights with `new.load_state_dict(layer.state_dict())` "
-            "where their shapes agree (new weights otherwise)"
-        )
-    self.__dict__["_cfg"], self.backend = cfg, backend
-    self.__dict__.pop("_checked", None)  # the input checks of the next call run with the new configuration
-
 # %% ../nbs/06_attention.ipynb #cpshd02
 @patch
 def _check_sharding(self: CompressedSparseAttention) -> None:
@@ -653,7 +435,7 @@ def _check_sharding(self: CompressedSparseAttention) -> None:
     `ValueError`), once per sharding: again only when FSDP2's registry (it grows with every `fully_shard`), the sink
     parameter or `cp_group` changed."""
     key = (id(self._parameters.get("attn_sink")), id(self.cp_group), len(_COMPOSABLE_STATES))  # ids: nothing held
-    if key == self.__dict__.get("_sharding_checked"):
+    if key == self._sharding_checked:
         return
     _check_layer_fsdp(f"CompressedSparseAttention(ratio={self.ratio})", self)
-    self.__dict__["_sharding_checked"] = key
+    self._sharding_checked = key

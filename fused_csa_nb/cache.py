@@ -49,6 +49,10 @@ class CSACache:
     slots: int = 0  # R: the window ring's slots
     graphs: bool = True  # a fused layer on CUDA replays its decode steps as CUDA graphs (below)
     tapes: bool = True  # without graphs, it replays their launches from launch tapes (below)
+    # its own host-side tables, not fields of the constructor (copies and views start without):
+    _consts: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # `arange(n)` by n (`_iota`)
+    _graphs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # `step_graphs`
+    _tapes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # `step_tapes`
 
     @property
     def batch_size(self) -> int:
@@ -186,7 +190,7 @@ def step_positions(self: CSACache, n: int) -> torch.Tensor:
 @patch
 def _iota(self: CSACache, n: int) -> torch.Tensor:
     "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
-    consts = self.__dict__.setdefault("_consts", {})
+    consts = self._consts
     if n not in consts:
         consts[n] = torch.arange(n, device=self.pos.device)
     return consts[n]
@@ -298,13 +302,13 @@ def __deepcopy__(self: CSACache, memo):
 @patch(as_prop=True)
 def step_graphs(self: CSACache) -> dict:
     "The captured decode steps of this cache, by step key (the attention chapter's `_step`); copies have their own."
-    return self.__dict__.setdefault("_graphs", {})
+    return self._graphs
 
 
 @patch(as_prop=True)
 def step_tapes(self: CSACache) -> dict:
     "The recorded decode steps of this cache (launch tapes), by step key (the replay chapter's `_taped_step`)."
-    return self.__dict__.setdefault("_tapes", {})
+    return self._tapes
 
 
 @patch

@@ -448,3 +448,31 @@ def use_fused_kernels(cfg: CSAConfig) -> bool:
 
     `cfg` the layer's `CSAConfig`. Returns a bool."""
     return cfg.attention_variant == "dsv4_hybrid" and cfg.kernel_backend == "cudnn"
+
+# %% ../nbs/05_config.ipynb #cfgrb002
+_ROTARY_FIELDS = ("rotary_dim", "compress_rope_theta", "rope_factor", "original_seq_len", "beta_fast", "beta_slow")
+
+
+def _built_fields(cfg: CSAConfig, ratio: int) -> dict:
+    """The fields of `cfg` that build a ratio-`ratio` layer's parameters and tables (`{name: value}`): a configuration
+    that changes one cannot run the layer's weights."""
+    names = ["num_heads", "head_dim", "v_head_dim"]
+    if ratio:  # the compressor (and its rotary table, YaRN at compress_rope_theta)
+        names += ["hidden_size", "rms_norm_eps", *_ROTARY_FIELDS]
+    if ratio == 4:
+        names += ["dense_mode"] + ([] if cfg.dense_mode else ["q_lora_rank", "index_n_heads", "index_head_dim"])
+    return {n: getattr(cfg, n) for n in names}
+
+
+def _check_rebuild(old: CSAConfig, new: CSAConfig, ratio: int) -> None:
+    """A `ValueError` when `new` cannot replace `old` under a ratio-`ratio` layer's weights: it changes a field that
+    built them (`_built_fields`), named in the message with how to build a new layer."""
+    was, now = _built_fields(old, ratio), _built_fields(new, ratio)
+    if changed := [f"{n}: {was.get(n)!r} -> {v!r}" for n, v in now.items() if was.get(n) != v]:
+        raise ValueError(
+            f"`cfg` cannot replace this ratio-{ratio} layer's configuration: it changes fields that built the "
+            f"layer's parameters and tables ({', '.join(changed)}). Build a new layer with it — "
+            f"`CompressedSparseAttention(cfg, {ratio}, cp_group=layer.cp_group, cp_layout=layer.cp_layout)`, "
+            "moved with .to(device, dtype) — and copy the weights with `new.load_state_dict(layer.state_dict())` "
+            "where their shapes agree (new weights otherwise)"
+        )

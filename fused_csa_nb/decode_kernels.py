@@ -10,7 +10,7 @@ import torch
 from .kernels import _sparse_fwd
 from .kernel_support import round_up
 from .layout import _pad_idx
-from .launch import _INTERPRETED, _cdiv, _launch_triton, _pow2, tl, triton
+from .launch import _INTERPRETED, _cdiv, _launch_triton, _pow2, _triton_runs_on, tl, triton
 
 # %% auto #0
 __all__ = ['LINEARS_MAX']
@@ -441,6 +441,40 @@ def _linears(x: torch.Tensor, weights, last_scale: float = 1.0) -> list:
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, WIDEN=_INTERPRETED, num_warps=4, num_stages=3,
     )  # fmt: skip
     return list(out.split_with_sizes(ns, -1))
+
+# %% ../nbs/03_decode_kernels.ipynb #17a74cbf
+def _step_weights(layer) -> tuple | None:
+    """The weights `layer`'s decode steps' projections read (see above), listed and checked once per state of the
+    layer's tensors (`layer._tensor_ptrs()`, as the last input check read them; kept in `layer._step_weights_of`) →
+    `(x's weights, their last one's scale, [wq] or [])`: the compressor's `wkv`, `wgate`, the indexer compressor's
+    two and the indexer's `weights_proj` (scaled by `Hi^-½`), those the layer has; `None` where one is not a
+    contiguous bf16 tensor (the modules project then)."""
+    checked = layer._checked
+    ptrs = checked[0] if checked else layer._tensor_ptrs()
+    got = layer._step_weights_of
+    if got is None or got[0] != ptrs:
+        ix = layer.indexer
+        mods = [m for m in (layer.compressor, ix and ix.compressor) if m is not None]
+        ws = [w.weight for m in mods for w in (m.wkv, m.wgate)] + ([ix.weights_proj.weight] if ix else [])
+        qw = [ix.wq.weight] if ix else []
+        ok = ws and all(w.dtype == torch.bfloat16 and w.is_contiguous() for w in ws + qw)
+        got = layer._step_weights_of = (ptrs, (ws, ix.n_heads**-0.5 if ix else 1.0, qw) if ok else None)
+    return got[1]
+
+
+def _step_projections(layer, x, qr) -> list | None:
+    """A decode step's `x [s, b, hidden]` (of `layer`, a `CompressedSparseAttention`) through every weight that
+    reads it in one kernel (see above): the compressor's `wkv`, `wgate`, then the indexer compressor's `wkv`,
+    `wgate` and the indexer's `weights_proj` (times `Hi^-½`), those the layer has; then with an indexer its `wq(qr)`
+    (`qr [s, b, q_lora_rank]`) in a second → a list of `[s, b, N_i]` views; `None` without `x`, or where the modules
+    project it themselves (native, not CUDA, not bf16, autocast)."""
+    if x is None or not (layer.fused and _triton_runs_on(x)) or torch.is_autocast_enabled("cuda"):
+        return None
+    bound = _step_weights(layer)
+    if bound is None or x.dtype != torch.bfloat16 or (bound[2] and qr.dtype != torch.bfloat16):
+        return None
+    ws, scale, qw = bound
+    return _linears(x, ws, scale) + (_linears(qr, qw) if qw else [])
 
 # %% ../nbs/03_decode_kernels.ipynb #b7867626
 if triton is not None:

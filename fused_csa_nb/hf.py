@@ -240,7 +240,7 @@ def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     for c in (layer.compressor, None if layer.indexer is None else layer.indexer.compressor):
         if c is not None and table is not None:  # HF's table (linear, llama3, …), float64 under moves and casts
             c._inv_freq64, c.inv_freq = table.clone(), table.to(c.inv_freq.device)
-    layer.__dict__["_hf_bindings"] = (None, ())
+    layer._hf_bindings = (None, ())  # the bridge's field on the layer it builds: (HF's structure seen, the bindings)
     return _rebind(attn, layer)
 
 
@@ -248,12 +248,12 @@ def _rebind(attn, layer=None):
     """The package layer of `attn` (or `layer`) reading HF's current parameters: `_bind` over its bindings, found again
     when `attn`'s structure changed (`launch._module_slots`: one of HF's submodules may have been replaced) — else a
     few identity checks on the host."""
-    layer = attn.__dict__["_fused_csa"] if layer is None else layer
-    version, bindings = layer.__dict__["_hf_bindings"]
+    layer = attn._fused_csa if layer is None else layer
+    version, bindings = layer._hf_bindings
     slots = _module_slots(attn)
     if version is not slots:
         bindings = _bindings(layer, attn)
-        layer.__dict__["_hf_bindings"] = (slots, bindings)
+        layer._hf_bindings = (slots, bindings)
     _bind(bindings)
     return layer
 
@@ -265,7 +265,7 @@ def _current(attn, device):
     for c in (layer.compressor, None if layer.indexer is None else layer.indexer.compressor):
         if c is not None and c.inv_freq.device != device:
             c.inv_freq = c._inv_freq64.to(device)
-            layer.__dict__["_casts"] = layer.__dict__.get("_casts", 0) + 1  # its tensors moved (`_tensor_ptrs`)
+            layer._casts += 1  # its tensors moved (`_tensor_ptrs`)
     return layer
 
 # %% ../nbs/10_hf.ipynb #33c0a233
@@ -340,6 +340,17 @@ class _ModelHook:
         return args, kwargs
 
 # %% ../nbs/10_hf.ipynb #a392d65b
+def _kept(past, name: str) -> dict:
+    """The bridge's table `name` kept on HF's cache `past`, made at its first use (HF's class is not ours: the field
+    cannot be declared there): `"_fused_csa"` — the layers' decode caches, `{layer_idx: (CSACache, HF's token
+    count)}`; `"_fused_csa_steps"` — the whole-model step graphs."""
+    got = getattr(past, name, None)
+    if got is None:
+        got = {}
+        setattr(past, name, got)
+    return got
+
+
 class _Reorder:
     "`reorder_cache` of an HF cache that also reorders this package's caches kept on it (beam search; see above)."
 
@@ -348,7 +359,7 @@ class _Reorder:
 
     def __call__(self, beam_idx: torch.Tensor):
         type(self.past).reorder_cache(self.past, beam_idx)
-        for c, _ in self.past.__dict__.get("_fused_csa", {}).values():
+        for c, _ in _kept(self.past, "_fused_csa").values():
             c.reorder(beam_idx)
 
 
@@ -361,11 +372,11 @@ def _capacity(n: int) -> int:
 def _csa_cache(attn, past, layer, b, n_new, device, dtype):
     """`(cache, fresh)`: this package's decode cache of `attn` kept on HF's cache `past` — a new one when `past` holds
     no token of the layer, grown when it must hold more; refused when `past` holds tokens it has not seen."""
-    book, seen, idx = past.__dict__.setdefault("_fused_csa", {}), past.get_seq_length(attn.layer_idx), attn.layer_idx
+    book, seen, idx = _kept(past, "_fused_csa"), past.get_seq_length(attn.layer_idx), attn.layer_idx
     c, count = book.get(idx, (None, None))
     if seen == 0:
-        c = layer.new_cache(b, _capacity(n_new), device=device, dtype=dtype, graphs=attn.__dict__["_fused_csa_graphs"])
-        if not isinstance(past.__dict__.get("reorder_cache"), _Reorder):
+        c = layer.new_cache(b, _capacity(n_new), device=device, dtype=dtype, graphs=attn._fused_csa_graphs)
+        if not isinstance(getattr(past, "reorder_cache", None), _Reorder):
             past.reorder_cache = _Reorder(past)
     elif c is None or count != seen:
         raise ValueError(
@@ -470,7 +481,7 @@ def _projections(attn, hidden_states, cos, sin) -> tuple:
 def _check_rope_limit(attn, S: int, past):
     """A `ValueError` if a call of `attn` with `S` new tokens after HF's cache `past` (or `None`) reaches past the
     positions where its rotary is HF's (`_compress_rope`; nothing is read without such a limit)."""
-    limit = attn.__dict__.get("_fused_csa_rope_limit")
+    limit = getattr(attn, "_fused_csa_rope_limit", None)
     if limit is None:
         return
     n = S + (past.get_seq_length(attn.layer_idx) if past is not None else 0)
@@ -531,12 +542,12 @@ def _csa_attention_forward(
                     "a training forward (train mode, gradients on) cannot continue a cache: the package trains "
                     "whole sequences — call model.eval() or torch.no_grad() to decode, or pass use_cache=False"
                 )
-            past.__dict__.setdefault("_fused_csa", {}).pop(self.layer_idx, None)
+            _kept(past, "_fused_csa").pop(self.layer_idx, None)
         out, loss = _whole(layer, q, kv, x, qr, fused_csa_padding)
     if past is not None and fused_csa_step is None:  # HF's token count (the positions of the next call)
         kvh = kv.permute(1, 2, 0, 3)
         past.update(kvh, kvh, self.layer_idx)
-    self.__dict__["_fused_csa_loss"] = loss
+    self.__dict__["_fused_csa_loss"] = loss  # per call: a plain store, not nn.Module.__setattr__'s lookups
     out = m.apply_rotary_pos_emb(sbhd(out).view(B, S, -1, self.head_dim), cos, -sin, unsqueeze_dim=2)
     grouped = self.o_a_proj(out.reshape(B, S, self.config.o_groups, -1)).flatten(2)
     return self.o_b_proj(grouped), None
@@ -575,7 +586,7 @@ def _replayable(model, attns, kw: dict) -> dict | None:
         return None
     if (model.training and torch.is_grad_enabled()) or _experts(model) == "eager":
         return None
-    book, caches = past.__dict__.get("_fused_csa", {}), {}
+    book, caches = getattr(past, "_fused_csa", {}), {}
     for attn in attns:
         c, count = book.get(attn.layer_idx, (None, 0))
         if c is None or not count or count != past.get_seq_length(attn.layer_idx) or not c.graphs:
@@ -638,10 +649,10 @@ def _model_step(model, attns, caches: dict, kw: dict):
     key = (*shape, torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cuda"))
     ptrs = (
         _module_ptrs(model),
-        *(a.__dict__["_fused_csa"]._tensor_ptrs() for a in attns),
+        *(a._fused_csa._tensor_ptrs() for a in attns),
         *(t.data_ptr() for c in caches.values() for t in c.tensors()),
     )
-    graphs = past.__dict__.setdefault("_fused_csa_steps", {})
+    graphs = _kept(past, "_fused_csa_steps")
     g = graphs.get(key)
     if g is None or g.ptrs != ptrs:  # the first step of this shape, or the tensors moved: eager, then recorded
         with contextlib.ExitStack() as eager:
@@ -661,7 +672,7 @@ def _replay(g: _ModelGraph, past, caches: dict, kw: dict):
     else:
         torch._foreach_copy_([g.ids, g.pos], [kw["input_ids"], kw["position_ids"]])
     g.graph.replay()
-    book = past.__dict__["_fused_csa"]
+    book = past._fused_csa
     for idx, c in caches.items():  # each cache's host length, HF's count (with the step's keys)
         c.advance(1, host_only=True)
         book[idx] = (c, book[idx][1] + 1)
@@ -687,7 +698,7 @@ class _GraphedModel:
 
 def _graphs_run(ids: torch.Tensor, attns) -> bool:
     "Whether a step on `ids` can be recorded: CUDA inputs, every attention layer fused."
-    return ids.is_cuda and all(a.__dict__["_fused_csa"].fused for a in attns)
+    return ids.is_cuda and all(a._fused_csa.fused for a in attns)
 
 # %% ../nbs/10_hf.ipynb #251a7782
 class _Forward:
@@ -707,7 +718,7 @@ class _RestoredGuard:
 
     def __call__(self, module, args, kwargs):
         past = kwargs.get("past_key_values", kwargs.get("cache"))
-        if getattr(past, "__dict__", {}).get("_fused_csa", {}).get(module.layer_idx, (None, 0))[1]:
+        if getattr(past, "_fused_csa", {}).get(module.layer_idx, (None, 0))[1]:
             raise ValueError(
                 f"layer {module.layer_idx}: this cache was filled through the fused CSA bridge, and HF's own attention "
                 "cannot continue it (HF's compressor and indexer state was never stored): run the whole conversation "
@@ -776,7 +787,7 @@ def _decode_mode(decode_graphs) -> str | bool:
 
 def _graph_model(m, on: bool):
     "Give the `DeepseekV4Model` `m` the whole-step graphs (`_GraphedModel`) or take them away; warn if they cannot be."
-    m.__dict__.pop("forward", None)
+    m.__dict__.pop("forward", None)  # the instance's `forward` (the graphed one) dropped: the class's runs
     if not on:
         return
     if _experts(m) == "eager":
@@ -815,10 +826,11 @@ def use_fused_csa(
     cfg = csa_config_from_hf(hf_cfg, dsa_kernel_backend=dsa_kernel_backend, **overrides)
     limit = _compress_rope(hf_cfg)[1]  # a rope the bridge cannot compute as HF does is refused here
     for attn in layers:
-        attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)  # not a submodule: the state dict stays HF's
-        attn.__dict__["_fused_csa_loss"] = None
-        attn.__dict__["_fused_csa_graphs"] = mode is not False
-        attn.__dict__["_fused_csa_rope_limit"] = None if attn.compressor is None else limit
+        # the bridge's fields on HF's attention: the package layer (stored past nn.Module.__setattr__: not a submodule,
+        # the state dict stays HF's), the last call's indexer loss, whether decode caches keep graphs, the rope's limit
+        attn.__dict__["_fused_csa"] = csa_layer_from_hf(attn, cfg)
+        attn._fused_csa_loss, attn._fused_csa_graphs = None, mode is not False
+        attn._fused_csa_rope_limit = None if attn.compressor is None else limit
         attn.forward = _Forward(attn)
         _drop_hooks(attn, _RestoredGuard)  # the bridge continues its own caches
     hooked = {id(m) for m, _ in _model_hooks(model)}
@@ -848,7 +860,7 @@ def restore_hf_attention(model: nn.Module) -> nn.Module:
     _check_module("model", model)
     for attn in _attention_layers(model):
         for k in ("forward", "_fused_csa", "_fused_csa_loss", "_fused_csa_graphs", "_fused_csa_rope_limit"):
-            attn.__dict__.pop(k, None)
+            attn.__dict__.pop(k, None)  # the bridge's fields and its `forward` gone: HF's class attributes show
         if not _hooks(attn, _RestoredGuard):
             attn.register_forward_pre_hook(_RestoredGuard(), with_kwargs=True)
     for m, _ in _model_hooks(model):
@@ -864,6 +876,6 @@ def indexer_loss(model: nn.Module):
     or `None` if no layer computed one. `model`: a bridged model.
     Returns the loss (a 0-d float32 tensor, differentiable in the indexers' parameters) or `None`."""
     _check_module("model", model)
-    losses = [a.__dict__.get("_fused_csa_loss") for a in _attention_layers(model)]
+    losses = [getattr(a, "_fused_csa_loss", None) for a in _attention_layers(model)]
     losses = [part for part in losses if part is not None]
     return sum(losses[1:], losses[0]) if losses else None
