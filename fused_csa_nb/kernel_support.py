@@ -29,6 +29,7 @@ class FusedUnavailableError(RuntimeError):
 
 _FLASH_MLA_PIN = "sgl-flash-mla==1.0.0"  # the `gpu` extra's build (torch's stable ABI)
 _FLASH_MLA_PKG = f"flash_mla (pip install {_FLASH_MLA_PIN})"
+_USE_NATIVE = "use dsa_kernel_backend='none' (native) instead"  # the way out every refusal here ends with
 _DSA_PKG = "cudnn.DSA (pip install 'nvidia-cudnn-frontend[cutedsl]==1.32.0')"
 
 
@@ -53,8 +54,7 @@ def _dsa():
         return getattr(importlib.import_module("cudnn"), "DSA")
     except Exception as e:
         raise FusedUnavailableError(
-            f"the fused CSA kernels need {_DSA_PKG}, which is unavailable "
-            f"({_reason(e)}); use dsa_kernel_backend='none' (native) instead"
+            f"the fused CSA kernels need {_DSA_PKG}, which is unavailable ({_reason(e)}); {_USE_NATIVE}"
         ) from e
 
 
@@ -136,20 +136,19 @@ def _flash_mla_unavailable(e: BaseException, build: FlashMLABuild, cpu_torch: bo
     with `e`, leading with the real blocker. `build`: `flash_mla_build()`; `cpu_torch`: this torch is a CPU build
     (None: read it from torch)."""
     cpu_torch = torch.version.cuda is None if cpu_torch is None else cpu_torch
-    chain, fix = _chain(e), "use dsa_kernel_backend='none' (native) instead"
-    why = " <- ".join(_reason(x) for x in chain)
-    text, name = why, build.distribution or "flash_mla"
+    why, fix = " <- ".join(_reason(x) for x in _chain(e)), _USE_NATIVE
+    name = build.distribution or "flash_mla"
     if isinstance(e, AttributeError):
         return f"this flash_mla ({build.describe()}) has no flash_mla_sparse_fwd: install {_FLASH_MLA_PIN}; {fix}"
     if build.location is None:
         return f"the fused CSA kernels need {_FLASH_MLA_PKG}, which is not installed ({why}); {fix}"
-    if cpu_torch and any(lib in text for lib in ("libc10_cuda", "libcudart", "libcuda.")):
+    if cpu_torch and any(lib in why for lib in ("libc10_cuda", "libcudart", "libcuda.")):
         return (
             f"flash_mla ({build.describe()}) needs a CUDA build of torch, and this torch ({torch.__version__}) is "
             f"the CPU build ({why}): on a CPU machine leave the gpu extra out (pip uninstall -y {name}); on an SM90+ "
             f"GPU install a CUDA build of torch; {fix}"
         )
-    if isinstance(e, (ImportError, OSError)) and ("undefined symbol" in text or ".so" in text):
+    if isinstance(e, (ImportError, OSError)) and ("undefined symbol" in why or ".so" in why):
         if build.stable_abi:  # built on the stable ABI, yet it does not load: a torch older than it supports
             todo = f"install a torch it supports (pip show {name} names it)"
         else:
@@ -170,7 +169,7 @@ def kernel_status() -> dict[str, str]:
             probe()
             status[name] = "ok"
         except FusedUnavailableError as e:  # its message without the advice to use the native backend
-            status[name] = f"unavailable: {str(e).split('; use dsa_kernel_backend=')[0]}"
+            status[name] = f"unavailable: {str(e).removesuffix('; ' + _USE_NATIVE)}"
     status["torch"] = torch.__version__
     status["cuda"] = str(torch.version.cuda) if torch.cuda.is_available() else "unavailable (no CUDA device)"
     if torch.cuda.is_available():

@@ -19,6 +19,7 @@ from fused_csa_nb.kernel_support import (
     KERNEL_LIMITS,
     FusedUnavailableError,
     _FLASH_MLA_PIN,
+    _USE_NATIVE,
     _PLATFORMS,
     _anywhere,
     _check_devices,
@@ -246,7 +247,7 @@ def _flash_mla_forward(m, major: int):
     if hasattr(m, "has_legacy") and not m.has_legacy():
         raise FusedUnavailableError(
             f"this flash_mla ({flash_mla_build().describe()}) was built without FlashMLA's SM90 kernels "
-            f"(has_legacy() is False): install {_FLASH_MLA_PIN}; use dsa_kernel_backend='none' (native) instead"
+            f"(has_legacy() is False): install {_FLASH_MLA_PIN}; {_USE_NATIVE}"
         )
     return functools.partial(fwd, use_legacy=True)
 
@@ -682,8 +683,7 @@ def _need(probe):
         if not torch.cuda.is_available():
             cpu = " (this torch is a CPU build)" if torch.version.cuda is None else ""
             raise FusedUnavailableError(
-                f"the fused CSA kernels need an SM90+ CUDA GPU, and none is available{cpu}; "
-                "use dsa_kernel_backend='none' (native) instead"
+                f"the fused CSA kernels need an SM90+ CUDA GPU, and none is available{cpu}; {_USE_NATIVE}"
             )
         probe()
 
