@@ -620,13 +620,6 @@ BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixe
 }
 
 
-def _blocks(text: str, name: str = "text") -> tuple[str, list[str]]:
-    """`text` as its preamble (before the first `## ` heading) and its `## ` blocks (each up to the next), trailing
-    blanks stripped; a `## ` line in fenced code is code (`bench.markdown_blocks`; an unclosed fence, a `ValueError`
-    calling `text` `name`)."""
-    return markdown_blocks(text, name)
-
-
 def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     """`text` (a `BENCHMARKS.md`) with the `## ` blocks whose heading starts with `header` — a prefix, or a tuple of
     them: the headings one section owns (`BENCH_SECTIONS`) — replaced by `section`'s blocks, where the first of them
@@ -646,11 +639,11 @@ def merge_section(text: str, section: str, header=_LC_HEADER) -> str:
     owned = (header,) if isinstance(header, str) else tuple(header) if isinstance(header, (tuple, list)) else None
     if not owned or not all(isinstance(h, str) and h.startswith("## ") for h in owned):
         raise TypeError(f"`header` must be a `## ` heading (prefix) or a tuple of them, got {header!r}")
-    new_pre, new = _blocks(section, "section")
+    new_pre, new = markdown_blocks(section, "section")
     foreign = [b.splitlines()[0] for b in new if not b.startswith(owned)]
     if foreign:
         raise ValueError(f"`section` may only hold blocks under {owned}, got {foreign}: they belong to another section")
-    pre, old = _blocks(text)
+    pre, old = markdown_blocks(text)
     at = next((i for i, b in enumerate(old) if b.startswith(owned)), len(old))
     kept = [b for b in old if not b.startswith(owned)]
     at = sum(1 for b in old[:at] if not b.startswith(owned))
@@ -773,7 +766,7 @@ def bench_section(args) -> str:
         if os.path.exists(args.out):
             try:
                 with open(args.out, encoding="utf-8") as f:
-                    _blocks(f.read(), args.out)  # its sections as the merge will read them
+                    markdown_blocks(f.read(), args.out)  # its sections as the merge will read them
             except (OSError, UnicodeDecodeError) as e:
                 raise ValueError(
                     f"argument --out: {args.out!r} cannot be read as UTF-8 text to merge the section into ({e})"
