@@ -1,15 +1,27 @@
 #!/usr/bin/env python3
 """Render `nbs/index.ipynb` into `README.md` (the README is generated; edit the notebook).
 
-Usage: python tools/readme.py [--check]
+Usage: python tools/readme.py [--check | --self-test]
 
-Markdown cells are copied as they are; code cells become ```python blocks (cells marked
-`#| hide` are left out and nbdev directives are dropped); text outputs that the notebook keeps
-follow their cell in a plain block. With `--check` nothing is written and the exit code says
-whether README.md is up to date. CI runs it and fails on any difference.
+Markdown cells are copied as they are, but for their measured figures; code cells become ```python blocks (cells
+marked `#| hide` are left out and nbdev directives are dropped); text outputs that the notebook keeps follow their cell
+in a plain block. With `--check` nothing is written and the exit code says whether README.md is up to date. CI runs it
+and fails on any difference.
+
+No measured number is typed into the notebook: a figure is a placeholder that names a cell of a table of
+`BENCHMARKS.md`, filled with that cell's text as it stands there:
+
+    {{bench:HEADING|ROW|COLUMN}}
+
+`HEADING`: the start of the `## ` heading of the section (without `## `); `ROW`: `column=value` pairs joined by `;`
+that pick one row of one of the section's tables (`=`: the cell equals the value; `^=`: it starts with it);
+`COLUMN`: the header of the column to read, optionally followed by `#n`: the n-th number in the cell (`#1` of
+`40.07 (30.52–49.62)` is `40.07`). A placeholder that names no section, no table, no row or several rows fails the
+render, naming itself: a figure never goes stale silently.
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -22,13 +34,74 @@ def _src(cell):
     return "".join(s) if isinstance(s, list) else s
 
 
-def render(nb_path=ROOT / "nbs" / "index.ipynb"):
+PLACEHOLDER = re.compile(r"\{\{bench:([^|}]+)\|([^|}]+)\|([^|}]+)\}\}")
+
+
+def _tables(block: str) -> list[list[list[str]]]:
+    "The Markdown tables of `block`: each a list of rows (its header first, the separator dropped) of stripped cells."
+    tables, cur = [], []
+    for line in block.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-: ") for c in cells):
+                cur.append(cells)
+        elif cur:
+            tables.append(cur)
+            cur = []
+    return tables
+
+
+def _row_test(spec: str):
+    "`[(column, op, value)]` of a ROW spec: `a=1;b^=x`."
+    out = []
+    for part in spec.split(";"):
+        m = re.fullmatch(r"\s*(.+?)\s*(\^?=)\s*(.*?)\s*", part)
+        if m is None:
+            raise ValueError(f"row selector {part!r}: expected column=value or column^=prefix")
+        out.append(m.groups())
+    return out
+
+
+def bench_value(text: str, heading: str, row: str, column: str) -> str:
+    """The cell `column` of the row `row` picks in the section of `BENCHMARKS.md` (`text`) whose heading starts with
+    `heading` (see the module's docstring); a `ValueError` naming what is missing or ambiguous."""
+    want = f"{{{{bench:{heading}|{row}|{column}}}}}"
+    column, _, nth = column.partition("#")
+    blocks = [b for b in re.split(r"(?m)^(?=## )", text) if b.startswith("## " + heading.strip())]
+    if len(blocks) != 1:
+        raise ValueError(f"{want}: {len(blocks)} sections of BENCHMARKS.md start with '## {heading.strip()}'")
+    tests, hits = _row_test(row), []
+    for table in _tables(blocks[0]):
+        head = table[0]
+        if column.strip() not in head or any(c not in head for c, _, _ in tests):
+            continue
+        for r in table[1:]:
+            cell = dict(zip(head, r))
+            if all(cell.get(c) == v if op == "=" else cell.get(c, "").startswith(v) for c, op, v in tests):
+                hits.append(cell[column.strip()])
+    if len(hits) != 1:
+        raise ValueError(f"{want}: {len(hits)} rows of its section's tables match (expected one)")
+    if not nth:
+        return hits[0]
+    nums = re.findall(r"\d[\d,]*(?:\.\d+)?", hits[0])
+    if not nth.isdigit() or not 1 <= int(nth) <= len(nums):
+        raise ValueError(f"{want}: the cell {hits[0]!r} has no number #{nth}")
+    return nums[int(nth) - 1]
+
+
+def fill(markdown: str, bench: str) -> str:
+    "`markdown` with every `{{bench:...}}` placeholder replaced by its cell of `bench` (the text of BENCHMARKS.md)."
+    return PLACEHOLDER.sub(lambda m: bench_value(bench, *m.groups()), markdown)
+
+
+def render(nb_path=ROOT / "nbs" / "index.ipynb", bench_path=ROOT / "BENCHMARKS.md"):
     nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
+    bench = Path(bench_path).read_text(encoding="utf-8")
     parts = []
     for cell in nb["cells"]:
         src = _src(cell).strip("\n")
         if cell["cell_type"] == "markdown":
-            parts.append(src)
+            parts.append(fill(src, bench))
         elif cell["cell_type"] == "code":
             lines = src.splitlines()
             directives = [line for line in lines if line.startswith("#|")]
@@ -45,7 +118,34 @@ def render(nb_path=ROOT / "nbs" / "index.ipynb"):
     return "\n\n".join(p for p in parts if p) + "\n" + FOOTER
 
 
+def self_test():
+    "The placeholders on a made-up BENCHMARKS.md: a cell, a number of a cell, and the failures that name themselves."
+    bench = (
+        "# B\n\n## Decoding (x)\n\nRun at commit `abc`.\n\n| ratio | way | call µs | range |\n|---|---|---|---|\n"
+        "| 4 | bf16 | 141.3 | 40.07 (30.52–49.62) |\n| 4 | fp8 | 85.3 | 1 |\n\n"
+        "## Other\n\n| ratio | call µs |\n|---|---|\n| 4 | 9 |\n"
+    )
+    assert fill("a {{bench:Decoding|ratio=4;way=fp8|call µs}} b", bench) == "a 85.3 b"
+    assert fill("{{bench:Decoding|way^=bf|range#1}} / {{bench:Decoding|way^=bf|range#3}}", bench) == "40.07 / 49.62"
+    for bad, says in (
+        ("{{bench:Decoding|ratio=4|call µs}}", "2 rows"),
+        ("{{bench:Decoding|ratio=5|call µs}}", "0 rows"),
+        ("{{bench:Nothing|ratio=4|call µs}}", "0 sections"),
+        ("{{bench:Decoding|ratio=4;way=fp8|range#2}}", "no number #2"),
+    ):
+        try:
+            fill(bad, bench)
+        except ValueError as e:
+            assert bad in str(e) and says in str(e), e
+        else:
+            raise AssertionError(f"{bad} was filled")
+    print("self-test passed")
+
+
 def main(argv):
+    if "--self-test" in argv:
+        self_test()
+        return 0
     out = render()
     readme = ROOT / "README.md"
     if "--check" in argv:
