@@ -37,7 +37,7 @@ __all__ = ['FLASH_MLA_SHAPES', 'median_times_ms', 'median_time_ms', 'measured_on
            'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity', 'gpu_kernel_ms', 'step_profile',
            'path_a_overhead', 'flash_mla_installs', 'flash_mla_rows', 'compare_flash_mla_builds',
            'flash_mla_builds_markdown', 'deterministic_step', 'bench_deterministic', 'run_benchmarks',
-           'benchmarks_markdown', 'cp_markdown', 'markdown_blocks', 'benchmarks_section']
+           'benchmarks_markdown', 'cp_markdown', 'markdown_blocks', 'run_stamp', 'stamp_section', 'benchmarks_section']
 
 # %% ../nbs/07_bench.ipynb #aeb32a5f
 def median_times_ms(fns, *, warmup: int = 3, iters: int = 10, device=None, setup=None) -> list[float]:
@@ -909,6 +909,42 @@ def markdown_blocks(text: str, name: str = "text") -> tuple[str, list[str]]:
         )
     pre = "".join(lines[: starts[0]] if starts else lines).strip()
     return pre, ["".join(lines[a:b]).rstrip() + "\n" for a, b in zip(starts, starts[1:] + [len(lines)])]
+
+# %% ../nbs/07_bench.ipynb #b7c1d2e4
+def run_stamp(command: str, root=None, day: str | None = None) -> str:
+    """The line naming the run of a section of `BENCHMARKS.md`: `'Run at commit `abc1234`, 2026-12-04: `command`.'`.
+
+    `command`: what measured it (e.g. `'fused-csa bench --decode'`); `root`: the checkout whose commit is named
+    (default: the one this package is imported from); `day`: an ISO date (default today).
+    Returns the line; without git or outside a checkout it names the package's version instead of a commit."""
+    if not isinstance(command, str) or not command:
+        raise TypeError(f"`command` must be a non-empty str (what measured the section), got {command!r}")
+    if root is None:  # the checkout of the package imported: its folder's parent
+        root = os.path.dirname(os.path.dirname(os.path.abspath(importlib.import_module("fused_csa_nb").__file__)))
+    root = os.fspath(root)
+    day = day or datetime.date.today().isoformat()
+    git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True, timeout=30)
+    try:
+        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        head = dirty = None
+    if head is None or head.returncode != 0 or not head.stdout.strip():
+        from fused_csa_nb import __version__
+
+        return f"Run of fused_csa_nb {__version__} (not a git checkout), {day}: `{command}`."
+    changed = " with uncommitted changes" if dirty.returncode == 0 and dirty.stdout.strip() else ""
+    return f"Run at commit `{head.stdout.strip()}`{changed}, {day}: `{command}`."
+
+
+def stamp_section(section: str, stamp: str) -> str:
+    """`section` (the markdown of one measured section) with the line `stamp` (`run_stamp`) under its first `## `
+    heading (a `## ` line in fenced code is no heading: `markdown_blocks`). A `ValueError` when it has none."""
+    pre, blocks = markdown_blocks(section, "section")
+    if not blocks:
+        raise ValueError("`section` has no `## ` heading to put the run's line under")
+    head, _, rest = blocks[0].partition("\n")
+    blocks[0] = f"{head}\n\n{stamp}\n" + (f"\n{rest.lstrip(chr(10))}" if rest.strip() else "")
+    return (pre + "\n\n" if pre else "") + "\n".join(blocks)
 
 # %% ../nbs/07_bench.ipynb #9e6cfd9a
 def benchmarks_section(path, heading: str) -> str:

@@ -24,7 +24,7 @@ import torch
 
 import fused_csa_nb
 from .attention import CompressedSparseAttention
-from .bench import benchmarks_markdown, markdown_blocks, run_benchmarks
+from .bench import benchmarks_markdown, markdown_blocks, run_benchmarks, run_stamp, stamp_section
 from .bench_decode import decode_markdown, decode_rows, prefill_rows
 from fused_csa_nb.bench_long import (
     _PACKED_HEADER,
@@ -866,6 +866,18 @@ def _check_bench_size(key: str, args, have: int | None = None):
     _check_demo_size(cfg, 4, n, 1, torch.device("cuda"), torch.bfloat16, have, flag, f"{flag} {n}")
 
 
+def _bench_command(key: str, args) -> str:
+    "The `fused-csa bench` command line that measures section `key` with the (checked) options of `args`, as run."
+    words = ["fused-csa bench"] + ([] if key == "main" else [_SECTION_FLAG[key]])
+    for flag, attr, default in _BENCH_OPTIONS[key]:
+        v = getattr(args, attr, default)
+        if v is True:
+            words.append(flag)
+        elif v not in (default, None, False):
+            words += [flag, " ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
+    return " ".join(words)
+
+
 def cmd_bench(args) -> int:
     """`fused-csa bench`: fused vs native parity and speed on this GPU, as Markdown — the main tables, or one section
     (`--long-context`, `--packed`, `--decode`); `--out` merges it into a file, replacing only that section's blocks.
@@ -883,7 +895,7 @@ def cmd_bench(args) -> int:
     _check_bench_size(key, args)
     progress = Progress("fused-csa bench", quiet=args.quiet)
     try:
-        md = _measure(key, args, progress)
+        md = stamp_section(_measure(key, args, progress), run_stamp(_bench_command(key, args)))
     finally:
         progress.done()
     print(md)
