@@ -925,14 +925,14 @@ def run_stamp(command: str, root=None, day: str | None = None) -> str:
     day = day or datetime.date.today().isoformat()
     git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True, timeout=30)
     try:
-        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no", "--", "fused_csa_nb")
     except (OSError, subprocess.SubprocessError):
         head = dirty = None
     if head is None or head.returncode != 0 or not head.stdout.strip():
         from fused_csa_nb import __version__
 
         return f"Run of fused_csa_nb {__version__} (not a git checkout), {day}: `{command}`."
-    changed = " with uncommitted changes" if dirty.returncode == 0 and dirty.stdout.strip() else ""
+    changed = " with uncommitted changes to the package" if dirty.returncode == 0 and dirty.stdout.strip() else ""
     return f"Run at commit `{head.stdout.strip()}`{changed}, {day}: `{command}`."
 
 

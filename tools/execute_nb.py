@@ -36,7 +36,8 @@ script refreshes them, in one of three modes:
 * neither: the named notebooks run with every cell and every output is written.
 
 With `--benchmarks`, the `res` a notebook computed (the bench chapter's) is also rendered to that
-Markdown file (the sections other runs wrote there — long context, packed sequences, CP — are kept). A notebook stops at
+Markdown file, with the run's line under its first heading (commit, date: `bench.run_stamp`); the sections other
+runs wrote there — long context, packed sequences, CP — are kept. A notebook stops at
 its first failing cell (exit code 1), still writing what ran
 (the cells after it keep their outputs); the next notebook is executed all the same. Several
 notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
@@ -184,10 +185,13 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
     if (
         benchmarks and isinstance(shell.user_ns.get("res"), dict) and "gpu" in shell.user_ns["res"]
     ):  # the bench chapter's
-        from fused_csa_nb.bench import benchmarks_markdown
+        from fused_csa_nb.bench import benchmarks_markdown, run_stamp, stamp_section
         from fused_csa_nb.cli import BENCH_SECTIONS, _replace_text, merge_section
 
-        new = benchmarks_markdown(shell.user_ns["res"])
+        # the run's line (commit, date, what ran) under the section's first heading, as `fused-csa bench` writes it
+        new = stamp_section(
+            benchmarks_markdown(shell.user_ns["res"]), run_stamp(f"the GPU cells of nbs/{Path(nb_path).name}")
+        )
         old = Path(benchmarks).read_text(encoding="utf-8") if Path(benchmarks).exists() else ""
         # the main tables' blocks replaced, the sections other runs wrote (long context, CP, ...) kept, as
         # `fused-csa bench --out` does (fenced code read as code; a link and the mode bits kept)
