@@ -925,7 +925,10 @@ def run_stamp(command: str, root=None, day: str | None = None) -> str:
     day = day or datetime.date.today().isoformat()
     git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True, timeout=30)
     try:
-        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no", "--", "fused_csa_nb")
+        head, dirty = (
+            git("rev-parse", "--short", "HEAD"),
+            git("status", "--porcelain", "--untracked-files=no", "--", "fused_csa_nb"),
+        )
     except (OSError, subprocess.SubprocessError):
         head = dirty = None
     if head is None or head.returncode != 0 or not head.stdout.strip():
