@@ -23,9 +23,9 @@ it is written with it (`2.19 ms`), when it sits in a table column whose header n
 also found among the numbers of unit-less columns (`eager / graphed`, `vs bf16`). So `2 µs` is not found in the
 `2` of a `ratio` column: what the check proves is that the prose invents no figure, not that it quotes the right row.
 
-`CHANGELOG.md` is not checked: it is history, with the dates of its runs. The README's figures are filled from
-`BENCHMARKS.md` by `tools/readme.py` (its `{{bench:...}}` placeholders), so they pass by construction; this check
-is what keeps a hand-typed figure out of the chapters and out of the README's notebook.
+`CHANGELOG.md` is not checked: it is history, with the dates of its runs. The README's figures are written from
+`BENCHMARKS.md` by `tools/readme.py` (each marked in `nbs/index.ipynb` with the table cell it comes from), so they
+pass by construction; this check is what keeps a hand-typed figure out of the chapters and out of the README.
 """
 
 import json

@@ -8,16 +8,19 @@ marked `#| hide` are left out and nbdev directives are dropped); text outputs th
 in a plain block. With `--check` nothing is written and the exit code says whether README.md is up to date. CI runs it
 and fails on any difference.
 
-No measured number is typed into the notebook: a figure is a placeholder that names a cell of a table of
-`BENCHMARKS.md`, filled with that cell's text as it stands there:
+No measured number is typed into the notebook by hand: a figure is marked with the cell of a table of
+`BENCHMARKS.md` it comes from, and this script writes that cell's text between the marks:
 
-    {{bench:HEADING|ROW|COLUMN}}
+    <!--bench:HEADING|ROW|COLUMN-->141.3<!--/-->
 
 `HEADING`: the start of the `## ` heading of the section (without `## `); `ROW`: `column=value` pairs joined by `;`
 that pick one row of one of the section's tables (`=`: the cell equals the value; `^=`: it starts with it);
 `COLUMN`: the header of the column to read, optionally followed by `#n`: the n-th number in the cell (`#1` of
-`40.07 (30.52–49.62)` is `40.07`). A placeholder that names no section, no table, no row or several rows fails the
-render, naming itself: a figure never goes stale silently.
+`40.07 (30.52–49.62)` is `40.07`). The marks are HTML comments, so the notebook's page on the docs site shows the
+figure; the README gets the figure without its marks. `python tools/readme.py` refreshes the figures in
+`nbs/index.ipynb` (the file is rewritten only when one changed), then renders the README; `--check` writes nothing
+and fails when either is stale, as CI's no-diff step does. A mark that names no section, no table, no row or several
+rows fails, naming itself: a figure never goes stale silently.
 """
 
 import json
@@ -34,7 +37,7 @@ def _src(cell):
     return "".join(s) if isinstance(s, list) else s
 
 
-PLACEHOLDER = re.compile(r"\{\{bench:([^|}]+)\|([^|}]+)\|([^|}]+)\}\}")
+MARK = re.compile(r"<!--bench:([^|>]+)\|([^|>]+)\|([^>]+?)-->(.*?)<!--/-->")
 
 
 def _tables(block: str) -> list[list[list[str]]]:
@@ -65,7 +68,7 @@ def _row_test(spec: str):
 def bench_value(text: str, heading: str, row: str, column: str) -> str:
     """The cell `column` of the row `row` picks in the section of `BENCHMARKS.md` (`text`) whose heading starts with
     `heading` (see the module's docstring); a `ValueError` naming what is missing or ambiguous."""
-    want = f"{{{{bench:{heading}|{row}|{column}}}}}"
+    want = f"<!--bench:{heading}|{row}|{column}-->"
     column, _, nth = column.partition("#")
     blocks = [b for b in re.split(r"(?m)^(?=## )", text) if b.startswith("## " + heading.strip())]
     if len(blocks) != 1:
@@ -89,9 +92,34 @@ def bench_value(text: str, heading: str, row: str, column: str) -> str:
     return nums[int(nth) - 1]
 
 
-def fill(markdown: str, bench: str) -> str:
-    "`markdown` with every `{{bench:...}}` placeholder replaced by its cell of `bench` (the text of BENCHMARKS.md)."
-    return PLACEHOLDER.sub(lambda m: bench_value(bench, *m.groups()), markdown)
+def refresh(markdown: str, bench: str) -> str:
+    "`markdown` with the figure between every pair of marks replaced by its cell of `bench` (BENCHMARKS.md's text)."
+    value = lambda m: bench_value(bench, m[1], m[2], m[3])  # noqa: E731
+    return MARK.sub(lambda m: f"<!--bench:{m[1]}|{m[2]}|{m[3]}-->{value(m)}<!--/-->", markdown)
+
+
+def unmarked(markdown: str) -> str:
+    "`markdown` with the marks of its figures removed (the figures kept): the README's text."
+    return MARK.sub(lambda m: m[4], markdown)
+
+
+def refresh_notebook(nb_path=ROOT / "nbs" / "index.ipynb", bench_path=ROOT / "BENCHMARKS.md", write=True) -> bool:
+    """Refresh the marked figures of the notebook's markdown cells from `BENCHMARKS.md`; rewrite the notebook (nbdev's
+    JSON layout) only when one changed, and only with `write`. Returns whether one changed."""
+    text = Path(nb_path).read_text(encoding="utf-8")
+    nb, bench = json.loads(text), Path(bench_path).read_text(encoding="utf-8")
+    changed = False
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            src = _src(cell)
+            new = refresh(src, bench)
+            if new != src:
+                lines = new.split("\n")
+                cell["source"] = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+                changed = True
+    if changed and write:
+        Path(nb_path).write_text(json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    return changed
 
 
 def render(nb_path=ROOT / "nbs" / "index.ipynb", bench_path=ROOT / "BENCHMARKS.md"):
@@ -101,7 +129,7 @@ def render(nb_path=ROOT / "nbs" / "index.ipynb", bench_path=ROOT / "BENCHMARKS.m
     for cell in nb["cells"]:
         src = _src(cell).strip("\n")
         if cell["cell_type"] == "markdown":
-            parts.append(fill(src, bench))
+            parts.append(unmarked(refresh(src, bench)))
         elif cell["cell_type"] == "code":
             lines = src.splitlines()
             directives = [line for line in lines if line.startswith("#|")]
@@ -125,18 +153,21 @@ def self_test():
         "| 4 | bf16 | 141.3 | 40.07 (30.52–49.62) |\n| 4 | fp8 | 85.3 | 1 |\n\n"
         "## Other\n\n| ratio | call µs |\n|---|---|\n| 4 | 9 |\n"
     )
-    assert fill("a {{bench:Decoding|ratio=4;way=fp8|call µs}} b", bench) == "a 85.3 b"
-    assert fill("{{bench:Decoding|way^=bf|range#1}} / {{bench:Decoding|way^=bf|range#3}}", bench) == "40.07 / 49.62"
+    m = "<!--bench:Decoding|ratio=4;way=fp8|call µs-->"
+    assert refresh(f"a {m}99<!--/--> µs", bench) == f"a {m}85.3<!--/--> µs"  # a stale figure refreshed
+    assert unmarked(refresh(f"a {m}<!--/--> µs", bench)) == "a 85.3 µs"  # the README's text
+    two = "<!--bench:Decoding|way^=bf|range#1--><!--/--> / <!--bench:Decoding|way^=bf|range#3--><!--/-->"
+    assert unmarked(refresh(two, bench)) == "40.07 / 49.62"
     for bad, says in (
-        ("{{bench:Decoding|ratio=4|call µs}}", "2 rows"),
-        ("{{bench:Decoding|ratio=5|call µs}}", "0 rows"),
-        ("{{bench:Nothing|ratio=4|call µs}}", "0 sections"),
-        ("{{bench:Decoding|ratio=4;way=fp8|range#2}}", "no number #2"),
+        ("<!--bench:Decoding|ratio=4|call µs--><!--/-->", "2 rows"),
+        ("<!--bench:Decoding|ratio=5|call µs--><!--/-->", "0 rows"),
+        ("<!--bench:Nothing|ratio=4|call µs--><!--/-->", "0 sections"),
+        ("<!--bench:Decoding|ratio=4;way=fp8|range#2--><!--/-->", "no number #2"),
     ):
         try:
-            fill(bad, bench)
+            refresh(bad, bench)
         except ValueError as e:
-            assert bad in str(e) and says in str(e), e
+            assert bad.split("--><")[0] + "-->" in str(e) and says in str(e), e
         else:
             raise AssertionError(f"{bad} was filled")
     print("self-test passed")
@@ -146,13 +177,20 @@ def main(argv):
     if "--self-test" in argv:
         self_test()
         return 0
-    out = render()
     readme = ROOT / "README.md"
     if "--check" in argv:
-        ok = readme.exists() and readme.read_text(encoding="utf-8") == out
-        print("README.md is up to date" if ok else "README.md is stale: run python tools/readme.py")
+        stale = refresh_notebook(write=False)
+        ok = not stale and readme.exists() and readme.read_text(encoding="utf-8") == render()
+        print(
+            "README.md and the figures of nbs/index.ipynb are up to date"
+            if ok
+            else "stale: run python tools/readme.py"
+            + (" (nbs/index.ipynb's figures differ from BENCHMARKS.md)" if stale else "")
+        )
         return 0 if ok else 1
-    readme.write_text(out, encoding="utf-8")
+    if refresh_notebook():
+        print("nbs/index.ipynb: figures refreshed from BENCHMARKS.md")
+    readme.write_text(render(), encoding="utf-8")
     return 0
 
 
