@@ -112,6 +112,9 @@ def refresh_notebook(nb_path=ROOT / "nbs" / "index.ipynb", bench_path=ROOT / "BE
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             src = _src(cell)
+            starts = [line for line in src.split("\n") if line.lstrip().startswith("<!--bench:")]
+            if starts:  # CommonMark: a line that starts with `<!--` opens an HTML block, and the paragraph ends there
+                raise ValueError(f"{nb_path}: a marked figure starts a line (put a word before it): {starts[0][:80]}")
             new = refresh(src, bench)
             if new != src:
                 lines = new.split("\n")
