@@ -8,16 +8,17 @@ Usage:
     python tools/det_sweep.py --step [--step-sq 4096,65536] [--step-iters 30] [--step-iters-long 20]
                               [--step-variants today,sorted,...]
 
-`--step` (alone; about 5 minutes on the H200, most of it compiling): the whole ratio-4 training step of
+`--step` (alone; minutes on the H200, most of them compiling): the whole ratio-4 training step of
 `bench.deterministic_step` (V4-Flash layer, H 64, top-512, sparse indexer loss, batch 1) at each `--step-sq`, the
 default (non-deterministic) step first, then `deterministic=True` with each of `STEP_VARIANTS` (today's defaults, then
 the variants of the chapter's "Fewer bytes": `_DET_DEFAULT` and `_DET_INDEX_PARTS` patched for the step). Each is
 timed GPU-bound: CUDA-graph replays (median of `--step-iters` at 4,096 tokens, `--step-iters-long` above: a 65K step
 is ~0.1-0.2 s and replays vary little), and steps queued back to back without a sync (mean); then five eager steps
-compared bitwise (output, loss, every gradient), the least similarity of those tensors to the default step's, and
-the per-kernel CUDA time of one eager step (torch.profiler). A summary table gives each variant's ratio to the
-default step against the goal (1.3x at 4,096 tokens, 1.5x at 65,536) and the `_DET_DEFAULT` / `_DET_INDEX_PARTS`
-lines that make the fastest repeating one the default.
+compared bitwise (output, loss, every gradient), and with the step of today's kernels ("today", which runs first),
+the least similarity of those tensors to the default step's, and the per-kernel CUDA time of one eager step
+(torch.profiler). A summary table gives each variant's ratio to the default step against the goal (1.3x at 4,096
+tokens, 1.5x at 65,536) and the `_DET_DEFAULT` / `_DET_INDEX_PARTS` lines that make the fastest repeating one the
+default. Both sizes from a cold Triton cache may pass 10 minutes: `--step-sq 4096` first, then `--step-sq 65536`.
 
 First the indexer section (`--index-rows 0`: none; `--index-only`: it alone): `_deterministic_index_dk` at one block of
 a long sequence (B 1, `--index-rows` rows and as many keys, H 64, D 128, 512 distinct random entries per row, random
@@ -364,6 +365,7 @@ def step_section(o) -> None:
         ms0 = base["graphed"] or base["queued"]
         print(f"\n[step, {sq} tokens, ratio 4] default: graphed {base['graphed']} ms, queued {base['queued']:.3f} ms")
         kernel_table(fused, inputs)
+        today = None  # the step's tensors with today's kernels, once measured
         for label in names:
             attn, index = STEP_VARIANTS[label]
             try:
@@ -372,12 +374,14 @@ def step_section(o) -> None:
                     runs = [step_tensors(detl, inputs) for _ in range(5)]
                     repeat = all(torch.equal(r[n], runs[0][n]) for r in runs[1:] for n in runs[0])
                     sim = min(similarity(runs[0][n], ref[n]) for n in ref)
+                    same = "-" if today is None else all(torch.equal(runs[0][n], today[n]) for n in today)
+                    today = runs[0] if label == "today" else today  # the others: bitwise today's step?
                     del runs
                     ms = t["graphed"] or t["queued"]
                     print(
                         f"[{sq}] {label}: graphed {t['graphed']} ms, queued {t['queued']:.3f} ms, "
-                        f"x default {ms / ms0:.2f}, bitwise x5 {repeat}, min sim vs default {sim:.6f}"
-                        + (f" (graph: {t['graph_error']})" if t.get("graph_error") else "")
+                        f"x default {ms / ms0:.2f}, bitwise x5 {repeat}, min sim vs default {sim:.6f}, "
+                        f"bitwise today's {same}" + (f" (graph: {t['graph_error']})" if t.get("graph_error") else "")
                     )
                     kernel_table(detl, inputs)
             except Exception as e:  # e.g. out of memory at 65K: say so, go on
@@ -385,7 +389,7 @@ def step_section(o) -> None:
                 continue
             summary.append((sq, label, ms, ms / ms0, repeat, sim))
             torch.cuda.empty_cache()
-        del fused, detl, inputs, ref
+        del fused, detl, inputs, ref, today
         torch.cuda.empty_cache()
     step_summary(summary)
 
