@@ -643,39 +643,20 @@ def deterministic_sparse_attn_bwd(
 if triton is not None:
 
     @triton.jit
-    def _det_index_dk_kernel(
-        q_ptr,
-        w_ptr,
-        k_ptr,
-        g_ptr,
-        sel_ptr,
-        part_ptr,
-        pos_ptr,
-        dw_ptr,
-        fx_ptr,
-        bad_ptr,
-        two_e_ptr,
-        row0,
-        S,
-        H,
-        K,
-        SK,
-        scale,
-        D: tl.constexpr,
-        BLOCK_H: tl.constexpr,
-        BLOCK_K: tl.constexpr,
-        UPCAST: tl.constexpr,
-        FIXED: tl.constexpr,
-        SORTED: tl.constexpr,
-    ):
+    def _det_index_block(
+        q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+        r, kb, nkb, row0, S, H, K, SK, scale,
+        D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr,
+        SORTED: tl.constexpr, WITH_DQ: tl.constexpr,
+    ):  # fmt: skip
         """Indexer row `row0 + r` of `[B·S]`, slots `[kb·BLOCK_K, …)`: the contributions `σ Σ_h g·w_h·[q_h·k > 0]·q_h`
         stored into `part [R·K, D]` (row `r·K + k`, or with `SORTED` row `pos[r·K + k]`: sorted order), or with
         `FIXED` added as integers `round(c·2^e)` into `fx [B·S_k, D]` int64
         (`2^e` at `two_e_ptr`; the key rows that get a non-finite contribution marked in `bad [B·S_k]`); and the
-        block's `σ Σ_slots g·relu(q_h·k)` into `dw [R, n_blocks, BLOCK_H]`."""
-        r = tl.program_id(0)
+        block's `σ Σ_slots g·relu(q_h·k)` into `dw [R, nkb, BLOCK_H]`. Returns, with `WITH_DQ`, the block's share
+        of `d_q`, `Σ_slots σ·g·w_h·[q_h·k > 0]·k` `[BLOCK_H, D]` fp32 (else zeros)."""
         t = (row0 + r).to(tl.int64)
-        ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+        ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
         hs = tl.arange(0, BLOCK_H)
         hm = hs < H
         dd = tl.arange(0, D)
@@ -707,7 +688,28 @@ if triton is not None:
             tl.store(part_ptr + prow[:, None] * D + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None])
         live = hm[:, None] & valid[None, :]
         dw = tl.sum(tl.where(live, tl.maximum(s, 0.0) * g[None, :], 0.0), 1) * scale  # [BLOCK_H], in one program
-        tl.store(dw_ptr + (r.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * BLOCK_H + hs, dw)
+        tl.store(dw_ptr + (r.to(tl.int64) * nkb + kb) * BLOCK_H + hs, dw)
+        dq = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+        if WITH_DQ:
+            if UPCAST:
+                dq = tl.dot(da, k)
+            else:
+                dq = tl.dot(da.to(k.dtype), k)
+        return dq
+
+    @triton.jit
+    def _det_index_dk_kernel(
+        q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+        row0, S, H, K, SK, scale,
+        D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr,
+        SORTED: tl.constexpr,
+    ):  # fmt: skip
+        "`_det_index_block` of indexer row `row0 + program_id(0)`, slot block `program_id(1)`."
+        _det_index_block(
+            q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+            tl.program_id(0), tl.program_id(1), tl.num_programs(1), row0, S, H, K, SK, scale,
+            D, BLOCK_H, BLOCK_K, UPCAST, FIXED, SORTED, False,
+        )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #58ced17d
 _CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of target and prediction
@@ -748,6 +750,7 @@ def _deterministic_index_dk(
     part_bytes: int = 1 << 33,
     accumulate: str | None = None,
     num_warps: int = 4,
+    with_dq: bool = False,
     **parts,
 ):
     """The sparse indexer loss's `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32, bitwise repeatable, on the cuDNN
@@ -755,6 +758,8 @@ def _deterministic_index_dk(
     `predict [B,S,K]` fp32, local `indices [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it
     differentiates `loss_coeff · mean`); `part_bytes`: the budget of one chunk's contribution buffer (segments);
     `accumulate`: `"segments"` or `"fixed_point"` (None: `_DET_INDEX_DEFAULT`); `num_warps`: the kernel's warps;
+    `with_dq`: also `d_index_q [B, S, H, D]` (`q`'s dtype), from one program per row walking its slot blocks in turn
+    (the same `d_k`, `d_w`), the whole indexer backward without cuDNN's: returns `(d_k, d_w, d_q)`;
     `parts`: the segment sum's `part_dtype` (fp32 or bf16) and `sorted_parts` (default `_DET_INDEX_PARTS`)."""
     fixed = check_choice("accumulate", accumulate or _DET_INDEX_DEFAULT, _ACCUMULATE) == "fixed_point"
     pv = {**_DET_INDEX_PARTS, **parts}
@@ -772,11 +777,17 @@ def _deterministic_index_dk(
     valid = (idx >= 0) & (idx < sk)
     e, bsum = _fixed_point_exponent(_index_dk_bound(q, w, g, valid, sm_scale)) if fixed else (None, None)
     two_e = torch.exp2(e).float().reshape(1) if fixed else dw.new_zeros(1)
+    dq = torch.empty_like(q) if with_dq else None
     done = lambda: (
-        (_from_fixed_point(acc, bad, e, bsum, torch.float32) if fixed else acc).view(b, sk, d),
-        dw.sum(1)[:, :h].view(b, s, h),  # the blocks in order (one torch reduction)
+        (
+            (_from_fixed_point(acc, bad, e, bsum, torch.float32) if fixed else acc).view(b, sk, d),
+            dw.sum(1)[:, :h].view(b, s, h),  # the blocks in order (one torch reduction)
+        )
+        + ((dq,) if with_dq else ())
     )
     if not (n_rows and kk and sk):
+        if with_dq:
+            dq.zero_()
         return done()
     esz = pv["part_dtype"].itemsize
     rows = n_rows if fixed else max(1, min(n_rows, part_bytes // (esz * kk * d)))  # fixed point: no buffer
@@ -788,8 +799,9 @@ def _deterministic_index_dk(
         seg = None if fixed else _segments(tgt[r0:r1].flatten(), b * sk)
         pos = _positions(seg[1]) if srt else idx  # (a pointer the kernel does not read)
         part = acc if fixed else torch.empty((r1 - r0) * kk, d, dtype=pv["part_dtype"], device=dev)
-        _launch_triton(_det_index_dk_kernel, (r1 - r0, nkb),
-            q, w, k, g, idx, part, pos, dw[r0:r1], acc, bad, two_e, r0, s, h, kk, sk, sm_scale,
+        ins = (q, w, k, g, idx, part, pos, dw[r0:r1], acc, bad, two_e) + ((dq,) if with_dq else ())
+        kernel, grid = (_det_index_row_kernel, (r1 - r0,)) if with_dq else (_det_index_dk_kernel, (r1 - r0, nkb))
+        _launch_triton(kernel, grid, *ins, r0, s, h, kk, sk, sm_scale,
             D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, FIXED=fixed, SORTED=srt, num_warps=num_warps,
         )  # fmt: skip
         if not fixed:
@@ -821,3 +833,31 @@ def _index_dk_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_c
     """`_deterministic_index_dk` as the op
     (`torch.compile`, and the stand-in on CPU tensors): `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32."""
     return _run("index_dk_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
+
+# %% ../nbs/04_deterministic.ipynb #e0a2c4d6
+if triton is not None:
+
+    @triton.jit
+    def _det_index_row_kernel(
+        q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr, dq_ptr,
+        row0, S, H, K, SK, scale,
+        D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr,
+        SORTED: tl.constexpr,
+    ):  # fmt: skip
+        """Indexer row `row0 + program_id(0)`: `_det_index_block` of its slot blocks in turn, summing their `d_q`
+        shares in that order into `dq [B·S, H, D]` (in `dq`'s dtype)."""
+        r = tl.program_id(0)
+        nkb = (K + BLOCK_K - 1) // BLOCK_K
+        acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+        for kb in range(0, nkb):
+            acc += _det_index_block(
+                q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+                r, kb, nkb, row0, S, H, K, SK, scale,
+                D, BLOCK_H, BLOCK_K, UPCAST, FIXED, SORTED, True,
+            )  # fmt: skip
+        t = (row0 + r).to(tl.int64)
+        hs = tl.arange(0, BLOCK_H)
+        dd = tl.arange(0, D)
+        tl.store(
+            dq_ptr + (t * H + hs[:, None]) * D + dd[None, :], acc.to(dq_ptr.dtype.element_ty), mask=(hs < H)[:, None]
+        )

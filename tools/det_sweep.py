@@ -25,16 +25,18 @@ a long sequence (B 1, `--index-rows` rows and as many keys, H 64, D 128, 512 dis
 `target`/`predict` softmaxes), each of `INDEX_CONFIGS` (segments, fixed point, …) timed the same way, with whether 3
 runs are bitwise equal and the similarity of its `d_k` to the segment sum's (the first config); it stops starting
 configs after a fifth of `--budget`; then cuDNN's indexer backward (non-deterministic; its time, which includes `d_q`,
-for reference) and the similarity of each config's `d_k`, `d_w` to cuDNN's. Then the sparse-attention backward: builds
-the problem of `bench.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per row: the 128 window slots,
-then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`), times cuDNN's non-deterministic
-backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of `--iters`), then the dq kernel's tiles
-of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are bitwise equal and how `dq`, `dkv`, `d_sink` agree
-with cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3); one line per variant, then the fastest that repeats and
-agrees, the `_DET_DEFAULT` line that makes it the default (nbs/04_deterministic.ipynb), a kernel breakdown of it
-(torch.profiler), and the best two again at `--long` rows. A variant that fails (compile error, out of memory) prints
-its error's first line; the sweep goes on. Variants not yet run when their share of `--budget` seconds has passed are
-skipped (said so); Triton's cache makes a second run quicker (`--budget 200` then runs them all).
+for reference) and the similarity of each config's `d_k`, `d_w` (and with `with_dq` its `d_q`) to cuDNN's; a `with_dq`
+config's time against cuDNN's backward plus the fastest `d_k`, which it would replace in the layer. Then the
+sparse-attention backward: builds the problem of `bench.bench_deterministic` (s_q rows, H 64, D = DV 512, 640 slots per
+row: the 128 window slots, then 512 random compressed entries of s_q // 4; FlashMLA's forward for `out` and `lse`),
+times cuDNN's non-deterministic backward and every variant of `CONFIGS` (CUDA events: 3 warm-up calls, median of
+`--iters`), then the dq kernel's tiles of `DQ_CONFIGS` on top of the fastest. For each: whether 3 runs are bitwise equal
+and how `dq`, `dkv`, `d_sink` agree with cuDNN's (`2Σab / Σ(a²+b²)`; the parity bar is 1 − 2e-3); one line per variant,
+then the fastest that repeats and agrees, the `_DET_DEFAULT` line that makes it the default
+(nbs/04_deterministic.ipynb), a kernel breakdown of it (torch.profiler), and the best two again at `--long` rows. A
+variant that fails (compile error, out of memory) prints its error's first line; the sweep goes on. Variants not yet run
+when their share of `--budget` seconds has passed are skipped (said so); Triton's cache makes a second run quicker
+(`--budget 200` then runs them all).
 """
 
 import argparse
@@ -89,6 +91,8 @@ INDEX_CONFIGS = [  # `_deterministic_index_dk`'s keywords: the first is the refe
     dict(accumulate="segments"),  # `_DET_INDEX_DEFAULT` now: one chunk (8 GiB `part_bytes`; 4.3 GB used here)
     dict(accumulate="segments", sorted_parts=True),  # the same bits as the first
     dict(accumulate="segments", sorted_parts=True, part_dtype=torch.bfloat16),
+    dict(accumulate="segments", sorted_parts=True, part_dtype=torch.bfloat16, with_dq=True),  # cuDNN's call not needed
+    dict(accumulate="segments", with_dq=True),  # d_k, d_w: the first's bits; + d_q (vs cuDNN's whole backward)
     dict(accumulate="fixed_point"),
     dict(accumulate="fixed_point", num_warps=8),
     dict(accumulate="segments", num_warps=8),
@@ -191,13 +195,13 @@ def first_line(e: Exception) -> str:
 
 
 def index_cudnn(args, iters, label):
-    "`((d_k, d_w) fp32, ms)` of cuDNN's indexer backward (non-deterministic; it computes `d_q` too), or `(None, None)`."
+    "`((d_k, d_w fp32, d_q), ms)` of cuDNN's indexer backward (non-deterministic d_k, d_w), or `(None, None)`."
     from fused_csa_nb.kernels import indexer_bwd
 
     try:
         dk = torch.zeros(args[2].shape, dtype=torch.float32, device="cuda")
-        _, dw, _ = indexer_bwd(*args, d_index_k=dk)
-        ref = (dk.clone(), dw.float())
+        dq, dw, _ = indexer_bwd(*args, d_index_k=dk)
+        ref = (dk.clone(), dw.float(), dq)
         ms = median_ms(lambda: indexer_bwd(*args, d_index_k=dk), iters)
     except Exception as e:
         print(f"{label} FAILED {first_line(e)}")
@@ -235,17 +239,23 @@ def index_sweep(o, t0, budget):
         print(f"{ms:8.3f} {str(repeat):>6} {sim:10.7f}  {name(cfg)}")
     ref, cudnn = index_cudnn(args, o.iters, "cuDNN's indexer backward")
     if ref is not None:
-        print(f"{'ms':>8} {'x cuDNN':>8} {'sim dk':>10} {'sim dw':>10}  (vs cuDNN)  variant")
+        print(f"{'ms':>8} {'x cuDNN':>8} {'sim dk':>10} {'sim dw':>10} {'sim dq':>10}  (vs cuDNN)  variant")
         for ms, cfg, out in done:
-            sims = [similarity(a, b) for a, b in zip(out, ref)]
-            print(f"{ms:8.3f} {ms / cudnn:8.2f} {sims[0]:10.7f} {sims[1]:10.7f}  {name(cfg)}")
-    if done:
-        best = min(done, key=lambda r: r[0])[1]
+            sims = [f"{similarity(a, b):10.7f}" for a, b in zip(out, ref)] + [f"{'-':>10}"]  # d_q: with_dq only
+            print(f"{ms:8.3f} {ms / cudnn:8.2f} {sims[0]} {sims[1]} {sims[2]}  {name(cfg)}")
+    plain = [r for r in done if not r[1].get("with_dq")]  # d_k, d_w only: the layer's call today
+    if plain:
+        best_ms, best, _ = min(plain, key=lambda r: r[0])
         parts = {k: best.get(k, v) for k, v in det._DET_INDEX_PARTS.items()}
         print(
             f"the fastest; to make it the default (nbs/04_deterministic.ipynb, then export): "
             f'_DET_INDEX_DEFAULT = "{best["accumulate"]}", _DET_INDEX_PARTS = dict({kwargs(parts)})'
         )
+        for ms, cfg, _ in done:  # with d_q: what the layer would run instead of cuDNN's backward + the fastest
+            if cfg.get("with_dq") and cudnn:
+                print(
+                    f"{name(cfg)}: {ms:.3f} ms instead of cuDNN's {cudnn:.3f} + {best_ms:.3f} ({best_ms + cudnn:.3f})"
+                )
 
 
 BF16 = dict(sorted_parts=True, part_dtype=torch.bfloat16)  # the parts of "Fewer bytes": sorted, bf16
