@@ -267,6 +267,10 @@ STEP_VARIANTS = {  # label → (`_DET_DEFAULT` updates, `_DET_INDEX_PARTS` updat
     "sorted-bf16-fused-dq": (BF16 | dict(fuse_dq=True), BF16),
     "sorted-bf16-fused-dq-seg32x128": (BF16 | dict(fuse_dq=True, seg_BLOCK_P=32, seg_BLOCK_D=128), BF16),
     "fixed-point-fused-dq": (dict(accumulate="fixed_point", fuse_dq=True), dict(accumulate="fixed_point")),
+    # + the indexer's d_q from the deterministic kernel, cuDNN's indexer backward skipped (what the layer would run
+    # once `_sparse_block_loss` takes d_q from `_deterministic_index_dk(with_dq=True)`; patched here, see below)
+    "sorted-bf16-fused-dq+index-dq": (BF16 | dict(fuse_dq=True), BF16 | dict(with_dq=True)),
+    "today+index-dq": ({}, dict(with_dq=True)),
 }
 GOAL = {4096: 1.3, 65536: 1.5}  # the issue's bound on deterministic / default step time
 
@@ -274,16 +278,39 @@ GOAL = {4096: 1.3, 65536: 1.5}  # the issue's bound on deterministic / default s
 @contextlib.contextmanager
 def step_variant(attn: dict, index: dict):
     """`_DET_DEFAULT` updated by `attn`, the indexer's defaults by `index` (its `accumulate` into `_DET_INDEX_DEFAULT`,
-    the rest into `_DET_INDEX_PARTS`), for the steps run inside (the layer reads them at each call)."""
+    `with_dq` through `indexer_with_dq`, the rest into `_DET_INDEX_PARTS`), for the steps run inside (the layer reads
+    them at each call)."""
     saved = det._DET_DEFAULT, det._DET_INDEX_DEFAULT, det._DET_INDEX_PARTS
-    parts = {k: v for k, v in index.items() if k != "accumulate"}
+    parts = {k: v for k, v in index.items() if k not in ("accumulate", "with_dq")}
     det._DET_DEFAULT = {**saved[0], **attn}
     det._DET_INDEX_DEFAULT = index.get("accumulate", saved[1])
     det._DET_INDEX_PARTS = {**saved[2], **parts}
     try:
-        yield
+        with indexer_with_dq() if index.get("with_dq") else contextlib.nullcontext():
+            yield
     finally:
         det._DET_DEFAULT, det._DET_INDEX_DEFAULT, det._DET_INDEX_PARTS = saved
+
+
+@contextlib.contextmanager
+def indexer_with_dq():
+    """Measurement only: the fused path's sparse indexer backward (`_sparse_block_loss`, deterministic mode) taken
+    whole from `_deterministic_index_dk(with_dq=True)` — `d_q` too, cuDNN's indexer backward not called — by
+    patching the two calls it makes (`_indexer_bwd`, then `_index_dk_det`, same arguments)."""
+    from fused_csa_nb import fused_sparse_attention as fsa
+
+    saved, kept = (fsa._indexer_bwd, fsa._index_dk_det), []
+
+    def indexer_bwd(q, w, k, target, predict, sel, one, isc, coeff, multiple, d_index_k=None):
+        dk, dw, dq = det._deterministic_index_dk(q, w, k, target, predict, sel, one, isc, coeff, with_dq=True)
+        kept.append((dk, dw))
+        return dq, dw.to(w.dtype), None  # d_k: from the call below, as in deterministic mode
+
+    fsa._indexer_bwd, fsa._index_dk_det = indexer_bwd, lambda *args: kept.pop()
+    try:
+        yield
+    finally:
+        fsa._indexer_bwd, fsa._index_dk_det = saved
 
 
 def step_fn(layer):
@@ -418,12 +445,18 @@ def step_summary(summary) -> None:
         worst = {lb: max(r[3] for r in summary if r[1] == lb) for lb in good}
         best = min(worst, key=worst.get)  # the least worst ratio over the sizes measured
         attn, index = STEP_VARIANTS[best]
-        parts = {**det._DET_INDEX_PARTS, **{k: v for k, v in index.items() if k != "accumulate"}}
+        parts = {**det._DET_INDEX_PARTS, **{k: v for k, v in index.items() if k not in ("accumulate", "with_dq")}}
         print(
             f"fastest that repeats (its worst ratio {worst[best]:.2f}): {best}; to make it the default "
             f"(nbs/04_deterministic.ipynb, then export): _DET_DEFAULT = dict({kwargs({**det._DET_DEFAULT, **attn})}), "
             f'_DET_INDEX_DEFAULT = "{index.get("accumulate", det._DET_INDEX_DEFAULT)}", '
             f"_DET_INDEX_PARTS = dict({kwargs(parts)})"
+            + (
+                "; and `_sparse_block_loss` (nbs/04_fused.ipynb) taking d_q from"
+                " `_deterministic_index_dk(with_dq=True)` instead of cuDNN's indexer backward"
+                if index.get("with_dq")
+                else ""
+            )
         )
 
 
