@@ -348,6 +348,11 @@ def queued_ms(fn, iters: int) -> float:
     return a.elapsed_time(b) / iters
 
 
+def fmt(ms) -> str:
+    "A time in ms to 3 decimals, or `-` for none."
+    return "-" if ms is None else f"{ms:.3f}"
+
+
 def time_step(layer, inputs, iters: int) -> dict:
     """`dict(graphed, queued)`: the median ms of `iters` CUDA-graph replays of one step (None and the error's first
     line in `graph_error` if it does not capture), and the mean ms of steps queued back to back."""
@@ -399,8 +404,9 @@ def step_section(o) -> None:
         detl.to(inputs[0].device, inputs[0].dtype)  # the sink stays fp32, as in `layer_pair`
         base = time_step(fused, inputs, iters)
         ref = step_tensors(fused, inputs)
-        ms0 = base["graphed"] or base["queued"]
-        print(f"\n[step, {sq} tokens, ratio 4] default: graphed {base['graphed']} ms, queued {base['queued']:.3f} ms")
+        print(
+            f"\n[step, {sq} tokens, ratio 4] default: graphed {fmt(base['graphed'])} ms, queued {base['queued']:.3f} ms"
+        )
         kernel_table(fused, inputs)
         today = None  # the step's tensors with today's kernels, once measured
         for label in names:
@@ -414,17 +420,18 @@ def step_section(o) -> None:
                     same = "-" if today is None else all(torch.equal(runs[0][n], today[n]) for n in today)
                     today = runs[0] if label == "today" else today  # the others: bitwise today's step?
                     del runs
-                    ms = t["graphed"] or t["queued"]
+                    key = "graphed" if t["graphed"] and base["graphed"] else "queued"  # like with like
+                    ms, x = t[key], t[key] / base[key]
                     print(
-                        f"[{sq}] {label}: graphed {t['graphed']} ms, queued {t['queued']:.3f} ms, "
-                        f"x default {ms / ms0:.2f}, bitwise x5 {repeat}, min sim vs default {sim:.6f}, "
+                        f"[{sq}] {label}: graphed {fmt(t['graphed'])} ms, queued {t['queued']:.3f} ms, "
+                        f"x default {x:.2f} ({key}), bitwise x5 {repeat}, min sim vs default {sim:.6f}, "
                         f"bitwise today's {same}" + (f" (graph: {t['graph_error']})" if t.get("graph_error") else "")
                     )
                     kernel_table(detl, inputs)
             except Exception as e:  # e.g. out of memory at 65K: say so, go on
                 print(f"[{sq}] {label}: FAILED {first_line(e)}")
                 continue
-            summary.append((sq, label, ms, ms / ms0, repeat, sim))
+            summary.append((sq, label, ms, x, repeat, sim))
             torch.cuda.empty_cache()
         del fused, detl, inputs, ref, today
         torch.cuda.empty_cache()
