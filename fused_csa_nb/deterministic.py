@@ -72,53 +72,25 @@ if triton is not None:
 if triton is not None:
 
     @triton.jit
-    def _det_ds_kernel(
-        q_ptr,
-        kv_ptr,
-        do_ptr,
-        idx_ptr,
-        tlen_ptr,
-        lsef_ptr,
-        delta_ptr,
-        ds_ptr,
-        part_ptr,
-        fx_ptr,
-        bad_ptr,
-        two_e_ptr,
-        row0,
-        H,
-        K,
-        N,
-        scale,
-        D: tl.constexpr,
-        DV: tl.constexpr,
-        HAS_TLEN: tl.constexpr,
-        BLOCK_H: tl.constexpr,
-        BLOCK_K: tl.constexpr,
-        BLOCK_D: tl.constexpr,
-        UPCAST: tl.constexpr,
-        FIXED: tl.constexpr,
-        PIPE: tl.constexpr,
-        STAGES: tl.constexpr,
-        ROWS64: tl.constexpr,
-    ):
+    def _det_ds_block(
+        q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, part_ptr, pos_ptr, fx_ptr, bad_ptr,
+        two_e_ptr, r, kb, row0, H, K, N, scale,
+        D: tl.constexpr, DV: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+        BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr,
+        ROWS64: tl.constexpr, SORTED: tl.constexpr,
+    ):  # fmt: skip
         """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`; the slots'
-        dKV parts into `part [R·K, D]`, or with `FIXED` added as integers `round(c·2^e)` into `fx [N, D]` int64
-        (`2^e` at
-        `two_e_ptr`), kv rows that get a non-finite part marked in `bad [N]`; the D loops unrolled, or with `PIPE`
-        pipelined in `STAGES` stages."""
-        r = tl.program_id(0)
+        dKV parts into `part [R·K, D]` (row `r·K + k`, or with `SORTED` row `pos[r·K + k]`: the pairs' sorted order),
+        or with `FIXED` added as integers `round(c·2^e)` into `fx [N, D]` int64 (`2^e` at `two_e_ptr`), kv rows that get
+        a non-finite part marked in `bad [N]`; the D loops unrolled, or with `PIPE` pipelined in `STAGES` stages."""
         t = (row0 + r).to(tl.int64)
-        ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+        ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
         hs = tl.arange(0, BLOCK_H)
         hm = hs < H
         idx = tl.load(idx_ptr + t * K + ks, mask=ks < K, other=-1)
         valid = (idx >= 0) & (idx < N) & (ks < K)
         if HAS_TLEN:
-            n_ok = tl.load(tlen_ptr + t)
-            if tl.program_id(1) * BLOCK_K >= n_ok:  # past the row's valid prefix:
-                return  # nothing reads these slots
-            valid = valid & (ks < n_ok)
+            valid = valid & (ks < tl.load(tlen_ptr + t))
         rows = tl.where(valid, idx, 0)  # int32 offsets (fewer registers) where `N·D < 2^31`
         if ROWS64:
             rows = rows.to(tl.int64)
@@ -156,8 +128,12 @@ if triton is not None:
         else:
             dsT = tl.trans(ds).to(q_ptr.dtype.element_ty)
             gpT = tl.trans(gp).to(q_ptr.dtype.element_ty)
-        part_row = part_ptr + r.to(tl.int64) * K * D
-        prow = (ks * D)[:, None]
+        if SORTED:  # each pair's part at its sorted position: the segment sum reads a kv row's parts contiguously
+            part_row = part_ptr
+            prow = (tl.load(pos_ptr + r.to(tl.int64) * K + ks, mask=valid, other=0).to(tl.int64) * D)[:, None]
+        else:
+            part_row = part_ptr + r.to(tl.int64) * K * D
+            prow = (ks * D)[:, None]
         two_e = tl.load(two_e_ptr)  # fp32 [1] (read, unused, by the segment variant)
         bad = tl.zeros([BLOCK_K], dtype=tl.int32)
         if PIPE:
@@ -180,31 +156,40 @@ if triton is not None:
         if FIXED:
             tl.store(bad_ptr + rows, bad, mask=valid & (bad > 0))  # every writer writes 1
 
+# %% ../nbs/04_deterministic.ipynb #c3e1a7d5
+if triton is not None:
+
+    @triton.jit
+    def _det_ds_kernel(
+        q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, part_ptr, pos_ptr, fx_ptr, bad_ptr,
+        two_e_ptr, row0, H, K, N, scale,
+        D: tl.constexpr, DV: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+        BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr,
+        ROWS64: tl.constexpr, SORTED: tl.constexpr,
+    ):  # fmt: skip
+        "`_det_ds_block` of query row `row0 + program_id(0)`, slot block `program_id(1)`."
+        r, kb = tl.program_id(0), tl.program_id(1)
+        if HAS_TLEN:
+            if kb * BLOCK_K >= tl.load(tlen_ptr + (row0 + r).to(tl.int64)):  # past the row's valid prefix:
+                return  # nothing reads these slots
+        _det_ds_block(
+            q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, part_ptr, pos_ptr, fx_ptr, bad_ptr,
+            two_e_ptr, r, kb, row0, H, K, N, scale,
+            D, DV, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, FIXED, PIPE, STAGES, ROWS64, SORTED,
+        )  # fmt: skip
+
 # %% ../nbs/04_deterministic.ipynb #5c395239
 if triton is not None:
 
     @triton.jit
-    def _det_dq_kernel(
-        kv_ptr,
-        idx_ptr,
-        tlen_ptr,
-        ds_ptr,
-        dq_ptr,
-        row0,
-        H,
-        K,
-        N,
-        D: tl.constexpr,
-        HAS_TLEN: tl.constexpr,
-        BLOCK_H: tl.constexpr,
-        BLOCK_K: tl.constexpr,
-        BLOCK_D: tl.constexpr,
+    def _det_dq_block(
+        kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, r, db, row0, H, K, N,
+        D: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
         UPCAST: tl.constexpr,
-    ):
-        "`dq[row0 + r, :, d-block] = Σ_k ds[r, :, k] · kv[idx[k], d-block]`, slots in order."
-        r = tl.program_id(0)
+    ):  # fmt: skip
+        "`dq[row0 + r, :, d-block db] = Σ_k ds[r, :, k] · kv[idx[k], d-block]`, slots in order."
         t = (row0 + r).to(tl.int64)
-        dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+        dd = db * BLOCK_D + tl.arange(0, BLOCK_D)
         hs = tl.arange(0, BLOCK_H)
         hm = hs < H
         acc = tl.zeros([BLOCK_H, BLOCK_D], dtype=tl.float32)
@@ -228,6 +213,18 @@ if triton is not None:
                 acc = tl.dot(ds.to(k.dtype), k, acc)
         tl.store(dq_ptr + (t * H + hs[:, None]) * D + dd[None, :], acc.to(dq_ptr.dtype.element_ty), mask=hm[:, None])
 
+    @triton.jit
+    def _det_dq_kernel(
+        kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, row0, H, K, N,
+        D: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+        UPCAST: tl.constexpr,
+    ):  # fmt: skip
+        "`_det_dq_block` of query row `row0 + program_id(0)`, D block `program_id(1)`."
+        _det_dq_block(
+            kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, tl.program_id(0), tl.program_id(1), row0, H, K, N,
+            D, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST,
+        )  # fmt: skip
+
 # %% ../nbs/04_deterministic.ipynb #b86b803b
 if triton is not None:
 
@@ -242,19 +239,24 @@ if triton is not None:
         D: tl.constexpr,
         BLOCK_P: tl.constexpr,
         BLOCK_D: tl.constexpr,
+        SORTED: tl.constexpr,
     ):
         """Segments `s = pid, pid + G, …` (< `nseg`): `acc[keys[p0], d-block] += Σ part[order[p], d-block]` over
-        `p ∈ [start[s], start[s+1])`, in that order (blocks of BLOCK_P); a persistent grid over the segments present."""
+        `p ∈ [start[s], start[s+1])`, in that order (blocks of BLOCK_P); a persistent grid over the segments present.
+        With `SORTED` the parts are in sorted order already: `part[p]`, a contiguous run per segment."""
         dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
         nseg = tl.load(nseg_ptr).to(tl.int32)  # loop bounds: one int type
         for s in range(tl.program_id(0), nseg, tl.num_programs(0)):
-            p0 = tl.load(start_ptr + s).to(tl.int32)  # < part_bytes / (4·D) pairs
+            p0 = tl.load(start_ptr + s).to(tl.int32)  # < part_bytes / (2·D) pairs
             p1 = tl.load(start_ptr + s + 1).to(tl.int32)
             j = tl.load(keys_ptr + p0).to(tl.int64)  # int32 keys: the sort is cheaper
             acc = tl.zeros([BLOCK_D], dtype=tl.float32)
             for p in range(p0, p1, BLOCK_P):
                 ps = p + tl.arange(0, BLOCK_P)
-                src = tl.load(order_ptr + ps, mask=ps < p1, other=0)
+                if SORTED:
+                    src = ps.to(tl.int64)
+                else:
+                    src = tl.load(order_ptr + ps, mask=ps < p1, other=0)
                 x = tl.load(part_ptr + src[:, None] * D + dd[None, :], mask=(ps < p1)[:, None], other=0.0).to(
                     tl.float32
                 )
@@ -309,6 +311,7 @@ if triton is not None:
 # %% ../nbs/04_deterministic.ipynb #84affde0
 _BLOCK_D = 64
 _ACCUMULATE = ("segments", "fixed_point")  # the ways to sum the dKV contributions (see below)
+_PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contributions (see "Fewer bytes" below)
 # the default: the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in one chunk; fixed point 8.44)
 _DET_DEFAULT = dict(accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8)
 
@@ -320,21 +323,26 @@ def _det_blocks(h):
 
 
 _DET_KEYS = {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages", "dq_BLOCK_K", "dq_BLOCK_D", "dq_num_warps"}
+_DET_KEYS |= {"part_dtype", "sorted_parts", "fuse_dq", "seg_BLOCK_P", "seg_BLOCK_D"}
 
-
+# %% ../nbs/04_deterministic.ipynb #e8b2f4a6
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     """`_DET_DEFAULT` updated by `kw`, completed: `accumulate` (one of `_ACCUMULATE`) and the ds kernel's `BLOCK_K`,
     `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: the D loops unrolled; 2, 3, …:
-    runtime
-    loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`, `dq_BLOCK_D` (must divide
-    `D`, else 64) and `dq_num_warps`."""
+    runtime loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`, `dq_BLOCK_D`
+    (must divide `D`, else 64) and `dq_num_warps`; the segment sum's `part_dtype` (one of `_PART_DTYPES`, default
+    fp32), `sorted_parts` (parts written in sorted order, default False), `seg_BLOCK_P` (16), `seg_BLOCK_D` (must
+    divide `D`, else 64); `fuse_dq` (dq in the ds kernel's program, default False)."""
     v = {**_DET_DEFAULT, **kw}
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
         raise ValueError(f"unknown variant keys {unknown}")
     check_choice("accumulate", v["accumulate"], _ACCUMULATE)
+    if v.get("part_dtype", torch.float32) not in _PART_DTYPES:
+        raise ValueError(f"`part_dtype` must be one of {_PART_DTYPES}, got {v['part_dtype']!r}")
     _, bk, warps = _det_blocks(h)
     bd, bdq = v.get("BLOCK_D", _BLOCK_D), v.get("dq_BLOCK_D", 128 if d % 128 == 0 else _BLOCK_D)
+    bds = v.get("seg_BLOCK_D", _BLOCK_D)
     return dict(
         accumulate=v["accumulate"],
         BLOCK_K=v.get("BLOCK_K", bk),
@@ -344,6 +352,11 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
         dq_BLOCK_K=v.get("dq_BLOCK_K", bk),
         dq_BLOCK_D=bdq if d % bdq == 0 else _BLOCK_D,
         dq_num_warps=v.get("dq_num_warps", warps),
+        part_dtype=v.get("part_dtype", torch.float32),
+        sorted_parts=bool(v.get("sorted_parts", False)),
+        fuse_dq=bool(v.get("fuse_dq", False)),
+        seg_BLOCK_P=v.get("seg_BLOCK_P", 16),
+        seg_BLOCK_D=bds if d % bds == 0 else _BLOCK_D,
     )
 
 # %% ../nbs/04_deterministic.ipynb #8d9c7e5b
@@ -361,19 +374,25 @@ def _segments(targets, n: int):
     return keys, order, torch.minimum(start, n_valid), cs[-1:]
 
 
+def _positions(order):
+    "`pos [P]` with `pos[order[i]] = i`: where pair `p` lands in the sorted order (`order` a permutation)."
+    return torch.empty_like(order).index_put_((order,), torch.arange(order.shape[0], device=order.device))
+
+
 def _programs(device) -> int:
     "Programs of the persistent segment-sum grid: 4 per SM on a GPU (`kernel_support._sm_count`), 8 interpreted."
     return 4 * _sm_count(device) if device.type == "cuda" else 8
 
 
-def _segment_sum(targets, n: int, part, acc):
-    """`acc[j] += Σ part[p]` over the pairs `p` whose `targets[p] = j < n`, in a fixed order (`_segments`, then the
-    persistent segment-sum kernel): `part [P, D]`, `acc [n, D]` float32, `targets [P]` (`n`: no target)."""
-    keys, order, start, nseg = _segments(targets, n)
+def _segment_sum(seg, part, acc, sorted_parts: bool = False, block_p: int = 16, block_d: int = _BLOCK_D):
+    """`acc[j] += Σ part[p]` over the pairs `p` of kv row `j` in a fixed order: `seg` the `_segments` of the pairs'
+    targets, `part [P, D]` in pair order (or with `sorted_parts` in sorted order: `part[pos[p]]`), `acc [n, D]`
+    float32; the persistent segment-sum kernel's tiles `block_p` × `block_d` (`block_d` divides `D`)."""
+    keys, order, start, nseg = seg
     d = acc.shape[-1]
     _launch_triton(
-        _det_segment_sum_kernel, (min(_programs(acc.device), start.shape[0] - 1), d // _BLOCK_D),
-        part, order, keys, start, nseg, acc, D=d, BLOCK_P=16, BLOCK_D=_BLOCK_D,
+        _det_segment_sum_kernel, (min(_programs(acc.device), start.shape[0] - 1), d // block_d),
+        part, order, keys, start, nseg, acc, D=d, BLOCK_P=block_p, BLOCK_D=block_d, SORTED=sorted_parts,
     )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #b7e2d4a8
@@ -390,6 +409,37 @@ def _from_fixed_point(fx, bad, e, b, dtype):
     val = fx.double() * torch.exp2(-e)
     return torch.where((bad[:, None] > 0) | ~torch.isfinite(b), float("nan"), val).to(dtype)
 
+# %% ../nbs/04_deterministic.ipynb #a4c6e8f0
+def _pair_targets(indices, topk_length, n: int, r0: int, r1: int):
+    "The kv row of each `(row, slot)` pair of rows `[r0, r1)`, `n` where none: `[(r1 - r0)·K]` int32 (cheap sort keys)."
+    idx = indices[r0:r1]
+    valid = (idx >= 0) & (idx < n)
+    if topk_length is not None:
+        valid &= torch.arange(idx.shape[1], device=idx.device, dtype=torch.int32)[None] < topk_length[r0:r1, None]
+    return torch.where(valid, idx, n).flatten()
+
+
+def _det_ds_dq(q, kv, dout, indices, topk_length, lsef, delta, ds, part, pos, acc, bad, two_e, dq, r0, r1, h, k, n,
+               sm_scale, d, dv, bh, v, up, fixed, srt):  # fmt: skip
+    "Rows `[r0, r1)`: `ds`, the parts (or the fixed-point sums) and `dq` — two kernels, or with `fuse_dq` one."
+    tl_ptr = topk_length if topk_length is not None else indices
+    meta = dict(
+        D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
+        UPCAST=up, FIXED=fixed, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1,
+        ROWS64=n * d >= 2**31, SORTED=srt, num_warps=v["num_warps"],
+    )  # fmt: skip
+    ins = (q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, pos, acc, bad, two_e)
+    if v["fuse_dq"]:
+        _launch_triton(_det_fused_kernel, (r1 - r0,), *ins, dq, r0, h, k, n, sm_scale,
+                       DQ_BLOCK_K=v["dq_BLOCK_K"], DQ_BLOCK_D=v["dq_BLOCK_D"], **meta)  # fmt: skip
+        return
+    _launch_triton(_det_ds_kernel, (r1 - r0, _cdiv(k, v["BLOCK_K"])), *ins, r0, h, k, n, sm_scale, **meta)
+    _launch_triton(_det_dq_kernel, (r1 - r0, d // v["dq_BLOCK_D"]),
+        kv, indices, tl_ptr, ds, dq, r0, h, k, n,
+        D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
+        UPCAST=up, num_warps=v["dq_num_warps"],
+    )  # fmt: skip
+
 # %% ../nbs/04_deterministic.ipynb #ed34c703
 def _deterministic_sparse_bwd(
     q,
@@ -402,13 +452,12 @@ def _deterministic_sparse_bwd(
     sm_scale,
     topk_length=None,
     part_bytes: int = 1 << 33,
-    part_dtype=torch.float32,
     **variant,
 ):
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
-    `part_bytes`: the budget of one chunk's buffers (contributions, `ds`); `part_dtype`: the contributions' dtype
-    (segments: fp32; bf16 halves its traffic and rounds each contribution); `variant`: `_det_variant`'s keywords
-    (`accumulate="segments" | "fixed_point"`, tiles; default `_DET_DEFAULT`)."""
+    `part_bytes`: the budget of one chunk's buffers (contributions, `ds`); `variant`: `_det_variant`'s keywords
+    (`accumulate="segments" | "fixed_point"`, tiles, `part_dtype` — fp32, or bf16: half the parts' traffic, each
+    contribution rounded — `sorted_parts`, `fuse_dq`; default `_DET_DEFAULT`)."""
     s_q, h, d = q.shape
     n, k, dv = kv.shape[0], indices.shape[1], out.shape[-1]
     dev = q.device
@@ -416,7 +465,7 @@ def _deterministic_sparse_bwd(
     v = _det_variant(h, d, dv, **variant)
     fixed = v["accumulate"] == "fixed_point"
     bh = _det_blocks(h)[0]
-    up = _INTERPRETED
+    up = _INTERPRETED  # the interpreter's `tl.dot` on bf16 tiles is wrong (see "Fewer bytes"): fp32 tiles there
     lsef = torch.logaddexp(lse, attn_sink[None])  # [s_q, H]: + the sink
     delta = torch.empty(s_q, h, dtype=torch.float32, device=dev)
     bound = torch.zeros(s_q, dtype=torch.float32, device=dev)
@@ -438,32 +487,49 @@ def _deterministic_sparse_bwd(
     done = lambda: (dq, _from_fixed_point(acc, bad, e, b, kv.dtype) if fixed else acc.to(kv.dtype), d_sink)
     if not (s_q and k):
         return done()
-    rows = max(1, min(s_q, part_bytes // (4 * k * (h if fixed else d + h))))
-    tl_ptr = topk_length if topk_length is not None else indices
-    slot = torch.arange(k, device=dev, dtype=torch.int32)
+    esz = v["part_dtype"].itemsize
+    rows = max(1, min(s_q, part_bytes // (k * (4 * h if fixed else esz * d + 4 * h))))
     for r0 in range(0, s_q, rows):
         r1 = min(s_q, r0 + rows)
         ds = torch.empty(r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev)  # bf16: what dq reads
-        part = ds if fixed else torch.empty((r1 - r0) * k, d, dtype=part_dtype, device=dev)
-        _launch_triton(_det_ds_kernel, (r1 - r0, _cdiv(k, v["BLOCK_K"])),
-            q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, acc, bad, two_e, r0, h, k, n, sm_scale,
-            D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
-            UPCAST=up, FIXED=fixed, ROWS64=n * d >= 2**31, PIPE=v["num_stages"] is not None,
-            STAGES=v["num_stages"] or 1, num_warps=v["num_warps"],
-        )  # fmt: skip
-        _launch_triton(_det_dq_kernel, (r1 - r0, d // v["dq_BLOCK_D"]),
-            kv, indices, tl_ptr, ds, dq, r0, h, k, n,
-            D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
-            UPCAST=up,
-            num_warps=v["dq_num_warps"],
-        )  # fmt: skip
+        seg = None if fixed else _segments(_pair_targets(indices, topk_length, n, r0, r1), n)
+        srt = v["sorted_parts"] and not fixed
+        pos = _positions(seg[1]) if srt else indices  # (a pointer the kernel does not read)
+        part = ds if fixed else torch.empty((r1 - r0) * k, d, dtype=v["part_dtype"], device=dev)
+        _det_ds_dq(q, kv, dout, indices, topk_length, lsef, delta, ds, part, pos, acc, bad, two_e, dq, r0, r1, h, k,
+                   n, sm_scale, d, dv, bh, v, up, fixed, srt)  # fmt: skip
         if not fixed:
-            idx = indices[r0:r1]  # int32 keys: a cheaper sort than int64's
-            valid = (idx >= 0) & (idx < n)
-            if topk_length is not None:
-                valid &= slot[None] < topk_length[r0:r1, None]
-            _segment_sum(torch.where(valid, idx, n).flatten(), n, part, acc)
+            _segment_sum(seg, part, acc, srt, v["seg_BLOCK_P"], v["seg_BLOCK_D"])
     return done()
+
+# %% ../nbs/04_deterministic.ipynb #c2e4a6b8
+if triton is not None:
+
+    @triton.jit
+    def _det_fused_kernel(
+        q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, part_ptr, pos_ptr, fx_ptr, bad_ptr,
+        two_e_ptr, dq_ptr, row0, H, K, N, scale,
+        D: tl.constexpr, DV: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+        BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr,
+        ROWS64: tl.constexpr, SORTED: tl.constexpr, DQ_BLOCK_K: tl.constexpr, DQ_BLOCK_D: tl.constexpr,
+    ):  # fmt: skip
+        "Query row `row0 + program_id(0)`: `_det_ds_block` of its slot blocks in turn (valid prefix), then its `dq`."
+        r = tl.program_id(0)
+        k_end = K
+        if HAS_TLEN:
+            k_end = tl.minimum(K, tl.load(tlen_ptr + (row0 + r).to(tl.int64)))
+        for kb in range(0, (k_end + BLOCK_K - 1) // BLOCK_K):
+            _det_ds_block(
+                q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, part_ptr, pos_ptr, fx_ptr,
+                bad_ptr, two_e_ptr, r, kb, row0, H, K, N, scale,
+                D, DV, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, FIXED, PIPE, STAGES, ROWS64, SORTED,
+            )  # fmt: skip
+        tl.debug_barrier()  # the row's `ds`, stored above by this program's threads, is read below by others
+        for db in range(0, D // DQ_BLOCK_D):
+            _det_dq_block(
+                kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, r, db, row0, H, K, N,
+                D, HAS_TLEN, BLOCK_H, DQ_BLOCK_K, DQ_BLOCK_D, UPCAST,
+            )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #169cfa6a
 @_op(
@@ -577,36 +643,20 @@ def deterministic_sparse_attn_bwd(
 if triton is not None:
 
     @triton.jit
-    def _det_index_dk_kernel(
-        q_ptr,
-        w_ptr,
-        k_ptr,
-        g_ptr,
-        sel_ptr,
-        part_ptr,
-        dw_ptr,
-        fx_ptr,
-        bad_ptr,
-        two_e_ptr,
-        row0,
-        S,
-        H,
-        K,
-        SK,
-        scale,
-        D: tl.constexpr,
-        BLOCK_H: tl.constexpr,
-        BLOCK_K: tl.constexpr,
-        UPCAST: tl.constexpr,
-        FIXED: tl.constexpr,
-    ):
+    def _det_index_block(
+        q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+        r, kb, nkb, row0, S, H, K, SK, scale,
+        D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr,
+        SORTED: tl.constexpr, WITH_DQ: tl.constexpr,
+    ):  # fmt: skip
         """Indexer row `row0 + r` of `[B·S]`, slots `[kb·BLOCK_K, …)`: the contributions `σ Σ_h g·w_h·[q_h·k > 0]·q_h`
-        stored into `part [R·K, D]`, or with `FIXED` added as integers `round(c·2^e)` into `fx [B·S_k, D]` int64
+        stored into `part [R·K, D]` (row `r·K + k`, or with `SORTED` row `pos[r·K + k]`: sorted order), or with
+        `FIXED` added as integers `round(c·2^e)` into `fx [B·S_k, D]` int64
         (`2^e` at `two_e_ptr`; the key rows that get a non-finite contribution marked in `bad [B·S_k]`); and the
-        block's `σ Σ_slots g·relu(q_h·k)` into `dw [R, n_blocks, BLOCK_H]`."""
-        r = tl.program_id(0)
+        block's `σ Σ_slots g·relu(q_h·k)` into `dw [R, nkb, BLOCK_H]`. Returns, with `WITH_DQ`, the block's share
+        of `d_q`, `Σ_slots σ·g·w_h·[q_h·k > 0]·k` `[BLOCK_H, D]` fp32 (else zeros)."""
         t = (row0 + r).to(tl.int64)
-        ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+        ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
         hs = tl.arange(0, BLOCK_H)
         hm = hs < H
         dd = tl.arange(0, D)
@@ -632,16 +682,42 @@ if triton is not None:
             tl.atomic_add(fx_ptr + rows[:, None] * D + dd[None, :], fx, mask=valid[:, None], sem="relaxed")
             tl.store(bad_ptr + rows, bad, mask=valid & (bad > 0))  # every writer writes 1
         else:
-            tl.store(part_ptr + (r.to(tl.int64) * K + ks)[:, None] * D + dd[None, :], c, mask=valid[:, None])
+            prow = r.to(tl.int64) * K + ks
+            if SORTED:
+                prow = tl.load(pos_ptr + prow, mask=valid, other=0).to(tl.int64)
+            tl.store(part_ptr + prow[:, None] * D + dd[None, :], c.to(part_ptr.dtype.element_ty), mask=valid[:, None])
         live = hm[:, None] & valid[None, :]
         dw = tl.sum(tl.where(live, tl.maximum(s, 0.0) * g[None, :], 0.0), 1) * scale  # [BLOCK_H], in one program
-        tl.store(dw_ptr + (r.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * BLOCK_H + hs, dw)
+        tl.store(dw_ptr + (r.to(tl.int64) * nkb + kb) * BLOCK_H + hs, dw)
+        dq = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+        if WITH_DQ:
+            if UPCAST:
+                dq = tl.dot(da, k)
+            else:
+                dq = tl.dot(da.to(k.dtype), k)
+        return dq
+
+    @triton.jit
+    def _det_index_dk_kernel(
+        q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+        row0, S, H, K, SK, scale,
+        D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr,
+        SORTED: tl.constexpr,
+    ):  # fmt: skip
+        "`_det_index_block` of indexer row `row0 + program_id(0)`, slot block `program_id(1)`."
+        _det_index_block(
+            q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+            tl.program_id(0), tl.program_id(1), tl.num_programs(1), row0, S, H, K, SK, scale,
+            D, BLOCK_H, BLOCK_K, UPCAST, FIXED, SORTED, False,
+        )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #58ced17d
 _CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of target and prediction
 # the indexer d_k's accumulation by default: "segments" (measured on the H200) until `tools/det_sweep.py`'s indexer
 # section shows "fixed_point" faster at the 65K shape
 _DET_INDEX_DEFAULT = "segments"
+# the segment sum's parts for the indexer `d_k` ("Fewer bytes" above): fp32 in pair order until the H200 says otherwise
+_DET_INDEX_PARTS = dict(part_dtype=torch.float32, sorted_parts=False)
 
 
 def _index_score_grad(target, predict, scale):
@@ -674,13 +750,22 @@ def _deterministic_index_dk(
     part_bytes: int = 1 << 33,
     accumulate: str | None = None,
     num_warps: int = 4,
+    with_dq: bool = False,
+    **parts,
 ):
     """The sparse indexer loss's `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32, bitwise repeatable, on the cuDNN
     indexer backward's checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`,
     `predict [B,S,K]` fp32, local `indices [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it
     differentiates `loss_coeff · mean`); `part_bytes`: the budget of one chunk's contribution buffer (segments);
-    `accumulate`: `"segments"` or `"fixed_point"` (None: `_DET_INDEX_DEFAULT`); `num_warps`: the kernel's warps."""
+    `accumulate`: `"segments"` or `"fixed_point"` (None: `_DET_INDEX_DEFAULT`); `num_warps`: the kernel's warps;
+    `with_dq`: also `d_index_q [B, S, H, D]` (`q`'s dtype), from one program per row walking its slot blocks in turn
+    (the same `d_k`, `d_w`), the whole indexer backward without cuDNN's: returns `(d_k, d_w, d_q)`;
+    `parts`: the segment sum's `part_dtype` (fp32 or bf16) and `sorted_parts` (default `_DET_INDEX_PARTS`)."""
     fixed = check_choice("accumulate", accumulate or _DET_INDEX_DEFAULT, _ACCUMULATE) == "fixed_point"
+    pv = {**_DET_INDEX_PARTS, **parts}
+    if set(pv) != set(_DET_INDEX_PARTS) or pv["part_dtype"] not in _PART_DTYPES:
+        raise ValueError(f"`parts` must be `part_dtype` (one of {_PART_DTYPES}) and `sorted_parts`, got {parts}")
+    srt = bool(pv["sorted_parts"]) and not fixed
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
     g = _index_score_grad(target.float(), predict.float(), loss_coeff / (b * s) * grad_loss[0]).contiguous()
@@ -692,24 +777,35 @@ def _deterministic_index_dk(
     valid = (idx >= 0) & (idx < sk)
     e, bsum = _fixed_point_exponent(_index_dk_bound(q, w, g, valid, sm_scale)) if fixed else (None, None)
     two_e = torch.exp2(e).float().reshape(1) if fixed else dw.new_zeros(1)
+    dq = torch.empty_like(q) if with_dq else None
     done = lambda: (
-        (_from_fixed_point(acc, bad, e, bsum, torch.float32) if fixed else acc).view(b, sk, d),
-        dw.sum(1)[:, :h].view(b, s, h),  # the blocks in order (one torch reduction)
+        (
+            (_from_fixed_point(acc, bad, e, bsum, torch.float32) if fixed else acc).view(b, sk, d),
+            dw.sum(1)[:, :h].view(b, s, h),  # the blocks in order (one torch reduction)
+        )
+        + ((dq,) if with_dq else ())
     )
     if not (n_rows and kk and sk):
+        if with_dq:
+            dq.zero_()
         return done()
-    rows = n_rows if fixed else max(1, min(n_rows, part_bytes // (4 * kk * d)))  # fixed point: no buffer
+    esz = pv["part_dtype"].itemsize
+    rows = n_rows if fixed else max(1, min(n_rows, part_bytes // (esz * kk * d)))  # fixed point: no buffer
     base = (torch.arange(b, device=dev) * sk)[:, None, None]  # segments: global key rows, `b·sk` for none
-    tgt = None if fixed else torch.where(valid, idx.long() + base, b * sk).view(n_rows, kk)
+    key = torch.int32 if b * sk < 2**31 else torch.int64  # int32 keys: a cheaper sort
+    tgt = None if fixed else torch.where(valid, idx.to(key) + base.to(key), b * sk).view(n_rows, kk)
     for r0 in range(0, n_rows, rows):
         r1 = min(n_rows, r0 + rows)
-        part = acc if fixed else torch.empty((r1 - r0) * kk, d, dtype=torch.float32, device=dev)
-        _launch_triton(_det_index_dk_kernel, (r1 - r0, nkb),
-            q, w, k, g, idx, part, dw[r0:r1], acc, bad, two_e, r0, s, h, kk, sk, sm_scale,
-            D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, FIXED=fixed, num_warps=num_warps,
+        seg = None if fixed else _segments(tgt[r0:r1].flatten(), b * sk)
+        pos = _positions(seg[1]) if srt else idx  # (a pointer the kernel does not read)
+        part = acc if fixed else torch.empty((r1 - r0) * kk, d, dtype=pv["part_dtype"], device=dev)
+        ins = (q, w, k, g, idx, part, pos, dw[r0:r1], acc, bad, two_e) + ((dq,) if with_dq else ())
+        kernel, grid = (_det_index_row_kernel, (r1 - r0,)) if with_dq else (_det_index_dk_kernel, (r1 - r0, nkb))
+        _launch_triton(kernel, grid, *ins, r0, s, h, kk, sk, sm_scale,
+            D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, FIXED=fixed, SORTED=srt, num_warps=num_warps,
         )  # fmt: skip
         if not fixed:
-            _segment_sum(tgt[r0:r1].flatten(), b * sk, part, acc)
+            _segment_sum(seg, part, acc, srt)
     return done()
 
 # %% ../nbs/04_deterministic.ipynb #da0e06a0
@@ -737,3 +833,31 @@ def _index_dk_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_c
     """`_deterministic_index_dk` as the op
     (`torch.compile`, and the stand-in on CPU tensors): `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32."""
     return _run("index_dk_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))
+
+# %% ../nbs/04_deterministic.ipynb #e0a2c4d6
+if triton is not None:
+
+    @triton.jit
+    def _det_index_row_kernel(
+        q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr, dq_ptr,
+        row0, S, H, K, SK, scale,
+        D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr,
+        SORTED: tl.constexpr,
+    ):  # fmt: skip
+        """Indexer row `row0 + program_id(0)`: `_det_index_block` of its slot blocks in turn, summing their `d_q`
+        shares in that order into `dq [B·S, H, D]` (in `dq`'s dtype)."""
+        r = tl.program_id(0)
+        nkb = (K + BLOCK_K - 1) // BLOCK_K
+        acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+        for kb in range(0, nkb):
+            acc += _det_index_block(
+                q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
+                r, kb, nkb, row0, S, H, K, SK, scale,
+                D, BLOCK_H, BLOCK_K, UPCAST, FIXED, SORTED, True,
+            )  # fmt: skip
+        t = (row0 + r).to(tl.int64)
+        hs = tl.arange(0, BLOCK_H)
+        dd = tl.arange(0, D)
+        tl.store(
+            dq_ptr + (t * H + hs[:, None]) * D + dd[None, :], acc.to(dq_ptr.dtype.element_ty), mask=(hs < H)[:, None]
+        )

@@ -2,10 +2,15 @@
 """Host overhead of the fused ratio-4 step: eager vs CUDA-graphed time, kernels and launch calls per step, the top
 ops by self CPU time (training and eval), and fused-vs-native parity at 1,024 tokens (ratios 0, 4, 128).
 
-Usage (on an SM90 GPU, about a minute): python tools/profile_step.py [--sq 4096] [--iters 30] [--top 25]"""
+Usage (on an SM90 GPU, about a minute): python tools/profile_step.py [--sq 4096] [--iters 30] [--top 25]
+                                        [--deterministic]
+
+`--deterministic`: the same for the layer with `deterministic=True` (the deterministic chapter's kernels, its
+`_DET_DEFAULT`; same weights and inputs): its host overhead, graphed time and launches per step."""
 
 import argparse
 import collections
+import dataclasses
 import sys
 import time
 import warnings
@@ -96,12 +101,20 @@ def main():
     ap.add_argument("--steps", type=int, default=5, help="profiled eager steps")
     ap.add_argument("--top", type=int, default=25, help="ops listed by self CPU time")
     ap.add_argument("--parity-sq", type=int, default=1024, help="tokens of the parity check (0: skip it)")
+    ap.add_argument("--deterministic", action="store_true", help="profile the layer with deterministic=True")
     args = ap.parse_args()
     t_start = time.perf_counter()
     warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")  # autograd's note after a graph capture
     dev = torch.cuda.get_device_name()
     print(f"device {dev}, torch {torch.__version__}; V4-Flash ratio-4 layer, H 64, top-512, sparse loss, b 1")
     _, fused, inputs = layer_pair(4, args.sq)
+    if args.deterministic:  # the same weights and inputs, the deterministic kernels
+        from fused_csa_nb.attention import CompressedSparseAttention
+
+        det = CompressedSparseAttention(dataclasses.replace(fused.cfg, deterministic=True), 4)
+        det.load_state_dict(fused.state_dict())
+        fused = det.to(inputs[0].device, inputs[0].dtype)  # the sink stays fp32, as in `layer_pair`
+        print("deterministic=True")
     for train in (True, False):
         row = step_profile(fused, inputs, train=train, iters=args.iters, compiled=False)
         g = row["graphed_ms"]
