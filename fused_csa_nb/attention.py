@@ -29,7 +29,7 @@ from fused_csa_nb.context_parallel import (
 from .decode_kernels import _step_projections
 from .layer_checks import _check_cache, _check_once, _layer_backend
 from .layout import QueryRows
-from .reference import Compressor, CSAIndexer
+from .compressor import Compressor, CSAIndexer
 from .rotary import layer_rotary
 from .replay import decode_step
 

@@ -18,7 +18,8 @@ from .launch import _triton_runs_on
 from .kernels import round_up
 from .decode_kernels import _step_flat_index, _step_rows, _step_writes, _fill_writes
 from .layout import _flat_global, _pad_idx, cached_index
-from .reference import _fp8_rows_bf16, _positions_of
+from .compressor import _positions_of
+from .reference import _fp8_rows_bf16
 
 # %% auto #0
 __all__ = ['MAX_STEP', 'CSACache', 'make_cache', 'StepRows', 'grow_cache']

@@ -196,29 +196,35 @@ def _graph_replay(graph, device: int):
     return replay
 
 # %% ../nbs/00_launch.ipynb #c6092ee9
-class _Slots:
-    "A module tree's tables as listed: what says the listing is still the tree's, and the tensors' `(table, name)`."
+_GONE = object()  # what the probes read where a listed name is no longer in its table
 
-    __slots__ = ("sizes", "children", "tensors")
+
+class _Slots:
+    """A module tree's tables as listed: what says the listing is still the tree's (`tables`, `size`, and the probes
+    `at`/`keys` expected to read `held`), and where its tensors are read (`live`/`names`)."""
+
+    __slots__ = ("tables", "size", "at", "keys", "held", "gone", "live", "names")
 
     def __init__(self, module: torch.nn.Module):
         mods = list(module.modules())
-        self.sizes = [(t, len(t)) for m in mods for t in (m._parameters, m._buffers, m._modules)]
-        self.children = [(m._modules, k, c) for m in mods for k, c in m._modules.items()]
-        self.tensors = [(t, k) for m in mods for t in (m._parameters, m._buffers) for k in t]
+        self.tables = [t for m in mods for t in (m._parameters, m._buffers, m._modules)]
+        self.size = sum(map(len, self.tables))  # the names of all tables
+        slots = [(t, k) for m in mods for t in (m._parameters, m._buffers) for k in t]
+        held = [(m._modules, k) for m in mods for k in m._modules] + [(t, k) for t, k in slots if t[k] is None]
+        self.at, self.keys = [t for t, _ in held], [k for _, k in held]
+        self.held = [t[k] for t, k in held]  # each submodule, then None for each unset parameter or buffer
+        self.gone = [_GONE] * len(held)
+        self.live, self.names = [t for t, k in slots if t[k] is not None], [k for t, k in slots if t[k] is not None]
 
-    def current(self) -> bool:
-        "Whether the tree still has these tables: the same sizes, the same submodules, the same names."
-        for t, n in self.sizes:
-            if len(t) != n:
-                return False
-        for d, k, c in self.children:
-            if d.get(k) is not c:
-                return False
-        for t, k in self.tensors:
-            if k not in t:
-                return False
-        return True
+    def current(self, tensors: bool = True) -> bool:
+        """Whether the tree still has these tables: as many names in all, each submodule and unset slot where it was,
+        each tensor's name still there (`tensors=False`: left to the caller, which reads them). A name removed shows
+        as a probe or a tensor gone, so one total count stands for every table's size."""
+        return (
+            sum(map(len, self.tables)) == self.size
+            and list(map(dict.get, self.at, self.keys, self.gone)) == self.held
+            and (not tensors or all(map(dict.__contains__, self.live, self.names)))
+        )
 
 
 def _module_slots(module: torch.nn.Module) -> _Slots:
@@ -230,12 +236,22 @@ def _module_slots(module: torch.nn.Module) -> _Slots:
     return slots
 
 
+_data_ptr = torch.Tensor.data_ptr
+
+
 def _module_ptrs(module: torch.nn.Module) -> tuple:
     """Where `module`'s parameters and buffers live (a recorded graph reads them there), after how many moves and
     casts (`module._casts`, where the module counts them). `module`: any `nn.Module` (a layer, an HF model). Returns a
-    tuple of ints (and `None` for an unset parameter)."""
-    ptrs = tuple(None if t[k] is None else t[k].data_ptr() for t, k in _module_slots(module).tensors)
-    return (module.__dict__.get("_casts", 0), *ptrs)
+    tuple of ints: the count, then the set tensors' addresses in the listing's order (see above)."""
+    d = module.__dict__
+    slots = d.get("_tensor_slots")
+    if slots is not None and slots.current(tensors=False):
+        try:  # a tensor's name gone (KeyError) or its slot unset (TypeError: None has no address): listed again
+            return (d.get("_casts", 0), *map(_data_ptr, map(dict.__getitem__, slots.live, slots.names)))
+        except (KeyError, TypeError):
+            pass
+    slots = d["_tensor_slots"] = _Slots(module)
+    return (d.get("_casts", 0), *map(_data_ptr, map(dict.__getitem__, slots.live, slots.names)))
 
 # %% ../nbs/00_launch.ipynb #d1175ba2
 USE_PLANS = True  # False: the cuDNN `*_wrapper` functions (debugging only)

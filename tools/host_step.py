@@ -20,7 +20,8 @@ import time
 
 import torch
 
-from fused_csa_nb import attention, backends, cache, config, decode_kernels, fused_sparse_attention, kernels, reference
+from fused_csa_nb import attention, backends, cache, compressor, config, decode_kernels, fused_sparse_attention, kernels
+from fused_csa_nb import reference
 from fused_csa_nb import kernel_support
 from fused_csa_nb import launch, rotary, testing
 
@@ -34,7 +35,8 @@ def stub_kernels():
     def flash_mla(q, kv, indices, sm_scale, attn_sink, topk_length=None, *rest):
         return q.new_empty(q.shape[0], q.shape[1], 512), q.new_empty(q.shape[:2], dtype=torch.float32)
 
-    for m in (launch, kernels, decode_kernels, cache, attention, backends, fused_sparse_attention, reference, rotary):
+    modules = (launch, kernels, decode_kernels, cache, attention, backends, fused_sparse_attention, reference)
+    for m in (*modules, compressor, rotary):
         if hasattr(m, "_triton_runs_on"):
             m._triton_runs_on = runs_on
         if hasattr(m, "_launch_triton"):
