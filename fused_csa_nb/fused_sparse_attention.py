@@ -66,9 +66,9 @@ from .decode_kernels import _attn_index, _decode_scores, _input_poison
 from fused_csa_nb.reference import (
     INDEXER_PRECISIONS,
     _fp8_rows_bf16,
+    _fp8_rows_e4m3,
     _indexer_input_poison,
     _packed_input_poison,
-    fp8_rows,
 )
 from . import teacher as _teacher
 from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det  # deterministic=True
@@ -218,10 +218,10 @@ def _block_bshd(t, t0, t1):
 # %% ../nbs/04_fused.ipynb #fdf40327
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     """A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)`
-    (the queries quantised here)."""
+    (the queries quantised here, in one pass on CUDA: `reference._fp8_rows_e4m3`)."""
     if k_fp8 is None:
         return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
-    q8, qs = fp8_rows(q_i)
+    q8, qs = _fp8_rows_e4m3(q_i)
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
 
 
@@ -242,7 +242,8 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
     [b,c,index_topk] int32 (-1 padded), their columns in `scores` [b,c,index_topk], poison [b,c]
     fp32)`. The kernel by row kind: a sequence or a shard (global positions `rows.start +
     t`) — the SBHD indexer; a pack — the THD one (below).
-    `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `fp8_rows(k_i)` for FP8 selection scores."""
+    `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `_fp8_rows_e4m3(k_i)` for FP8 selection
+    scores."""
     if rows.thd:
         return _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
     b, n_comp = k_i.shape[:2]
@@ -264,7 +265,7 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, r
         return _select_step(q_indexer, k_indexer, weights, index_topk, isc, rows, fp8), rows.poison
     n, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()  # [b, n_comp, Di]: small
-    k_fp8 = fp8_rows(k_i) if fp8 else None
+    k_fp8 = _fp8_rows_e4m3(k_i) if fp8 else None  # the keys quantised once per call
     blocks = _row_blocks(n, block_rows)
     if len(blocks) == 1:  # one block: its own tensors, no buffers to copy into
         blk = _select_block(q_indexer, k_indexer, k_i, weights, 0, n, index_topk, ratio, isc, rows, k_fp8)
@@ -326,7 +327,7 @@ def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ra
     if k_fp8 is None:
         scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, *thd)
     else:
-        q8, qs = fp8_rows(q)
+        q8, qs = _fp8_rows_e4m3(q)
         scores = _indexer_fwd_thd(q8, k_fp8[0][0], w, ratio, isc, *thd, qs, k_fp8[1][0])
     cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
@@ -754,7 +755,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             query.view(sq * b, h, d),
             kv_full.view(-1, d),
             k_i,
-            fp8_rows(k_i) if cfg.fp8 else None,
+            _fp8_rows_e4m3(k_i) if cfg.fp8 else None,  # the keys quantised once per call
         )
         blocks = _row_blocks(sq, cfg.block_rows)
         rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]  # out, lse, idx, tlen
