@@ -251,7 +251,9 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
     scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
     lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
-    sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk).view(b, t1 - t0, index_topk)
+    flat = scores.view(b * (t1 - t0), n_comp)
+    flat[:, : min(n_comp, (off + t1) // ratio)].add_(0.0)  # one zero for the radix, in the columns a row sees
+    sel = _radix_topk(flat, lengths, index_topk, signed_zeros=False).view(b, t1 - t0, index_topk)
     poison = _rows_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0)
     return q_i, w_i, scores, sel, sel, poison
 
