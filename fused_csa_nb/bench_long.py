@@ -8,15 +8,16 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+import statistics
 
 import torch
 
 from .attention import CompressedSparseAttention
-from .bench import _silent, _step, measured_on, median_time_ms
+from .bench import _silent, _step, gpu_kernel_ms, measured_on, median_time_ms
 from .checks import check_int
 from .fused_sparse_attention import indexer_topk
 from .kernels import _indexer_fwd
-from .reference import fp8_rows
+from .reference import _fp8_rows_e4m3
 from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
 from .layout import indexer_block_rows
 from .config import CSAConfig
@@ -96,12 +97,13 @@ def _growth(rows, key):
 
 def _vs_bf16(rows):
     """Per FP8 row: its step time and peak over those of the bf16 row of the same ratio, mode and length
-    (`vs_bf16`, `peak_vs_bf16`)."""
+    (`vs_bf16`, `peak_vs_bf16`); a `vs_bf16` measured in pairs (`_paired_rows`) is kept."""
     ref = {(r["ratio"], r.get("mode", "train"), r["sq"]): r for r in rows if r.get("precision") == "bf16" and "ms" in r}
     for r in rows:
         b = ref.get((r["ratio"], r.get("mode", "train"), r["sq"]))
         ok = r.get("precision") == "fp8" and b is not None and "ms" in r
-        r["vs_bf16"], r["peak_vs_bf16"] = (r["ms"] / b["ms"], r["peak_gib"] / b["peak_gib"]) if ok else (None, None)
+        vs, peak = (r["ms"] / b["ms"], r["peak_gib"] / b["peak_gib"]) if ok else (None, None)
+        r["vs_bf16"], r["peak_vs_bf16"] = r.get("vs_bf16") or vs, peak
     return rows
 
 # %% ../nbs/07_bench_long.ipynb #db98232d
@@ -111,11 +113,12 @@ def long_context_rows(
     heads: int = 64,
     topk: int = 512,
     block_bytes: int = 1 << 30,
-    warmup: int = 1,
-    iters: int = 3,
+    warmup: int = 2,
+    iters: int = 30,
     log=_silent,
     precisions=("bf16",),
     modes=("train",),
+    recall_rows: int = 2048,
 ) -> list[dict]:
     """One fused step per (ratio, precision, mode, sq) on the GPU:
     median ms, peak GiB (inputs included), growth per doubling.
@@ -124,25 +127,41 @@ def long_context_rows(
     heads H (D = 512); `topk`: indexer top-k; `block_bytes`: `CSAConfig.indexer_block_bytes`; `warmup`, `iters`:
     untimed and timed steps per median; `log`: called with each row as it is measured; `precisions`: the ratio-4 rows'
     `indexer_precision`s (`'bf16'`, `'fp8'`; ratio 128 has no indexer: one row, precision `None`); `modes`: `'train'`
-    (forward + backward) and/or `'eval'` (inference, path C).
+    (forward + backward) and/or `'eval'` (inference, path C); `recall_rows`: with both precisions, the last query rows
+    whose FP8 selection is compared with the bf16 one (0: none).
+    With both precisions the ratio-4 rows are measured in pairs (`_paired_rows`): a bf16 and an FP8 layer of the same
+    weights on the same inputs, their steps alternating, `vs_bf16` the median of the rounds' FP8/bf16 ratios.
     Returns one dict per row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks`
     (indexer query blocks), `ms_x2`/`peak_gib_x2`
-    (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), or `error` (out of memory)."""
+    (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), paired rows also `kernel_ms` and `busy` (GPU kernel
+    time of one step, and over the step time) and, FP8, `recall`, `recall_p01`, `mass_recall`, `mass_recall_min`;
+    or `error` (out of memory)."""
     if not torch.cuda.is_available():
         raise RuntimeError("long_context_rows needs a CUDA GPU")
     rows = []
     for ratio in ratios:
-        for prec in precisions if ratio == 4 else (None,):
-            for mode in modes:
-                for sq in seqlens:
-                    rows.append(_long_context_row(ratio, sq, heads, topk, block_bytes, prec, mode, warmup, iters))
-                    log(rows[-1])
+        precs = tuple(precisions) if ratio == 4 else (None,)
+        for mode in modes:
+            for sq in seqlens:
+                if sorted(precs) == ["bf16", "fp8"]:
+                    new = _paired_rows(sq, heads, topk, block_bytes, mode, warmup, iters, recall_rows)
+                else:
+                    new = [
+                        _long_context_row(ratio, sq, heads, topk, block_bytes, p, mode, warmup, iters) for p in precs
+                    ]
+                for r in new:
+                    rows.append(r)
+                    log(r)
+    prec = {p: i for i, p in enumerate(precisions)}  # the table's order: ratio, precision, mode, length
+    rows.sort(key=lambda r: (ratios.index(r["ratio"]), prec.get(r["precision"], 0), modes.index(r["mode"]),
+                             seqlens.index(r["sq"])))  # fmt: skip
     return _vs_bf16(_growth(_growth(rows, "ms"), "peak_gib"))
 
 # %% ../nbs/07_bench_long.ipynb #19f37ebc
-def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
-    "One measured row of `long_context_rows` (an out-of-memory step is a row with `error`)."
-    row = dict(
+def _row_of(ratio, sq, heads, topk, block_bytes, precision, mode) -> dict:
+    "The settings of a `long_context_rows` row."
+    blocks = -(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0
+    return dict(
         ratio=ratio,
         sq=sq,
         heads=heads,
@@ -150,8 +169,31 @@ def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warm
         block_bytes=block_bytes,
         precision=precision,
         mode=mode,
-        blocks=-(-sq // indexer_block_rows(block_bytes, sq // ratio, 1, 8)) if ratio == 4 else 0,
+        blocks=blocks,
     )
+
+
+def _peak(step) -> dict:
+    "One call of `step`: `peak_gib` (what was allocated before included) and `step_gib` (above it)."
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    return dict(peak_gib=peak / 2**30, step_gib=(peak - base) / 2**30)
+
+
+def _oom(rows, e):
+    "Rows not measured for lack of memory: each one without `ms` says so (`error`)."
+    for r in rows:
+        if "ms" not in r:
+            r["error"] = "out of memory: " + str(e).splitlines()[0][:120]
+
+
+def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
+    "One measured row of `long_context_rows` (an out-of-memory step is a row with `error`)."
+    row = _row_of(ratio, sq, heads, topk, block_bytes, precision, mode)
     layer = inputs = None
     torch.cuda.empty_cache()
     try:
@@ -159,19 +201,86 @@ def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warm
             ratio, sq, heads, topk=topk, block_bytes=block_bytes, precision=precision or "bf16"
         )
         step = lambda: _step(layer, inputs, train=mode == "train")
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        step()
-        torch.cuda.synchronize()
-        row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        row["step_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+        row.update(_peak(step))
         row["ms"] = median_time_ms(step, warmup=warmup, iters=iters)
     except torch.cuda.OutOfMemoryError as e:
-        row["error"] = "out of memory: " + str(e).splitlines()[0][:120]
+        _oom([row], e)
     layer = inputs = None  # frees them (a `del` would unbind the names the timed lambda reads)
     torch.cuda.empty_cache()
     return row
+
+# %% ../nbs/07_bench_long.ipynb #f8b2d4e7
+def _alternating_ms(fns, warmup: int, iters: int) -> list:
+    """The calls `fns` in turn, `warmup` untimed rounds, then `iters` timed rounds queued back to back (CUDA events
+    around each call, one sync at the end) → per call its `iters` times in ms, round by round."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    ev = [
+        [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
+        for _ in range(iters)
+    ]
+    torch.cuda.synchronize()
+    for pairs in ev:
+        for fn, (s, e) in zip(fns, pairs):
+            s.record()
+            fn()
+            e.record()
+    torch.cuda.synchronize()
+    return [[pairs[i][0].elapsed_time(pairs[i][1]) for pairs in ev] for i in range(len(fns))]
+
+
+def _paired_ratio(times) -> float:
+    "The median over rounds of the second call's time over the first's (`_alternating_ms`' result)."
+    return statistics.median(f / b for b, f in zip(*times))
+
+# %% ../nbs/07_bench_long.ipynb #f8b2d4e9
+def _layer_recall(layer, inputs, topk: int, rows: int) -> dict:
+    """The FP8 selection against the bf16 one on the last `rows` query rows of `layer`'s own indexer activations for
+    `inputs` (the cuDNN indexer in both precisions, the FP8 rows as the layer makes them): `_fp8_quality`'s keys."""
+    with torch.no_grad():
+        q, k, w = layer.indexer(inputs[2], inputs[3])
+        sq = q.shape[0]
+        q, k, w = (t.transpose(0, 1).contiguous() for t in (q[-rows:], k, w[-rows:]))
+        (q8, qs), (k8, ks) = _fp8_rows_e4m3(q), _fp8_rows_e4m3(k)
+        s_bf = _indexer_fwd(q, k, w, layer.ratio, layer.cfg.index_scale, sq - q.shape[1])
+        s_f8 = _indexer_fwd(q8, k8, w, layer.ratio, layer.cfg.index_scale, sq - q.shape[1], qs, ks)
+        return _fp8_quality(s_bf, s_f8, topk)
+
+
+def _same_layer(layer, precision: str):
+    "A copy of the fused `layer` (its weights, its device and dtypes) with `indexer_precision=precision`."
+    twin = CompressedSparseAttention(dataclasses.replace(layer.cfg, indexer_precision=precision), layer.ratio)
+    twin.to(layer.attn_sink.device, torch.bfloat16).load_state_dict(layer.state_dict())
+    return twin.train(layer.training)
+
+
+def _paired_rows(sq, heads, topk, block_bytes, mode, warmup, iters, recall_rows) -> list:
+    """The bf16 and the FP8 ratio-4 rows of `long_context_rows` at `sq` tokens in `mode`, measured in pairs (see
+    above); a row that ran out of memory has `error`."""
+    rows = [_row_of(4, sq, heads, topk, block_bytes, p, mode) for p in ("bf16", "fp8")]
+    layers = inputs = steps = None
+    torch.cuda.empty_cache()
+    try:
+        layer, inputs = long_context_layer(4, sq, heads, topk=topk, block_bytes=block_bytes)
+        layers = (layer, _same_layer(layer, "fp8"))
+        layer = None
+        steps = [lambda lyr=lyr: _step(lyr, inputs, train=mode == "train") for lyr in layers]
+        for r, step in zip(rows, steps):
+            r.update(_peak(step))
+            r["kernel_ms"] = gpu_kernel_ms(step, warmup=0)
+        times = _alternating_ms(steps, warmup, iters)
+        for r, t in zip(rows, times):
+            r["ms"] = statistics.median(t)
+            r["busy"] = r["kernel_ms"] / r["ms"]
+        rows[1]["vs_bf16"] = _paired_ratio(times)
+        if recall_rows:
+            rows[1].update(_layer_recall(layers[0], inputs, topk, min(recall_rows, sq)))
+    except torch.cuda.OutOfMemoryError as e:
+        _oom(rows, e)
+    layer = layers = inputs = steps = None  # frees them (the timed lambdas read `inputs`)
+    torch.cuda.empty_cache()
+    return rows
 
 # %% ../nbs/07_bench_long.ipynb #3c905bac
 def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str | None = None) -> str:
@@ -193,14 +302,17 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
         f"Measured {datetime.date.today().isoformat()} on {gpu or 'an unknown GPU'}, torch {torch.__version__}: one "
         "forward + backward (`train`: sparse indexer loss at ratio 4) or one forward (`eval`: inference), median of "
         "CUDA events after warm-up; `indexer precision`: the selection scores' (`fp8`: DeepSeek-V3.2's e4m3 recipe; "
-        "`vs bf16`: step time over the bf16 row's, same run); peak = "
+        "`vs bf16`: the median over rounds of the FP8 step's time over the bf16 step's, two layers of the same weights "
+        "on the same inputs alternating in one process, or with one precision a ratio of two rows' medians); "
+        "`GPU busy`: the kernel time of one profiled step over the step time; `FP8 recall`: top-k recall / "
+        "attention-mass recall of the FP8 selection against the bf16 one on the last query rows; peak = "
         "`torch.cuda.max_memory_allocated` with the step's inputs (query, key, x, qr, d_out) included. "
         "Growth = factor per doubling of s_q (2 = linear, 4 = quadratic). Regenerate: "
         "`fused-csa bench --long-context --out BENCHMARKS.md`.",
         "",
         "| ratio | step | indexer precision | s_q | indexer blocks | step ms | vs bf16 | time ×/doubling | peak GiB "
-        "| memory ×/doubling |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| memory ×/doubling | GPU busy | FP8 recall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         head = (
@@ -208,11 +320,12 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
             f"{r.get('precision') or '–'} | {r['sq']} | {r['blocks'] or '–'} |"
         )
         if "error" in r:
-            L.append(f"{head} {r['error']} | | | | |")
+            L.append(f"{head} {r['error']} | | | | | | |")
             continue
+        rec = f"{r['recall']:.3f} / {r['mass_recall']:.4f}" if "recall" in r else "–"
         L.append(
             f"{head} {r['ms']:.1f} | {f(r.get('vs_bf16'), '.2f')} | {f(r.get('ms_x2'), '.2f')} | "
-            f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} |"
+            f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} | {f(r.get('busy'), '.0%')} | {rec} |"
         )
     if parity:
         L += [
@@ -312,27 +425,36 @@ def blocked_parity(
     )
 
 # %% ../nbs/07_bench_long.ipynb #884d4aa5
+def _fp8_quality(s_bf, s_f8, topk: int) -> dict:
+    """FP8 scores `s_f8` against bf16 scores `s_bf` (`[b, rows, entries]` fp32, `-inf` where not visible):
+    `sim_loss` (1 − similarity of the finite scores), `mask_equal` (the same `-inf` entries) and the
+    `testing.selection_quality` keys of their top-`topk` selections (its `rows` as `rows_compared`)."""
+    sel = lambda s: torch.topk(s, topk, -1).indices.masked_fill(torch.isneginf(torch.topk(s, topk, -1).values), -1)
+    qual = selection_quality(s_bf, sel(s_f8), sel(s_bf))
+    qual["rows_compared"] = qual.pop("rows")
+    fin = torch.isfinite(s_bf)
+    return dict(
+        sim_loss=1 - similarity(s_f8[fin], s_bf[fin]),
+        mask_equal=bool(torch.equal(torch.isneginf(s_f8), torch.isneginf(s_bf))),
+        **qual,
+    )
+
+
 def _fp8_block(q_i, k_i, w_i, off, topk, iters):
-    "One block's FP8-vs-bf16 figures (SBHD indexer tensors of `rows` query rows at positions `off …`)."
+    """One block's FP8-vs-bf16 figures (SBHD indexer tensors of `rows` query rows at positions `off …`); the FP8 rows
+    as the fused selection makes them (`reference._fp8_rows_e4m3`: one pass on CUDA)."""
     q, k, w = (t.transpose(0, 1).contiguous() for t in (q_i, k_i, w_i))
     isc = q.shape[-1] ** -0.5
     with torch.no_grad():
-        k8, ks = fp8_rows(k)
-        quant = lambda: fp8_rows(q)
+        k8, ks = _fp8_rows_e4m3(k)
+        quant = lambda: _fp8_rows_e4m3(q)
         q8, qs = quant()
         bf = lambda: _indexer_fwd(q, k, w, 4, isc, off)
         f8 = lambda: _indexer_fwd(q8, k8, w, 4, isc, off, qs, ks)
-        s_bf, s_f8 = bf(), f8()
-        sel = lambda s: torch.topk(s, topk, -1).indices.masked_fill(torch.isneginf(torch.topk(s, topk, -1).values), -1)
-        qual = selection_quality(s_bf, sel(s_f8), sel(s_bf))
-        qual["rows_compared"] = qual.pop("rows")
-        fin = torch.isfinite(s_bf)
         return dict(
             rows=q.shape[1],
             entries=k.shape[1],
-            sim_loss=1 - similarity(s_f8[fin], s_bf[fin]),
-            mask_equal=bool(torch.equal(torch.isneginf(s_f8), torch.isneginf(s_bf))),
-            **qual,
+            **_fp8_quality(bf(), f8(), topk),
             bf16_ms=median_time_ms(bf, iters=iters),
             fp8_ms=median_time_ms(f8, iters=iters),
             quantise_ms=median_time_ms(quant, iters=iters),

@@ -578,26 +578,37 @@ if triton is not None:
         tl.store(out_ptr + b * S + t, tl.where(n_bad > 0, float("nan"), 0.0))
 
 # %% ../nbs/03_decode_kernels.ipynb #13586962
-def _input_poison(q_idx, k_idx, weights, ratio: int, q_offset: int = 0, row_base=None, row_visible=None):
+def _bad_entry_counts(k_idx):
+    """The non-finite entries of `k_idx [n_comp, b, Di]` (`n_comp >= 1`, where Triton runs) up to each entry →
+    `[b, n_comp]` (`_entry_bad_kernel`, then a prefix sum): what `_input_poison` reads of the keys."""
+    N, B, D = k_idx.shape[0], k_idx.shape[1], k_idx.shape[-1]
+    k = k_idx if k_idx.stride(-1) == 1 else k_idx.contiguous()
+    bad = torch.empty(B, N, dtype=torch.int32, device=k_idx.device)
+    _launch_triton(
+        _entry_bad_kernel, (_cdiv(N, 64), B),
+        k, bad, N, D, k.stride(0), k.stride(1), BLOCK_E=64, BLOCK_D=min(128, _pow2(D)),
+    )  # fmt: skip
+    return bad.cumsum(-1)
+
+
+def _input_poison(
+    q_idx, k_idx, weights, ratio: int, q_offset: int = 0, row_base=None, row_visible=None, k_bad=None
+):  # fmt: skip
     """`reference.indexer_input_poison` in two kernels (see above) → `[b, sq]` float32, NaN on the poisoned rows.
 
     `q_idx [sq, b, Hi, Di]`, `weights [sq, b, Hi]`, `k_idx [n_comp, b, Di]` or `None`: float tensors on one device
     where Triton runs; row `t` sees entries `[0, (q_offset + t + 1) // ratio)`, or with `row_base`, `row_visible`
-    (integer `[sq]`, a pack: `b = 1`) entries `[row_base[t], row_base[t] + row_visible[t])`."""
+    (integer `[sq]`, a pack: `b = 1`) entries `[row_base[t], row_base[t] + row_visible[t])`; `k_bad`:
+    `_bad_entry_counts(k_idx)` when the caller has them (a call's query blocks share one count of the keys), else
+    counted here."""
     S, B = q_idx.shape[:2]
     q2 = q_idx.flatten(2)
     q2, w2 = (t if t.stride(-1) == 1 else t.contiguous() for t in (q2, weights))
     out = torch.empty(B, S, dtype=torch.float32, device=q_idx.device)
     has_k, cnt, N = k_idx is not None and k_idx.shape[0] > 0, out, 0
     if has_k:
-        N, D = k_idx.shape[0], k_idx.shape[-1]
-        k = k_idx if k_idx.stride(-1) == 1 else k_idx.contiguous()
-        bad = torch.empty(B, N, dtype=torch.int32, device=q_idx.device)
-        _launch_triton(
-            _entry_bad_kernel, (_cdiv(N, 64), B),
-            k, bad, N, D, k.stride(0), k.stride(1), BLOCK_E=64, BLOCK_D=min(128, _pow2(D)),
-        )  # fmt: skip
-        cnt = bad.cumsum(-1)  # [b, n_comp]: bad entries up to e
+        N = k_idx.shape[0]
+        cnt = _bad_entry_counts(k_idx) if k_bad is None else k_bad  # [b, n_comp]: bad entries up to e
     rng = row_base is not None
     if S:
         _launch_triton(_row_poison_kernel, (S, B),

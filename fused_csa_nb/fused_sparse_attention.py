@@ -62,13 +62,13 @@ from fused_csa_nb.kernel_support import (
     round_up,
     sm_major,
 )
-from .decode_kernels import _attn_index, _decode_scores, _input_poison
+from .decode_kernels import _attn_index, _bad_entry_counts, _decode_scores, _input_poison
 from fused_csa_nb.reference import (
     INDEXER_PRECISIONS,
     _fp8_rows_bf16,
+    _fp8_rows_e4m3,
     _indexer_input_poison,
     _packed_input_poison,
-    fp8_rows,
 )
 from . import teacher as _teacher
 from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det  # deterministic=True
@@ -218,40 +218,49 @@ def _block_bshd(t, t0, t1):
 # %% ../nbs/04_fused.ipynb #fdf40327
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     """A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)`
-    (the queries quantised here)."""
+    (the queries quantised here, in one pass on CUDA: `reference._fp8_rows_e4m3`)."""
     if k_fp8 is None:
         return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
-    q8, qs = fp8_rows(q_i)
+    q8, qs = _fp8_rows_e4m3(q_i)
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
 
 
-def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_visible=None):
+def _keys_bad(k_indexer):
+    """The keys' part of the non-finite rule, once per call for all its blocks: `decode_kernels._bad_entry_counts`
+    where Triton runs, else `None` (the reference's ops take the keys with each block)."""
+    return _bad_entry_counts(k_indexer) if _triton_runs_on(k_indexer) else None
+
+
+def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_visible=None, k_bad=None):
     """The indexer's non-finite rule for a block of rows → `[b, c]` fp32 (NaN: poisoned): `decode_kernels._input_poison`
-    where Triton runs, else the reference's ops. A sequence's rows see entries `< (q_offset + t + 1) // ratio`; a pack's
-    `[row_base, row_base + row_visible)`."""
+    where Triton runs (`k_bad`: the keys' counts, `_keys_bad`), else the reference's ops. A sequence's rows see entries
+    `< (q_offset + t + 1) // ratio`; a pack's `[row_base, row_base + row_visible)`."""
     if _triton_runs_on(q_i):
-        return _input_poison(q_i, k_i, w_i, ratio, q_offset, row_base, row_visible)
+        return _input_poison(q_i, k_i, w_i, ratio, q_offset, row_base, row_visible, k_bad)
     if row_base is None:
         return _indexer_input_poison(q_i, k_i, w_i, ratio, q_offset)
     return _packed_input_poison(q_i, k_i, w_i, row_base, row_visible)
 
 
-def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None):
+def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None, k_bad=None):
     """Query rows `[t0, t1)` of the row
     set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32, selected entry ids
     [b,c,index_topk] int32 (-1 padded), their columns in `scores` [b,c,index_topk], poison [b,c]
     fp32)`. The kernel by row kind: a sequence or a shard (global positions `rows.start +
     t`) — the SBHD indexer; a pack — the THD one (below).
-    `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `fp8_rows(k_i)` for FP8 selection scores."""
+    `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `_fp8_rows_e4m3(k_i)` for FP8 selection
+    scores; `k_bad`: `_keys_bad(k_indexer)` (once per call)."""
     if rows.thd:
-        return _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
+        return _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8, k_bad)
     b, n_comp = k_i.shape[:2]
     off = rows.start
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
     scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
     lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
-    sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk).view(b, t1 - t0, index_topk)
-    poison = _rows_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0)
+    flat = scores.view(b * (t1 - t0), n_comp)
+    flat[:, : min(n_comp, (off + t1) // ratio)].add_(0.0)  # one zero for the radix, in the columns a row sees
+    sel = _radix_topk(flat, lengths, index_topk, signed_zeros=False).view(b, t1 - t0, index_topk)
+    poison = _rows_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0, k_bad=k_bad)
     return q_i, w_i, scores, sel, sel, poison
 
 
@@ -264,15 +273,16 @@ def _select(q_indexer, k_indexer, weights, index_topk, ratio, isc, block_rows, r
         return _select_step(q_indexer, k_indexer, weights, index_topk, isc, rows, fp8), rows.poison
     n, b = q_indexer.shape[:2]
     k_i = k_indexer.transpose(0, 1).contiguous()  # [b, n_comp, Di]: small
-    k_fp8 = fp8_rows(k_i) if fp8 else None
+    k_fp8 = _fp8_rows_e4m3(k_i) if fp8 else None  # the keys quantised once per call …
+    k_bad = _keys_bad(k_indexer)  # … and checked once
     blocks = _row_blocks(n, block_rows)
     if len(blocks) == 1:  # one block: its own tensors, no buffers to copy into
-        blk = _select_block(q_indexer, k_indexer, k_i, weights, 0, n, index_topk, ratio, isc, rows, k_fp8)
+        blk = _select_block(q_indexer, k_indexer, k_i, weights, 0, n, index_topk, ratio, isc, rows, k_fp8, k_bad)
         return blk[3].view(b, n, index_topk), blk[5].view(b, n)
     sel = torch.empty(b, n, index_topk, dtype=torch.int32, device=q_indexer.device)
     poison = torch.empty(b, n, dtype=torch.float32, device=q_indexer.device)
     for t0, t1 in blocks:
-        blk = _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8)
+        blk = _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8, k_bad)
         sel[:, t0:t1], poison[:, t0:t1] = blk[3], blk[5]
     return sel, poison
 
@@ -310,7 +320,9 @@ def _decode_scores_bmm(q, w, keys, visible, scale: float, q_scale=None, k_scale=
     return scores.view(b * s, E), visible.reshape(b * s).to(torch.int32)
 
 # %% ../nbs/04_fused.ipynb #b74cc32c
-def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None):
+def _select_block_thd(
+    q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, pack, k_fp8=None, k_bad=None
+):  # fmt: skip
     """`_select_block` of a pack
     (`b = 1`; THD indexer: each document against its own entries; `scores` in document-local
     columns, the selected ids those of the pack's entries)."""
@@ -326,12 +338,12 @@ def _select_block_thd(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ra
     if k_fp8 is None:
         scores = _indexer_fwd_thd(q, k_flat, w, ratio, isc, *thd)
     else:
-        q8, qs = fp8_rows(q)
+        q8, qs = _fp8_rows_e4m3(q)
         scores = _indexer_fwd_thd(q8, k_fp8[0][0], w, ratio, isc, *thd, qs, k_fp8[1][0])
     cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
     poison = _rows_poison(
-        q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, 0, pack.row_base[t0:t1], pack.row_visible[t0:t1]
+        q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, 0, pack.row_base[t0:t1], pack.row_visible[t0:t1], k_bad
     )
     return q[None], w[None], scores[None], sel[None], cols[None], poison
 
@@ -618,6 +630,7 @@ class _PathBInputs(NamedTuple):
     kv: torch.Tensor  # kv_full as [slots·b, D]
     k_i: torch.Tensor  # k_indexer as BSHD [b, n_comp, Di] (small)
     k_fp8: tuple | None  # `(k8, k_scale)` of k_i for FP8 selection, else None
+    k_bad: torch.Tensor | None  # the keys' non-finite counts (`_keys_bad`), once per call
 
 
 class _Block(NamedTuple):
@@ -650,6 +663,7 @@ def _block_forward(cfg, ins, t0, t1) -> _Block:
         cfg.isc,
         cfg.rows,
         ins.k_fp8,
+        ins.k_bad,
     )
     packed, tlen = _attn_rows(ins.window_idxs[:, t0:t1], sel, cfg.slot0, ins.kv_full.shape[0], compressed_first=True)
     idx = _pad_idx(packed, max(cfg.lim.topk_multiple, round_up(packed.shape[1], cfg.lim.topk_multiple)))
@@ -754,7 +768,8 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             query.view(sq * b, h, d),
             kv_full.view(-1, d),
             k_i,
-            fp8_rows(k_i) if cfg.fp8 else None,
+            _fp8_rows_e4m3(k_i) if cfg.fp8 else None,  # the keys quantised once per call …
+            _keys_bad(k_indexer),  # … and checked once
         )
         blocks = _row_blocks(sq, cfg.block_rows)
         rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]  # out, lse, idx, tlen

@@ -550,14 +550,27 @@ if triton is not None:
         return tl.where(bad[:, None], float("nan"), tl.where(y < 0, -q, q)), tl.where(bad, float("nan"), scale)
 
     @triton.jit
+    def _e4m3_codes(y, v, bad):
+        """The float8_e4m3fn bytes of the e4m3 values `v` (float32, exact: `_e4m3_rows`), each with the sign bit of
+        `y` (the value before rounding, its zeros' sign included, as PyTorch's cast keeps it); `0x7F` (NaN) across the
+        rows `bad`. Built from the bits, so no float8 conversion (the interpreter's or the GPU's) is involved."""
+        a = tl.abs(v)
+        bits = a.to(tl.int32, bitcast=True)
+        e = (bits >> 23) & 0xFF  # the float32 biased exponent: e4m3's is e − 120 (bias 127 → 7)
+        mag = tl.where(e >= 121, ((e - 120) << 3) | ((bits >> 20) & 7), (a * 512.0).to(tl.int32))  # subnormal: m·2^-9
+        sign = (y.to(tl.int32, bitcast=True) >> 24) & 0x80
+        return tl.where(bad[:, None], 0x7F, mag | sign).to(tl.uint8)
+
+    @triton.jit
     def _fp8_rows_kernel(
         x_ptr, y_ptr, scale_ptr, R, N, inv_sqrt_n,
         MIN_AMAX: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, LOG_N: tl.constexpr,
-        ROTATE: tl.constexpr, QUANTIZE: tl.constexpr,
+        ROTATE: tl.constexpr, QUANTIZE: tl.constexpr, E4M3: tl.constexpr = False,
     ):  # fmt: skip
         """Rows `BLOCK_R·pid …` of `x [R, N]`: rotated (`ROTATE`, `N = BLOCK_N = 2^LOG_N`: exact sums rounded to
-        float32, times `inv_sqrt_n`), then quantised (`QUANTIZE`: the e4m3 values into `y` in its dtype, the scales into
-        `scale`) or stored as they are (`y` float32)."""
+        float32, times `inv_sqrt_n`), then quantised (`QUANTIZE`: the e4m3 values into `y` in its
+        dtype — with `E4M3`, `y` the uint8 view of a float8_e4m3fn tensor, their bytes —, the scales into `scale`)
+        or stored as they are (`y` float32)."""
         rows, cols = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R), tl.arange(0, BLOCK_N)
         m = (rows < R)[:, None] & (cols < N)[None, :]
         off = rows.to(tl.int64)[:, None] * N + cols[None, :]
@@ -566,25 +579,27 @@ if triton is not None:
             y = _fwht64(y.to(tl.float64), BLOCK_R, BLOCK_N, LOG_N).to(tl.float32) * inv_sqrt_n
         y = y.to(tl.float32)
         if QUANTIZE:
-            y, scale = _e4m3_rows(y, MIN_AMAX)
+            v, scale = _e4m3_rows(y, MIN_AMAX)
             tl.store(scale_ptr + rows, scale, mask=rows < R)
+            y = _e4m3_codes(y, v, scale != scale) if E4M3 else v
         tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=m)
 
 # %% ../nbs/01_reference.ipynb #2ffaf945
-def _fp8_rows_pass(x: torch.Tensor, rotate: bool, quantize: bool):
+def _fp8_rows_pass(x: torch.Tensor, rotate: bool, quantize: bool, dtype=torch.bfloat16):
     """One `_fp8_rows_kernel` pass over the rows of `x [..., n]` (CUDA, or the interpreter; `rotate`: `n` a power of
-    two) → with `quantize` `(x8 [..., n]` bf16 holding the e4m3 values, `scale [...]` float32), else the rotated rows
-    `[..., n]` float32."""
-    n = x.shape[-1]
+    two) → with `quantize` `(x8 [..., n]` holding the e4m3 values in `dtype` — bf16 (default) or float8_e4m3fn —,
+    `scale [...]` float32), else the rotated rows `[..., n]` float32."""
+    n, e4m3 = x.shape[-1], quantize and dtype == torch.float8_e4m3fn
     flat = x.reshape(-1, n).contiguous()
     r, bn = flat.shape[0], _pow2(n)
-    y = torch.empty(flat.shape, dtype=torch.bfloat16 if quantize else torch.float32, device=x.device)
+    y = torch.empty(flat.shape, dtype=dtype if quantize else torch.float32, device=x.device)
     scale = torch.empty(r, dtype=torch.float32, device=x.device) if quantize else y  # y: not read
     br = max(1, min(16, 2048 // bn) if rotate else min(32, 4096 // bn))  # a float64 tile is twice the size
     if r:
         _launch_triton(
-            _fp8_rows_kernel, (_cdiv(r, br),), flat, y, scale, r, n, n**-0.5,
+            _fp8_rows_kernel, (_cdiv(r, br),), flat, y.view(torch.uint8) if e4m3 else y, scale, r, n, n**-0.5,
             MIN_AMAX=FP8_MIN_AMAX, BLOCK_R=br, BLOCK_N=bn, LOG_N=bn.bit_length() - 1, ROTATE=rotate, QUANTIZE=quantize,
+            E4M3=e4m3,
         )  # fmt: skip
     return (y.view(x.shape), scale.view(x.shape[:-1])) if quantize else y.view(x.shape)
 
@@ -602,6 +617,15 @@ def _fp8_rows_bf16(x: torch.Tensor):
             return _fp8_rows_pass(x, rotate=True, quantize=True)
         x8, scale = fp8_rows(x)
         return x8.to(torch.bfloat16), scale
+
+
+def _fp8_rows_e4m3(x: torch.Tensor):
+    """`fp8_rows(x)` in the form the FP8 score kernel reads → `(x8 [..., n]` float8_e4m3fn, `scale [...]` float32): on
+    CUDA one Triton pass that stores the e4m3 bytes (`_e4m3_codes`), elsewhere `fp8_rows` itself."""
+    with torch.no_grad():
+        if _triton_runs_on(x):
+            return _fp8_rows_pass(x, rotate=True, quantize=True, dtype=torch.float8_e4m3fn)
+        return fp8_rows(x)
 
 # %% ../nbs/01_reference.ipynb #fc8b34d4
 def blocked_indexer_topk(
