@@ -55,9 +55,10 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
    tuple / list / dict holding tensors (`({'a': tensor([...], dtype=torch.float64)},)`), a text output
    of more than 120 lines.
    Screenshots of the index, bench, deterministic, decode, hf and sharding pages at both widths are written
-   to `_docs/screenshots/` (or `--screenshots DIR`). `--allow-missing-outputs` (development) reports the
-   missing-output rule as warnings; `--warn RULES` does so for any comma-separated rules (`missing-output`,
-   `missing-gpu-output`, `raw-output`, `raw-gpu-output`: the same in a `#| gpu` cell's stored output).
+   to `_docs/screenshots/` (the first screen), or to `--screenshots DIR` (whole pages).
+   `--allow-missing-outputs` (development) reports the missing-output rule as warnings; `--warn RULES` does so
+   for any comma-separated rules (`missing-output`, `missing-gpu-output`, `raw-output`, `raw-gpu-output`: the
+   same in a `#| gpu` cell's stored output).
 
 Exit code 0 when everything built (and checked) cleanly.
 """
@@ -863,6 +864,7 @@ def check(warn=(), nbs=None, shots=None):
     def rule(name, msg):
         (warnings if name in warn else problems).append(msg)
 
+    full = shots is not None  # screenshots asked for: whole pages; the default: what a reader sees first
     shots = Path(shots) if shots else OUT / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as pw:
@@ -930,7 +932,7 @@ def check(warn=(), nbs=None, shots=None):
                 log.append(f"at {WIDTHS[0]} px past the text column: {t}")
             overflow = {WIDTHS[0]: info["overflow"]}
             if p.stem in SCREENSHOT_PAGES and top:
-                page.screenshot(path=str(shots / f"{p.stem}-{WIDTHS[0]}.png"), full_page=True)
+                page.screenshot(path=str(shots / f"{p.stem}-{WIDTHS[0]}.png"), full_page=full)
             for w in WIDTHS[1:]:
                 page.set_viewport_size({"width": w, "height": 844})
                 if top:
@@ -941,7 +943,7 @@ def check(warn=(), nbs=None, shots=None):
                 for t in narrow["tables"]:
                     log.append(f"at {w} px a table wider than the page and not stacked into cards: {t}")
                 if p.stem in SCREENSHOT_PAGES and top:
-                    page.screenshot(path=str(shots / f"{p.stem}-{w}.png"), full_page=True)
+                    page.screenshot(path=str(shots / f"{p.stem}-{w}.png"), full_page=full)
             for w, o in overflow.items():
                 if o:
                     log.append(
@@ -1062,7 +1064,9 @@ def main(argv=None):
     ap.add_argument("--reuse-proc", action="store_true", help="render the notebooks already processed in _proc/")
     ap.add_argument("--nbs", default=None, help="the notebooks' folder (default: nbs_path of settings.ini)")
     ap.add_argument(
-        "--screenshots", default=None, help="where the check writes its screenshots (default _docs/screenshots)"
+        "--screenshots",
+        default=None,
+        help="write whole-page screenshots here (default: the first screen, in _docs/screenshots)",
     )
     args = ap.parse_args(argv)
     NBS = Path(args.nbs).resolve() if args.nbs else ROOT / _settings().get("nbs_path", "nbs")

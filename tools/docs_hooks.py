@@ -5,7 +5,7 @@ not do by itself for the notebook pages.
   (mkdocs-jupyter's misses the entries, which are HTML); anchors are made unique on the page.
 * Every table's cells carry their column's header (`data-label`) and the table is marked `data-stack`:
   below 600 px the stylesheet shows its rows as cards, each cell labelled.
-* The search index leaves out outputs and the copy buttons' hidden second copy of each cell's code.
+* The search index leaves out the cells' code and text outputs (prose, headings and API entries stay).
 * nbconvert's loaders of MathJax and Mermaid (from a CDN) are dropped: the math is MathML already,
   and no page has a diagram.
 * The notebook styles mkdocs-jupyter inlines into every page (~0.6 MB) are written once, to
@@ -106,8 +106,8 @@ def _label_tables(content):
 
 
 def _search_exclude(content):
-    "The search index holds prose, code and API entries: not the copy buttons' second copy of the code, not outputs."
-    content = content.replace('<div id="cell-', '<div data-search-exclude id="cell-')
+    "The search index holds the prose, headings and API entries: not the cells' highlighted code, not text outputs."
+    content = content.replace('<div class="highlight-ipynb', '<div data-search-exclude class="highlight-ipynb')
     return re.sub(r'<div class="(jp-RenderedText [^"]*)"', r'<div data-search-exclude class="\1"', content)
 
 
