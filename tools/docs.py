@@ -635,6 +635,8 @@ def page_notebook(nb_path, site, index):
         gpu = "gpu" in od and ("GPU cell · output of the last GPU run" if outs else "GPU cell")
         slow = "slow" in od and not gpu and "slow cell (skipped by the CPU tests)"
         cells.append(_tagged(out, "hide-input" if not show_src else "", gpu or "", slow or ""))
+    for k, c in enumerate(cells):
+        c["id"] = f"c{k}"
     meta = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     return {"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
 
@@ -718,7 +720,7 @@ def build(jobs, reuse=False):
         return False
     print(
         f"docs: {len(nbs)} pages in {OUT.relative_to(ROOT) if OUT.is_relative_to(ROOT) else OUT}/ (nbdev processing "
-        f"{t1 - t0:.0f} s, pages {t2 - t1:.1f} s, mkdocs {time.perf_counter() - t2:.1f} s)"
+        f"{t1 - t0:.0f} s, notebook pages {t2 - t1:.1f} s, mkdocs {time.perf_counter() - t2:.1f} s)"
     )
     return True
 
