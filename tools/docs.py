@@ -849,26 +849,14 @@ def _interactions(page):
     return problems
 
 
-def check(warn=(), nbs=None, shots=None):
+def _visit(paths, exe, shots, full):
+    """Open `paths` (pages of `_docs/`) in one headless Chromium at both widths (run in a worker).
+    Returns ({page: ids}, [(page, href)], [(page, href, 'path:line')], [(rule or None, message)], [summary line])."""
     import tempfile
     from playwright.sync_api import sync_playwright
 
-    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe:
-        print("FAIL: no chromium found (apt-get install chromium, or set $CHROMIUM)", file=sys.stderr)
-        return False
-    pages = sorted(p for p in OUT.glob("*.html") if p.name != "404.html") + sorted((OUT / "src").rglob("*.html"))
-    if not pages:
-        print("FAIL: no pages in _docs/ (build first)", file=sys.stderr)
-        return False
-    problems, warnings, ids, links, sources = [], [], {}, [], []
-
-    def rule(name, msg):
-        (warnings if name in warn else problems).append(msg)
-
-    full = shots is not None  # screenshots asked for: whole pages; the default: what a reader sees first
-    shots = Path(shots) if shots else OUT / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    ids, links, sources, found, lines = {}, [], [], [], []
+    shots = Path(shots)
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
             profile, executable_path=exe, headless=True, args=LAUNCH_ARGS, viewport={"width": WIDTHS[0], "height": 900}
@@ -900,7 +888,7 @@ def check(warn=(), nbs=None, shots=None):
             return r.abort()
 
         ctx.route("**/*", route)
-        for p in pages:
+        for p in map(Path, paths):
             rel = p.relative_to(OUT).as_posix()
             top = p.parent == OUT
             log.clear()
@@ -922,12 +910,10 @@ def check(warn=(), nbs=None, shots=None):
             for src in info["bad_images"]:
                 log.append(f"image not decoded: {src}")
             for t in info["wide_pre"]:
-                rule("raw-output", f"{rel}: an output wider than the page that does not scroll: {t!r}")
+                found.append(("raw-output", f"{rel}: an output wider than the page that does not scroll: {t!r}"))
             for t in info["md_tables"]:
-                rule(
-                    "raw-output",
-                    f"{rel}: raw Markdown table text in an output (display it with IPython.display.Markdown): {t!r}",
-                )
+                what = "raw Markdown table text in an output (display it with IPython.display.Markdown)"
+                found.append(("raw-output", f"{rel}: {what}: {t!r}"))
             for t in info["tables"]:
                 log.append(f"at {WIDTHS[0]} px a table wider than the page: {t}")
             for t in info["past"]:
@@ -956,13 +942,54 @@ def check(warn=(), nbs=None, shots=None):
                 page.set_viewport_size({"width": WIDTHS[0], "height": 900})
                 page.reload(wait_until="load")
                 log += _interactions(page)
-            problems += [f"{rel}: {m}" for m in dict.fromkeys(log)]
+            found += [(None, f"{rel}: {m}") for m in dict.fromkeys(log)]
             if top:
-                print(
+                lines.append(
                     f"  {rel:24s} {len(info['links']):4d} links {info['n_images']:3d} images"
                     f"{'' if not log else '  ' + str(len(set(log))) + ' problem(s)'}"
                 )
         ctx.close()
+    return ids, links, sources, found, lines
+
+
+def check(warn=(), nbs=None, shots=None, jobs=2):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        print("FAIL: no chromium found (apt-get install chromium, or set $CHROMIUM)", file=sys.stderr)
+        return False
+    pages = sorted(p for p in OUT.glob("*.html") if p.name != "404.html") + sorted((OUT / "src").rglob("*.html"))
+    if not pages:
+        print("FAIL: no pages in _docs/ (build first)", file=sys.stderr)
+        return False
+    problems, warnings, ids, links, sources = [], [], {}, [], []
+
+    def rule(name, msg):
+        (warnings if name in warn else problems).append(msg)
+
+    full = shots is not None  # screenshots asked for: whole pages; the default: what a reader sees first
+    shots = Path(shots) if shots else OUT / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    n = max(1, min(jobs, len(pages)))
+    import docs as this  # the workers find `_visit` by module name
+
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as ex:  # one Chromium each
+        results = list(
+            ex.map(
+                this._visit, [[str(p) for p in pages[k::n]] for k in range(n)], [exe] * n, [str(shots)] * n, [full] * n
+            )
+        )
+    lines = []
+    for i, ln, src, found, summary in results:
+        ids.update(i)
+        links += ln
+        sources += src
+        lines += summary
+        for name, msg in found:
+            (problems.append(msg) if name is None else rule(name, msg))
+    print("\n".join(sorted(lines)))
     print(f"  src/ {len([p for p in pages if p.parent != OUT])} source pages")
     for src, href in links:
         if re.match(r"^[a-z]+:", href):
@@ -1062,7 +1089,7 @@ def main(argv=None):
         help="report cells missing their outputs as warnings (development); the default fails on them",
     )
     ap.add_argument("--warn", default="", help=f"comma-separated check rules reported as warnings: {', '.join(RULES)}")
-    ap.add_argument("--jobs", type=int, default=2, help="notebooks processed at once (default 2)")
+    ap.add_argument("--jobs", type=int, default=2, help="notebooks processed, pages checked at once (default 2)")
     ap.add_argument("--reuse-proc", action="store_true", help="render the notebooks already processed in _proc/")
     ap.add_argument("--nbs", default=None, help="the notebooks' folder (default: nbs_path of settings.ini)")
     ap.add_argument(
@@ -1083,7 +1110,7 @@ def main(argv=None):
     if not args.check_only:
         ok = build(args.jobs, args.reuse_proc)
     if ok and (args.check or args.check_only):
-        ok = check(warn, shots=args.screenshots)
+        ok = check(warn, shots=args.screenshots, jobs=args.jobs)
     print(f"docs: {'ok' if ok else 'FAILED'} in {time.perf_counter() - t0:.0f} s")
     return 0 if ok else 1
 
