@@ -467,6 +467,7 @@ class Site:
         self.settings, self.lib = settings, settings.get("lib_name", "fused_csa_nb")
         base = settings.get("doc_host", "").rstrip("/") + "/" + settings.get("doc_baseurl", "").strip("/") + "/"
         self.base_url, self.pages, self.module_page, self.symbols, self.anchors = base, [], {}, {}, {}
+        self.page_symbols = {}  # the names of each page: a page's own entries win over another page's
         for nb in nbs:
             proc, page = _read(PROC / nb.name), page_name(nb)
             fm = next((_text(c["source"]) for c in proc["cells"] if c["cell_type"] == "raw"), "")
@@ -487,6 +488,7 @@ class Site:
                     short = e.get("module", "").split(".")[-1]
                     for key in (x["name"], f"{short}.{x['name']}", f"{e.get('module', '')}.{x['name']}"):
                         self.symbols.setdefault(key, (f"{page}#{x['anchor']}", x["kind"]))
+                        self.page_symbols.setdefault(page, {}).setdefault(key, (f"{page}#{x['anchor']}", x["kind"]))
         self.source_template = (os.environ.get("DOCS_SOURCE_URL") or settings.get("doc_source_url", "")).strip()
         self.current = None
 
@@ -497,13 +499,13 @@ class Site:
             return None
         if m.group(1) in self.module_page:
             return self.module_page[m.group(1)]
-        hit = self.symbols.get(m.group(1))
+        hit = self.page_symbols.get(self.current, {}).get(m.group(1)) or self.symbols.get(m.group(1))
         if not hit:
             return None
         return "#" + hit[0].split("#", 1)[1] if hit[0].startswith(self.current + "#") else hit[0]
 
     def kind_of(self, name):
-        return (self.symbols.get(name) or (None, None))[1]
+        return (self.page_symbols.get(self.current, {}).get(name) or self.symbols.get(name) or (None, None))[1]
 
     def source(self, where):
         "(href, 'path:line') of a {path, line} source location."
