@@ -24,7 +24,9 @@ description gets an empty cell.
 
 Entries are plain JSON (stored in the processed notebook's cell metadata; no key is named `source` or ends
 in `_`, which nbdev's notebook writer treats specially) so that rendering needs
-no import of the package.
+no import of the package. `EntryHTML` renders an entry as the HTML the site shows (heading with the name's
+anchor, signature, docstring, a row for every parameter or field), placed in the page's notebook as a cell
+output for the generator to keep as it is.
 """
 
 import ast

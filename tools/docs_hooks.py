@@ -22,7 +22,7 @@ _HEADING = re.compile(r'<h([1-6])([^>]*?)\sid="([^"]*)"([^>]*)>(.*?)</h\1>', re.
 _CDN = re.compile(
     r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->"
     r'|<script type="module">\s*document\.addEventListener\("DOMContentLoaded", async \(\) => \{\s*'
-    r"const diagrams = .*?</script>",
+    r"const diagrams = .*?</script>|<!-- End of mermaid configuration -->",
     re.S,
 )
 _STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
