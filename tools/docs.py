@@ -2,34 +2,37 @@
 """Build the documentation site from the notebooks, offline, into `_docs/` (and check it in Chromium).
 
 Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [--warn RULES]
-                            [--reuse-proc] [--jobs N] [--nbs DIR]
+                            [--reuse-proc] [--jobs N] [--nbs DIR] [--screenshots DIR]
 
 1. Every notebook of `nbs/` (found by name, `_*` skipped) goes through nbdev's docs processing
    (`nbdev.processors.FilterDefaults`, the processors behind `nbdev_proc_nbs`: frontmatter,
    `show_doc` cells for exported names, executing import/export/show_doc/`#| exec_doc` cells,
    hiding `#| hide` and `#| export` cells) into `_proc/`. Each `show_doc` cell then gets an API
    entry built with `inspect` from the imported object (`tools/docs_api.py`: real annotations,
-   dataclass/NamedTuple fields, methods under their class, a parameter table from the docstring),
-   and every public name (`__all__`) of the notebook's module without a `show_doc` cell gets one.
-   nbdev's Quarto files are not written: Quarto is not used.
-2. The processed notebooks become static pages in `_docs/`: one per notebook (named like nbdev's,
-   `00_layout.ipynb` -> `layout.html`), chapters in order (the index first) with previous/next
-   links, a sidebar (a toggle at phone width), an "on this page" table of contents of the h2/h3
-   headings, a search box over an index shipped beside the pages (`search-index.js`: page titles,
-   headings, API names, prose), copy buttons on code, code highlighted by pygments, `$...$` and
-   `$$...$$` rendered to MathML by `latex2mathml`, `text/markdown` outputs rendered as Markdown,
-   PNG outputs written to `_docs/figures/`. The package's source files are rendered to
-   `_docs/src/` with line anchors; "source" links point there. To link to a repository instead,
-   set `doc_source_url` in settings.ini (or `$DOCS_SOURCE_URL`) to a template such as
-   `{git_url}/blob/{branch}/{path}#L{line}` (`git_url`, `branch` from settings.ini). A table cell
-   that names a module (`fused_csa_nb.layout`) links to its chapter, and so does the first cell of
-   its row. No page loads anything from the network.
+   dataclass/NamedTuple fields, methods under their class, a table of every parameter described
+   from the docstring), and every public name (`__all__`) of the notebook's module without a
+   `show_doc` cell gets one.
+2. The processed notebooks are made ready for the generator in `_proc/docs/` (one per page, named like
+   nbdev's: `00_layout.ipynb` -> `layout.ipynb` -> `layout.html`): the frontmatter becomes the page's
+   title and lead, `$...$` / `$$...$$` become MathML (`latex2mathml`: no script), links into the published
+   docs become links between the pages (or plain text where the anchor does not exist), API entries become
+   HTML, `#|` directives become cell tags (`#| gpu` and `#| slow` are shown on the cell), and a cell that
+   misses its output says so under it. The package's source files become pages in `_proc/docs/src/`
+   with line anchors ("source" links point there). mkdocs-material + mkdocs-jupyter build the site from
+   them (`tools/docs_assets/mkdocs.yml`; the `search` and `offline` plugins, the Web Worker shim shipped
+   with the site): navigation, previous/next, search, table of contents, copy buttons, phone layout.
+   `tools/docs_hooks.py` gives the table of contents the pages' own headings (API entries included),
+   labels table cells with their column (`data-label`) and marks the tables a phone stacks into cards.
+   No page loads anything from the network.
 3. With `--check` (after the build) or `--check-only`, every page is opened in headless Chromium
    (`playwright` driving the system `chromium`, `$CHROMIUM` to override) at 1400 px and 390 px
    wide. It fails on
    * a console error, a request that is not `file:` or `data:`, an image that does not decode,
      an internal link to a missing page or anchor;
-   * horizontal overflow of the document at either width (`scrollWidth > clientWidth`);
+   * horizontal overflow of the document at either width (`scrollWidth > clientWidth`), and at 1400 px
+     a table, figure, image or code block reaching past the page's text column;
+   * at 390 px a table wider than the page that is not stacked into cards (the cards: below 600 px
+     the table's rows are blocks, each cell labelled with its column header);
    * an output `<pre>` wider than its box without scrolling inside it, and output text that is a
      Markdown table (`|---|`: emit it with `IPython.display.Markdown` instead) [rule `raw-output`];
    * a public name (`__all__` of a module) without its anchor on the module's page (the name's
@@ -46,14 +49,16 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
      stored by design, with the reason. A cell that misses its output gets a visible "output
      missing" note on the page, so a reader can tell a missing result from one never meant to be.
      CPU outputs are refreshed with `python tools/execute_nb.py --cpu`.
-   The search box, a copy button and the sidebar toggle are exercised on the index page.
+   The search box, a copy button and the chapter menu (phone width) are exercised on the index page.
    Stored outputs a reader should not get fail the `raw-output` rule too: a warning printed to
-   stderr, a raw dict printed or displayed where a table or a sentence belongs, a dict of tensors
-   (inside a tuple too), an output of more than 120 lines.
-   Screenshots of the index, attention, fused, bench, config and hf pages at both widths are written to
-   `_docs/screenshots/`. `--allow-missing-outputs` (development) reports the missing-output rule
-   as warnings; `--warn RULES` does so for any comma-separated rules (`missing-output`,
-   `missing-gpu-output`, `raw-output`, `raw-gpu-output`: the same in a `#| gpu` cell's stored output).
+   stderr, a raw dict printed or displayed where a table or a sentence belongs, the repr of a
+   tuple / list / dict holding tensors (`({'a': tensor([...], dtype=torch.float64)},)`), a text output
+   of more than 120 lines.
+   Screenshots of the index, bench, deterministic, decode, hf and sharding pages at both widths are written
+   to `_docs/screenshots/` (the first screen), or to `--screenshots DIR` (whole pages).
+   `--allow-missing-outputs` (development) reports the missing-output rule as warnings; `--warn RULES` does so
+   for any comma-separated rules (`missing-output`, `missing-gpu-output`, `raw-output`, `raw-gpu-output`: the
+   same in a `#| gpu` cell's stored output).
 
 Exit code 0 when everything built (and checked) cleanly.
 """
@@ -65,6 +70,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,12 +78,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
-from docs_api import show_doc_target, slug  # noqa: E402
+from docs_api import EntryHTML, show_doc_target  # noqa: E402
+from docs_api import slug  # noqa: E402
 
 NBS, PROC, OUT = ROOT / "nbs", ROOT / "_proc", ROOT / "_docs"
+PAGES = PROC / "docs"  # what the generator reads
 ASSETS = TOOLS / "docs_assets"
 _DIRECTIVE = re.compile(r"^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
-SCREENSHOT_PAGES = {"index", "attention", "fused", "bench", "config", "hf"}
+SCREENSHOT_PAGES = {"index", "bench", "deterministic", "decode", "hf", "sharding"}
 WIDTHS = (1400, 390)
 RULES = ("missing-output", "missing-gpu-output", "raw-output", "raw-gpu-output")
 
@@ -351,73 +359,78 @@ def missing_outputs(nbs):
 
 
 RAW_LINES = 120  # a stored text output longer than this is a dump, not something a reader reads
+# the repr of a container holding tensors: a tensor right after `(`, `[`, `{`, `,` or `:` (a tuple, a list, a dict's
+# value, any nesting: `({'a': tensor([...], dtype=torch.float64)},)`)
+_TENSOR_IN_CONTAINER = re.compile(r"[\[({,:]\s*tensor\(")
+# outputs stored before the rule covered tuples and lists of tensors: (notebook, cell id) -> reported as warnings
+# until the notebook shows them as a table or a sentence
+KNOWN_TENSOR_REPRS = {
+    ("00_layout.ipynb", "9d61a858"),
+    ("00_layout.ipynb", "b2e9d1c1"),
+    ("00_rotary.ipynb", "472df4b4"),
+    ("02_teacher.ipynb", "064014d2"),
+    ("02_teacher.ipynb", "f57545e7"),
+    ("05_context_parallel.ipynb", "16d7aa68"),
+    ("06_attention.ipynb", "573ca02b"),
+}
+
+
+def _lines(text):
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def raw_outputs(nbs):
-    """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to
-    stderr, a dict of tensors (`{'w': tensor(...), ...}`, inside a tuple too), an output of more than `RAW_LINES`
-    lines, or a raw dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
+    """[(notebook, cell index, what, is a GPU cell, known)] of stored outputs a reader should not get: a warning printed
+    to stderr, the repr of a tuple / list / dict holding tensors, a text output (stream, text/plain, text/markdown) of
+    more than `RAW_LINES` lines, or a raw dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or
+    a sentence belongs. `known`: a tensor repr of `KNOWN_TENSOR_REPRS` (reported as a warning)."""
     out = []
     for nb_path in nbs:
         for i, c in enumerate(_read(nb_path)["cells"]):
             gpu = "gpu" in directives(_text(c.get("source", "")))
             for o in c.get("outputs", []):
-                text = _text(o.get("text", "")) or _text(o.get("data", {}).get("text/plain", ""))
+                data = o.get("data", {})
+                text = _text(o.get("text", "")) or _text(data.get("text/plain", ""))
+                n_lines = max(_lines(text), _lines(_text(data.get("text/markdown", ""))))
                 if o.get("name") == "stderr" and re.search(r"\w*Warning\b", text):
-                    out.append(
-                        (
-                            nb_path.name,
-                            i,
-                            f"a warning in the output: {text.strip().splitlines()[0][:100]!r} "
-                            "(fix its cause, or silence it where it is raised with a reason)",
-                            gpu,
-                        )
+                    what = (
+                        f"a warning in the output: {text.strip().splitlines()[0][:100]!r} "
+                        "(fix its cause, or silence it where it is raised with a reason)"
                     )
-                elif re.search(r"'[\w.]+': tensor\(", text):  # a dict of tensors printed: a dump, not evidence
-                    out.append((nb_path.name, i, f"a raw dict of tensors in the output: {text.strip()[:80]!r}", gpu))
-                elif text.count("\n") > RAW_LINES:
-                    out.append(
-                        (nb_path.name, i, f"an output of {text.count(chr(10))} lines (over {RAW_LINES}): a dump", gpu)
-                    )
-                elif re.search(r"^\s*\[?\{'\w+': ", text, re.M) and "text/markdown" not in o.get("data", {}):
-                    out.append(
-                        (
-                            nb_path.name,
-                            i,
-                            f"a raw dict in the output: {text.strip()[:80]!r} (show a table or a sentence)",
-                            gpu,
-                        )
-                    )
+                elif _TENSOR_IN_CONTAINER.search(text):  # tensors in a tuple, list or dict printed: a dump
+                    what = f"the repr of a container of tensors in the output: {text.strip()[:80]!r}"
+                    if (nb_path.name, c.get("id")) in KNOWN_TENSOR_REPRS:
+                        out.append((nb_path.name, i, what + " (known: show it as a table or a sentence)", gpu, True))
+                        continue
+                elif n_lines > RAW_LINES:
+                    what = f"an output of {n_lines} lines (over {RAW_LINES}): a dump"
+                elif re.search(r"^\s*\[?\{'\w+': ", text, re.M) and "text/markdown" not in data:
+                    what = f"a raw dict in the output: {text.strip()[:80]!r} (show a table or a sentence)"
+                else:
+                    continue
+                out.append((nb_path.name, i, what, gpu, False))
     return out
 
 
-# ---------------------------------------------------------------- 2. rendering
+# ---------------------------------------------------------------- 2. pages for the generator
 
 
 def _lazy():
-    "Imports of the render step (dev dependencies)."
-    global mistune, highlight, get_lexer_by_name, HtmlFormatter, convert_tex, yaml
+    "Imports of the build step (dev dependencies)."
+    global mistune, yaml, highlight, PythonLexer, HtmlFormatter, convert_tex
     import mistune
     import yaml
     from pygments import highlight
-    from pygments.lexers import get_lexer_by_name
     from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
     from latex2mathml.converter import convert as convert_tex
-
-
-def code_html(code, lang="python"):
-    try:
-        lexer = get_lexer_by_name(lang or "text")
-    except Exception:
-        lexer = get_lexer_by_name("text")
-    return highlight(code, lexer, HtmlFormatter(nowrap=False, cssclass="highlight"))
 
 
 def math_html(tex, display):
     try:
         return convert_tex(tex.strip(), display="block" if display else "inline")
     except Exception:
-        return f'<span class="math-tex{" display" if display else ""}">{html.escape(tex)}</span>'
+        return f'<code class="math">{html.escape(tex)}</code>'
 
 
 # fenced code, code spans (any number of backticks), display math, inline math (Pandoc's rules: no space
@@ -429,679 +442,257 @@ _MATH_OR_CODE = re.compile(
     r"|(?<![\\$\w])\$(?P<inl>[^\s$](?:[^$\n]|\n(?![ \t]*\n))*?)(?<![\s\\])\$(?![\w$])",
     re.S | re.M,
 )
-_PLACE = re.compile(r"MATHPLACEHOLDER(\d+)Z")
 
 
-def _strip_tags(h):
-    return re.sub(r"<[^>]+>", "", h)
+def with_mathml(text):
+    "Markdown with its `$...$` / `$$...$$` as MathML (code spans and fences untouched)."
 
+    def sub(m):
+        if m.group("block") is not None:
+            return "\n\n" + math_html(m.group("block"), True).replace("\n", " ") + "\n\n"
+        if m.group("inl") is not None:
+            return math_html(m.group("inl"), False).replace("\n", " ")
+        return m.group(0)
 
-def plain(h):
-    "Text of an HTML fragment (for the search index)."
-    h = re.sub(r"<(script|style|math)[^>]*>.*?</\1>", lambda m: " " + _strip_tags(m.group(0)) + " ", h, flags=re.S)
-    return re.sub(r"\s+", " ", html.unescape(_strip_tags(h))).strip()
-
-
-class Site:
-    "What every page needs to know about the others: titles, module pages, API anchors, source links."
-
-    def __init__(self, nbs, settings):
-        self.settings = settings
-        self.lib = settings.get("lib_name", "fused_csa_nb")
-        self.base_url = (
-            settings.get("doc_host", "").rstrip("/") + "/" + settings.get("doc_baseurl", "").strip("/") + "/"
-        )
-        self.nbs, self.pages, self.module_page, self.symbols, self.page_symbols = nbs, [], {}, {}, {}
-        self.current = None  # the page being rendered: its own names win
-        for nb in nbs:
-            p = _read(PROC / nb.name)
-            raw = next(
-                (
-                    _text(c["source"])
-                    for c in p["cells"]
-                    if c["cell_type"] == "raw" and _text(c["source"]).startswith("---")
-                ),
-                "",
-            )
-            t = (yaml.safe_load(raw.strip().strip("-")) or {}).get("title") if raw else None
-            self.pages.append((page_name(nb), t or nb.stem))
-            exp = default_exp(_read(nb))
-            if exp:
-                self.module_page[f"{self.lib}.{exp}"] = page_name(nb)
-            for c in p["cells"]:
-                e = c.get("metadata", {}).get("api")
-                if e:
-                    self._add_symbols(e, page_name(nb))
-        tmpl = os.environ.get("DOCS_SOURCE_URL") or settings.get("doc_source_url", "")
-        self.source_template = tmpl.strip()
-
-    def _add_symbols(self, e, page):
-        if e["kind"] in ("reexport",):
-            return
-        url = f"{page}#{e['anchor']}"
-        mod = e.get("module", "")
-        short = mod.split(".")[-1]
-        local = self.page_symbols.setdefault(page, {})
-        for key in (e["name"], f"{short}.{e['name']}", f"{mod}.{e['name']}"):
-            self.symbols.setdefault(key, (url, e["kind"]))
-            local.setdefault(key, (url, e["kind"]))
-        for m in e.get("members") or []:
-            for key in (m["name"], f"{short}.{m['name']}"):
-                self.symbols.setdefault(key, (f"{page}#{m['anchor']}", m["kind"]))
-                local.setdefault(key, (f"{page}#{m['anchor']}", m["kind"]))
-
-    def symbol_url(self, text, exclude=()):
-        "The page#anchor of a backticked name (`layout.window_topk_idxs(...)` too), or None."
-        m = re.match(r"^([A-Za-z_][\w.]*)(\(.*\))?$", text.strip())
-        if not m or m.group(1) in exclude:
-            return None
-        name = m.group(1)
-        if name.startswith(self.lib + "."):
-            if name in self.module_page:
-                return self.module_page[name]
-        hit = self.page_symbols.get(self.current, {}).get(name) or self.symbols.get(name)
-        return hit[0] if hit else None
-
-    def source_link(self, src, prefix=""):
-        "(href, data-source, external?) of a {path, line} source location."
-        if not src:
-            return None
-        if self.source_template:
-            s = self.settings
-            url = self.source_template.format(
-                git_url=s.get("git_url", "").rstrip("/"),
-                branch=s.get("branch", "main"),
-                path=src["path"],
-                line=src["line"],
-            )
-            if "{path}" not in self.source_template:
-                url = url.rstrip("/") + f"/{src['path']}#L{src['line']}"
-            return url, f"{src['path']}:{src['line']}", True
-        return f"{prefix}src/{src['path']}.html#L{src['line']}", f"{src['path']}:{src['line']}", False
-
-
-class Markdown:
-    "Markdown -> HTML with anchored headings (unique on the page), local links, pygments code and MathML."
-
-    def __init__(self, site, ids, link_code=False):
-        outer = self
-        self.site, self.ids, self.headings, self.link_code, self.exclude = site, ids, [], link_code, set()
-        self.maths = []
-
-        class R(mistune.HTMLRenderer):
-            def heading(self, text, level, **attrs):
-                shown = _PLACE.sub(lambda m: outer.maths[int(m.group(1))], text)
-                hid = outer.unique(slug(_PLACE.sub(lambda m: outer.tex[int(m.group(1))], text)))
-                outer.headings.append((level, hid, re.sub(r"</?a\b[^>]*>", "", shown)))
-                return f'<h{level} id="{html.escape(hid)}">{text}</h{level}>\n'
-
-            def link(self, text, url, title=None):
-                auto = url.startswith(site.base_url)
-                url, ext = outer.local_url(url)
-                t = f' title="{html.escape(title)}"' if title else ""
-                x = ' class="external" rel="noopener"' if ext else (" data-autolink" if auto else "")
-                return f'<a href="{html.escape(url)}"{t}{x}>{text}</a>'
-
-            def codespan(self, text):
-                code = f"<code>{html.escape(text)}</code>"
-                if outer.link_code:
-                    url = site.symbol_url(text, outer.exclude)
-                    if url:
-                        return f'<a href="{html.escape(url)}" class="api-link">{code}</a>'
-                return code
-
-            def block_code(self, code, info=None):
-                lang = (info or "").split()[0] if info else ""
-                lang = {"": "text", "sh": "bash", "shell": "bash", "console": "text"}.get(lang, lang)
-                return code_html(code, lang)
-
-        self.md = mistune.create_markdown(renderer=R(escape=False), plugins=["table", "strikethrough"])
-
-    def unique(self, hid):
-        base, k = hid or "section", 1
-        while hid in self.ids or not hid:
-            k += 1
-            hid = f"{base}-{k}"
-        self.ids.add(hid)
-        return hid
-
-    def local_url(self, url):
-        "Links into the published docs (nbdev's `add_links`) become links between the local pages."
-        if url.startswith(self.site.base_url):
-            url = url[len(self.site.base_url) :]
-        if re.match(r"^[a-z]+:", url):
-            return url, True
-        return url, False
-
-    def __call__(self, text, exclude=()):
-        text = re.sub(r"\]\(([^)\s]+)\)\{[^}\n]*\}", r"](\1)", text)  # drop Pandoc attributes {target=...}
-        self.exclude = set(exclude)
-        self.maths, self.tex = [], []
-
-        def keep(m):
-            if m.group("block") is None and m.group("inl") is None:
-                return m.group(0)
-            tex = m.group("block") if m.group("block") is not None else m.group("inl")
-            self.maths.append(math_html(tex, m.group("block") is not None))
-            self.tex.append(tex)
-            return f"MATHPLACEHOLDER{len(self.maths) - 1}Z"
-
-        out = self.md(_MATH_OR_CODE.sub(keep, text))
-        out = re.sub(r"<p>MATHPLACEHOLDER(\d+)Z</p>", lambda m: self.maths[int(m.group(1))], out)
-        out = _PLACE.sub(lambda m: self.maths[int(m.group(1))], out)
-        return self.link_modules(out)
-
-    def inline(self, text, exclude=()):
-        "Inline markdown (a title with `code`) without the paragraph."
-        return re.sub(r"^<p>|</p>\s*$", "", self(str(text), exclude).strip())
-
-    def link_modules(self, out):
-        "A table cell naming a module (`fused_csa_nb.layout`) links to its chapter; so does its row's first cell."
-        mp = self.site.module_page
-
-        def row(m):
-            r = m.group(0)
-            page = None
-
-            def cell(c):
-                nonlocal page
-                name = html.unescape(c.group(2))
-                if name in mp:
-                    page = page or mp[name]
-                    return f'{c.group(1)}<a href="{mp[name]}"><code>{c.group(2)}</code></a>{c.group(3)}'
-                return c.group(0)
-
-            r = re.sub(r"(<td[^>]*>\s*)<code>([\w.]+)</code>(\s*</td>)", cell, r)
-            if page:
-                r = re.sub(
-                    r"^(<tr>\s*<td[^>]*>)([^<]+)(</td>)",
-                    lambda c: f'{c.group(1)}<a href="{page}">{c.group(2)}</a>{c.group(3)}',
-                    r,
-                    count=1,
-                )
-            return r
-
-        return re.sub(r"<tr>.*?</tr>", row, out, flags=re.S)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def _output_markdown(md, text):
-    "A `text/markdown` output: its headings two levels down (`#` -> h3) and out of the page's table of contents."
-    text = re.sub(r"^(#{1,6})(?=\s)", lambda m: "#" * min(6, len(m.group(1)) + 2), text, flags=re.M)
-    n = len(md.headings)
-    h = md(text)
-    del md.headings[n:]
-    return h
+    return _MATH_OR_CODE.sub(sub, text)
 
 
 _ENV_PATH = re.compile(r"(?:/[^\s/:'\"]+)+/((?:site|dist)-packages)/")
 
 
-def render_outputs(cell, md, fig_dir, stem, ci):
-    parts = []
-    for k, o in enumerate(cell.get("outputs", [])):
-        kind = o.get("output_type")
-        if kind == "stream":
-            cls = "stderr" if o.get("name") == "stderr" else "stdout"
-            txt = _ENV_PATH.sub(
-                r"…/\1/", _ANSI.sub("", _text(o.get("text")))
-            )  # another machine's install paths, shortened
-            if txt.strip():
-                parts.append(f'<pre class="output {cls}">{html.escape(txt.rstrip())}</pre>')
-        elif kind == "error":
-            tb = _ANSI.sub("", "\n".join(o.get("traceback", [])) or f"{o.get('ename')}: {o.get('evalue')}")
-            parts.append(f'<pre class="output error">{html.escape(tb)}</pre>')
-        elif kind in ("display_data", "execute_result"):
-            d = o.get("data", {})
-            if "image/png" in d:
-                import base64
+class Site:
+    "What the pages know about each other: titles, module pages, the anchors of API entries, source links."
 
-                fig_dir.mkdir(parents=True, exist_ok=True)
-                name = f"{stem}-{ci}-{k}.png"
-                (fig_dir / name).write_bytes(base64.b64decode(_text(d["image/png"])))
-                alt = html.escape(_text(d.get("text/plain", "figure")))
-                parts.append(f'<figure class="output"><img src="figures/{name}" alt="{alt}"></figure>')
-            elif "image/svg+xml" in d:
-                parts.append(f'<div class="output svg">{_text(d["image/svg+xml"])}</div>')
-            elif "text/markdown" in d:
-                parts.append(f'<div class="output markdown">{_output_markdown(md, _text(d["text/markdown"]))}</div>')
-            elif "text/html" in d:
-                parts.append(f'<div class="output html">{_text(d["text/html"])}</div>')
-            elif "text/latex" in d:
-                parts.append(f'<div class="output">{math_html(_text(d["text/latex"]).strip("$"), True)}</div>')
-            elif "text/plain" in d:
-                parts.append(f'<pre class="output">{html.escape(_ANSI.sub("", _text(d["text/plain"])))}</pre>')
-    return parts
+    def __init__(self, nbs, settings):
+        self.settings, self.lib = settings, settings.get("lib_name", "fused_csa_nb")
+        base = settings.get("doc_host", "").rstrip("/") + "/" + settings.get("doc_baseurl", "").strip("/") + "/"
+        self.base_url, self.pages, self.module_page, self.symbols, self.anchors = base, [], {}, {}, {}
+        self.page_symbols = {}  # the names of each page: a page's own entries win over another page's
+        for nb in nbs:
+            proc, page = _read(PROC / nb.name), page_name(nb)
+            fm = next((_text(c["source"]) for c in proc["cells"] if c["cell_type"] == "raw"), "")
+            meta = (yaml.safe_load(fm.strip().strip("-")) or {}) if fm.startswith("---") else {}
+            self.pages.append((nb, page, meta.get("title") or nb.stem, meta.get("description", "")))
+            exp = default_exp(_read(nb))
+            if exp:
+                self.module_page[f"{self.lib}.{exp}"] = page
+            anchors = self.anchors.setdefault(page, set())
+            for c in proc["cells"]:
+                e = c.get("metadata", {}).get("api")
+                if not e:
+                    continue
+                for x in [e] + (e.get("members") or []):
+                    anchors.add(x["anchor"])
+                    if e["kind"] == "reexport":
+                        continue
+                    short = e.get("module", "").split(".")[-1]
+                    for key in (x["name"], f"{short}.{x['name']}", f"{e.get('module', '')}.{x['name']}"):
+                        self.symbols.setdefault(key, (f"{page}#{x['anchor']}", x["kind"]))
+                        self.page_symbols.setdefault(page, {}).setdefault(key, (f"{page}#{x['anchor']}", x["kind"]))
+        self.source_template = (os.environ.get("DOCS_SOURCE_URL") or settings.get("doc_source_url", "")).strip()
+        self.current = None
 
+    def url(self, name):
+        "The page#anchor of a package name (`layout.window_topk_idxs(...)` too), its module's page, or None."
+        m = re.match(r"^([A-Za-z_][\w.]*)(\(.*\))?$", name.strip())
+        if not m:
+            return None
+        if m.group(1) in self.module_page:
+            return self.module_page[m.group(1)]
+        hit = self.page_symbols.get(self.current, {}).get(m.group(1)) or self.symbols.get(m.group(1))
+        if not hit:
+            return None
+        return "#" + hit[0].split("#", 1)[1] if hit[0].startswith(self.current + "#") else hit[0]
 
-# ---------------------------------------------------------------- API entries
+    def kind_of(self, name):
+        return (self.page_symbols.get(self.current, {}).get(name) or self.symbols.get(name) or (None, None))[1]
 
+    def source(self, where):
+        "(href, 'path:line') of a {path, line} source location."
+        if not where:
+            return None
+        path, line = where["path"], where["line"]
+        if self.source_template:
+            s = self.settings
+            url = self.source_template.format(
+                git_url=s.get("git_url", "").rstrip("/"), branch=s.get("branch", "main"), path=path, line=line
+            )
+            if "{path}" not in self.source_template:
+                url = url.rstrip("/") + f"/{path}#L{line}"
+            return url, f"{path}:{line}"
+        return f"src/{path}.html#__codelineno-0-{line}", f"{path}:{line}"
 
-def _wrap_call(head, args, tail="", width=88):
-    "`head(args...)tail`, one line when short, else the arguments packed on indented lines."
-    one = f"{head}({', '.join(args)}){tail}"
-    if len(one) <= width or not args:
-        return one
-    lines, cur = [], "    "
-    for a in args:
-        piece = a + ", "
-        if len(cur) + len(piece) > width and cur.strip():
-            lines.append(cur.rstrip())
-            cur = "    "
-        cur += piece
-    lines.append(cur.rstrip().rstrip(","))
-    return f"{head}(\n" + "\n".join(lines) + f"\n){tail}"
-
-
-def _param_text(p):
-    star = {"VAR_POSITIONAL": "*", "VAR_KEYWORD": "**"}.get(p["kind"], "")
-    s = star + p["name"]
-    if p["annotation"]:
-        s += f": {p['annotation']}"
-    if p["default"] is not None:
-        s += (" = " if p["annotation"] else "=") + p["default"]
-    return s
-
-
-def _sig_args(sig):
-    out, kw_marked = [], False
-    params = sig["params"]
-    for i, p in enumerate(params):
-        if p["kind"] == "KEYWORD_ONLY" and not kw_marked and not any(q["kind"] == "VAR_POSITIONAL" for q in params):
-            out.append("*")
-            kw_marked = True
-        out.append(_param_text(p))
-        if p["kind"] == "POSITIONAL_ONLY" and (i + 1 == len(params) or params[i + 1]["kind"] != "POSITIONAL_ONLY"):
-            out.append("/")
-    return out
-
-
-def _comment_md(text):
-    "A source comment as Markdown: `*` is arithmetic there, not emphasis (code spans kept)."
-    return "".join(p if p.startswith("`") else p.replace("*", "\\*") for p in re.split(r"(`[^`]*`)", text or ""))
-
-
-class ApiRenderer:
-    def __init__(self, site, md):
-        self.site, self.md = site, md
-
-    def link_type(self, ann):
-        "An annotation with the package's classes linked."
-        if not ann:
-            return ""
+    def local_links(self, text):
+        "Links into the published docs (nbdev's `add_links`) as links between the pages; text where the anchor is gone."
 
         def sub(m):
-            url = self.site.symbol_url(m.group(0))
-            hit = self.site.page_symbols.get(self.site.current, {}).get(m.group(0)) or self.site.symbols.get(m.group(0))
-            if url and hit and hit[1] in ("class", "dataclass", "namedtuple"):
-                return f'<a href="{html.escape(url)}" class="api-link">{m.group(0)}</a>'
-            return m.group(0)
+            page, _, frag = m.group(2).partition("#")
+            page = page or self.current
+            if page in self.anchors and (not frag or frag in self.anchors[page]):
+                return f"[{m.group(1)}]({'' if page == self.current else page}{'#' + frag if frag else ''})"
+            return m.group(1)
 
-        return "<code>" + re.sub(r"[A-Za-z_][\w.]*", sub, html.escape(ann)) + "</code>"
-
-    def signature(self, e, kind):
-        name = e["name"].split(".")[-1]
-        sig = e.get("signature")
-        if kind in ("dataclass", "namedtuple", "class"):
-            bases = e.get("bases")
-            head = ("@dataclass\n" if kind == "dataclass" else "") + f"class {name}" + (f"({bases})" if bases else "")
-            if kind == "class" and sig:
-                return (
-                    head
-                    + ":\n    "
-                    + _wrap_call("def __init__", ["self"] + _sig_args(sig), "", 84).replace("\n", "\n    ")
-                )
-            return head
-        if kind == "property":
-            ret = sig.get("returns") if sig else None
-            return f"@property\n{name}" + (f" -> {ret}" if ret else "")
-        deco = {"classmethod": "@classmethod\n", "staticmethod": "@staticmethod\n"}.get(kind, "")
-        ret = f" -> {sig['returns']}" if sig and sig.get("returns") else ""
-        return deco + _wrap_call(f"def {name}", _sig_args(sig) if sig else ["..."], ret)
-
-    def param_table(self, rows, head="Parameter", exclude=()):
-        if not rows:
-            return ""
-        body = []
-        for name, ann, default, desc in rows:
-            body.append(
-                f"<tr><td><code>{html.escape(name)}</code></td><td>{self.link_type(ann)}</td>"
-                f"<td>{'<code>' + html.escape(default) + '</code>' if default is not None else ''}</td>"
-                f"<td>{self.md.inline(desc, exclude) if desc else ''}</td></tr>"
+        text = re.sub(r"\]\(([^)\s]+)\)\{[^}\n]*\}", r"](\1)", text)  # drop Pandoc attributes {target=...}
+        text = re.sub(r"\[([^\]]*)\]\(" + re.escape(self.base_url) + r"([^)\s]*)\)", sub, text)
+        mods = "|".join(re.escape(m) for m in sorted(self.module_page, key=len, reverse=True))
+        if mods:  # `fused_csa_nb.layout` alone in a code span: a link to its chapter
+            text = re.sub(
+                r"(?<![\[\w])`(" + mods + r")`(?!\]|\()",
+                lambda m: f"[`{m.group(1)}`]({self.module_page[m.group(1)]})",
+                text,
             )
-        return (
-            f'<div class="table-wrap"><table class="params"><thead><tr><th>{head}</th><th>Type</th><th>Default</th>'
-            f"<th>Description</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-        )
-
-    def source(self, e, prefix=""):
-        link = self.site.source_link(e.get("where"), prefix)
-        if not link:
-            return ""
-        href, data, ext = link
-        x = ' rel="noopener"' if ext else ""
-        return (
-            f'<a class="source{" external" if ext else ""}" href="{html.escape(href)}" '
-            f'data-source="{html.escape(data)}"{x}>source</a>'
-        )
-
-    def entry(self, e, level=3):
-        "HTML of one entry, and its search records [(anchor, title, text)]."
-        kind, name, anchor = e["kind"], e["name"], e["anchor"]
-        anchor = self.md.unique(anchor) if anchor not in self.md.ids else anchor
-        self.md.ids.add(anchor)
-        label = {"reexport": "re-export", "namedtuple": "NamedTuple"}.get(kind, kind)
-        h = [
-            f'<section class="api {kind}"><div class="api-head"><h{level} id="{html.escape(anchor)}" class="api-name">'
-            f'<code>{html.escape(name)}</code></h{level}><span class="api-kind">{label}</span>{self.source(e)}</div>'
-        ]
-        params = [p["name"] for p in (e.get("signature") or {}).get("params", [])]
-        records = [(anchor, name, "")]
-        text = []
-        if kind in ("reexport", "alias"):
-            t = e["target"]
-            url = self.site.symbol_url(f"{t['module']}.{t['name']}") or self.site.symbol_url(t["name"])
-            what = f"[`{t['name']}`]({url})" if url else f"`{t['name']}`"
-            where = self.site.module_page.get(t["module"])
-            mod = f"[`{t['module']}`]({where})" if where else f"`{t['module']}`"
-            msg = (
-                f"Re-exported from {mod}: the same object as {what}."
-                if kind == "reexport"
-                else f"Another name for {what} (the same function)."
-            )
-            h.append(f'<div class="doc">{self.md(msg)}{self.md(e.get("summary") or "")}</div>')
-            text.append(plain(msg) + " " + (e.get("summary") or ""))
-        elif kind == "constant":
-            value = e.get("written") or e.get("value")
-            line = f"{name} = {value}" if value else f"{name}: {e.get('type')}"
-            if e.get("written") and e.get("value") and e["value"] != e["written"]:
-                line += f"  # = {e['value']}"
-            if not value and e.get("value_summary"):
-                line += f"  # {e['value_summary']}"
-            elif e.get("value_summary"):
-                line += f"  # {e['value_summary']}"
-            h.append(f'<div class="signature">{code_html(line)}</div>')
-            if e.get("doc"):
-                h.append(f'<div class="doc">{self.md(e["doc"])}</div>')
-            text.append(line + " " + e.get("doc", ""))
-        else:
-            h.append(f'<div class="signature">{code_html(self.signature(e, kind))}</div>')
-            if e.get("doc"):
-                h.append(f'<div class="doc">{self.md(e["doc"], params)}</div>')
-                text.append(e["doc"])
-            pd = e.get("params_doc") or {}
-            if e.get("fields") is not None:
-                rows = [(f["name"], f["annotation"], f["default"], _comment_md(f.get("doc", ""))) for f in e["fields"]]
-                h.append(self.param_table(rows, "Field", [f["name"] for f in e["fields"]]))
-                text += [f"{f['name']} {f.get('doc', '')}" for f in e["fields"]]
-            elif e.get("signature"):
-                sig = e["signature"]
-                rows = [
-                    (
-                        {"VAR_POSITIONAL": "*", "VAR_KEYWORD": "**"}.get(p["kind"], "") + p["name"],
-                        p["annotation"],
-                        p["default"],
-                        pd.get(p["name"], ""),
-                    )
-                    for p in sig["params"]
-                ]
-                if kind != "property" and (sig.get("returns") or e.get("returns_doc")) and rows:
-                    rows.append(("→ returns", sig.get("returns"), None, e.get("returns_doc", "")))
-                h.append(self.param_table(rows, exclude=params))
-                text += [f"{p['name']} {pd.get(p['name'], '')}" for p in sig["params"]]
-            members = e.get("members") or []
-            if members:
-                h.append('<div class="members">')
-                for m in members:
-                    mh, mrec = self.entry({**m, "module": e.get("module")}, level=4)
-                    h.append(mh)
-                    records += mrec
-                h.append("</div>")
-        h.append("</section>")
-        records[0] = (anchor, name, re.sub(r"[`*]", "", " ".join(text)))
-        return "".join(h), records
+        return text
 
 
-# ---------------------------------------------------------------- pages
+def _docstring_md(site):
+    "Markdown -> HTML for docstrings: backticked package names link to their entries; math as MathML."
+
+    class R(mistune.HTMLRenderer):
+        exclude = ()
+
+        def codespan(self, text):
+            code = f"<code>{html.escape(text)}</code>"
+            url = None if text in self.exclude else site.url(text)
+            return f'<a href="{html.escape(url)}">{code}</a>' if url else code
+
+        def block_code(self, code, info=None):
+            return f"<pre><code>{html.escape(code)}</code></pre>\n"
+
+    r = R(escape=False)
+    md = mistune.create_markdown(renderer=r, plugins=["table", "strikethrough"])
+
+    def render(text, exclude=()):
+        r.exclude = set(exclude)
+        return md(with_mathml(site.local_links(text or "")))
+
+    return render
 
 
-def render_page(nb_path, site, index):
-    "HTML of one page and its search records."
-    current, title = site.pages[index]
-    site.current = current
-    proc = _read(PROC / nb_path.name)
-    src = _read(nb_path)
+def _code_html(code):
+    return highlight(code, PythonLexer(), HtmlFormatter(cssclass="highlight api-signature"))
+
+
+def _html_output(h):
+    return {"output_type": "display_data", "metadata": {}, "data": {"text/html": h}}
+
+
+def _tagged(cell, *tags):
+    cell.setdefault("metadata", {}).setdefault("tags", []).extend(t for t in tags if t)
+    return cell
+
+
+def page_notebook(nb_path, site, index):
+    "The processed notebook of `nb_path` as the generator reads it (see the module's docstring, step 2)."
+    _, page, title, desc = site.pages[index]
+    site.current = page
+    proc, src = _read(PROC / nb_path.name), _read(nb_path)
     src_cells = {c.get("id"): c for c in src["cells"]}
     nf = none_functions(src, ROOT / site.settings.get("lib_path", site.lib))
-    ids = {e["anchor"] for c in proc["cells"] for e in [c.get("metadata", {}).get("api")] if e}
-    ids |= {
-        m["anchor"]
-        for c in proc["cells"]
-        for e in [c.get("metadata", {}).get("api")]
-        if e
-        for m in e.get("members") or []
-    }
-    md = Markdown(site, set(ids) | {"content", "sidebar", "search", "search-results", "toc"})
-    doc_md = Markdown(site, md.ids, link_code=True)  # docstrings: backticked package names link
-    doc_md.headings = md.headings
-    api = ApiRenderer(site, doc_md)
-    stem = Path(current).stem
-    desc, body = "", []
-    records = []  # (anchor, title, kind, text)
-    section = [None, title, "page", []]
-
-    def flush():
-        if section[3] or section[2] == "page":
-            records.append((section[0], section[1], section[2], " ".join(section[3])))
-
-    def add_text(h):
-        nonlocal section
-        pieces = re.split(r'(<h([2-6]) id="([^"]+)">(.*?)</h\2>)', h, flags=re.S)
-        section[3].append(plain(pieces[0]))
-        for k in range(1, len(pieces), 5):
-            flush()
-            section = [pieces[k + 2], plain(pieces[k + 3]), "section", []]
-            section[3].append(plain(pieces[k + 4]))
-
-    for ci, cell in enumerate(proc["cells"]):
+    entry_html = EntryHTML(_docstring_md(site), site.url, site.kind_of, _code_html, site.source)
+    head = f"# {title}" + (f"\n\n> {desc}" if desc else "")
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": with_mathml(site.local_links(head))}]
+    for cell in proc["cells"]:
         s = _text(cell.get("source"))
-        if cell["cell_type"] == "raw":
-            if s.startswith("---"):
-                fm = yaml.safe_load(s.strip().strip("-")) or {}
-                desc = fm.get("description", "")
+        if cell["cell_type"] == "raw" or "AUTOGENERATED! DO NOT EDIT" in s:
             continue
         if cell["cell_type"] == "markdown":
-            if "AUTOGENERATED! DO NOT EDIT" in s:
-                continue
-            h = md(s)
-            body.append(f'<section class="md">{h}</section>')
-            add_text(h)
+            cells.append({"cell_type": "markdown", "metadata": {}, "source": with_mathml(site.local_links(s))})
             continue
         entry = cell.get("metadata", {}).get("api")
-        if entry:
-            h, recs = api.entry(entry)
-            body.append(h)
-            records.extend((a, t, "api", x) for a, t, x in recs)
-            for a, t, x in recs[:1]:
-                md.headings.append((3, a, f"<code>{html.escape(t)}</code>"))
-            continue
-        d = directives(s)
         code = "\n".join(line for line in s.splitlines() if not _DIRECTIVE.match(line)).strip("\n")
-        outs = [] if d.get("output") == "false" else render_outputs(cell, md, OUT / "figures", stem, ci)
-        show_src = code and d.get("echo") != "false"
-        if show_doc_target(s) and not entry:
-            print(
-                f"WARN {nb_path.name}: {show_doc_target(s)} rendered from nbdev's text (no API entry)", file=sys.stderr
-            )
+        out = {"cell_type": "code", "metadata": {}, "source": code, "execution_count": None, "outputs": []}
+        if entry:
+            out["outputs"] = [_html_output(entry_html(entry))]
+            cells.append(_tagged(out, "hide-input"))
+            continue
+        if show_doc_target(s):
+            print(f"WARN {nb_path.name}: {show_doc_target(s)} has no API entry", file=sys.stderr)
+        d = directives(s)
+        outs = [] if d.get("output") == "false" else cell.get("outputs", [])
+        show_src = bool(code) and d.get("echo") != "false"
         if not show_src and not outs:
             continue
+        for o in outs:
+            o = dict(o)
+            if o.get("output_type") == "stream":  # another machine's install paths, shortened
+                o["text"] = _ENV_PATH.sub(r"…/\1/", _text(o.get("text")))
+            elif "text/markdown" in o.get("data", {}):  # its headings two levels down
+                md = re.sub(
+                    r"^(#{1,6})(?=\s)",
+                    lambda m: "#" * min(6, len(m.group(1)) + 2),
+                    _text(o["data"]["text/markdown"]),
+                    flags=re.M,
+                )
+                o["data"] = {**o["data"], "text/markdown": with_mathml(md)}
+            out["outputs"].append(o)
         orig = src_cells.get(cell.get("id"))
         osrc = _text(orig["source"]) if orig else s
         od = directives(osrc)
-        fl = {f for f in ("gpu", "slow") if f in od}
-        _, missing, note, _ = (
-            output_status(osrc, orig.get("outputs", []) if orig else cell.get("outputs", []), nf)
-            if show_src
-            else (False, False, "", "")
-        )
-        cls = ["cell"] + sorted(fl) + (["missing"] if missing else [])
-        h = []
-        if "gpu" in fl and outs:
-            h.append('<div class="badge">GPU cell · output of the last GPU run</div>')
-        elif "gpu" in fl:
-            h.append('<div class="badge">GPU cell</div>')
-        elif "slow" in fl:
-            h.append('<div class="badge">slow cell (skipped by the CPU tests)</div>')
-        if show_src:
-            src_html = code_html(code)
-            if "code-fold" in d:
-                summ = html.escape(d.get("code-summary", "Source"))
-                src_html = f"<details open><summary>{summ}</summary>{src_html}</details>"
-            h.append(f'<div class="input">{src_html}</div>')
-        h += outs
+        _, missing, note, _ = output_status(osrc, (orig or cell).get("outputs", []), nf) if show_src else (0, 0, "", 0)
         if note:
-            h.append(f'<div class="note{" missing" if missing else ""}" role="note">{md.inline(note)}</div>')
-        body.append(f'<div class="{" ".join(cls)}">{"".join(h)}</div>')
-    flush()
-    toc = "".join(
-        f'<li class="l{lvl}"><a href="#{hid}">{txt}</a></li>'
-        for lvl, hid, txt in md.headings
-        if lvl in (2, 3) and not hid.startswith("_")
-    )
-    nav = "".join(
-        f'<li{" class=current" if name == current else ""}><a href="{name}"'
-        f"{' aria-current=page' if name == current else ''}>{md.inline(t)}</a></li>"
-        for name, t in site.pages
-    )
-    pager = []
-    if index > 0:
-        n, t = site.pages[index - 1]
-        pager.append(f'<a class="prev" href="{n}" rel="prev"><span>← Previous</span>{md.inline(t)}</a>')
-    if index + 1 < len(site.pages):
-        n, t = site.pages[index + 1]
-        pager.append(f'<a class="next" href="{n}" rel="next"><span>Next →</span>{md.inline(t)}</a>')
-    lead = f'<p class="lead">{md.inline(desc)}</p>' if desc else ""
-    h1 = md.inline(title)
-    toc_html = (
-        (
-            f'<nav class="toc" id="toc" aria-label="On this page"><details open><summary>On this page</summary>'
-            f"<ul>{toc}</ul></details></nav>"
-        )
-        if toc
-        else ""
-    )
-    page = PAGE.format(
-        title=html.escape(plain(h1)),
-        site=html.escape(site.settings.get("title", site.lib)),
-        root="",
-        nav=nav,
-        toc=toc_html,
-        h1=f'<h1 class="title">{h1}</h1>',
-        lead=lead,
-        body="\n".join(body),
-        pager=f'<nav class="pager" aria-label="Chapters">{"".join(pager)}</nav>',
-    )
-    page_title = plain(h1)
-    recs = [
-        {
-            "u": current + (f"#{a}" if a else ""),
-            "t": t if a else page_title,
-            "p": page_title,
-            "k": k,
-            "x": (plain(desc) + " " + x if k == "page" else x)[:1500],
-        }
-        for a, t, k, x in records
-    ]
-    return page, recs
+            h = html.escape(note)
+            out["outputs"].append(
+                _html_output(f'<p class="cell-note{" missing" if missing else ""}" role="note">{h}</p>')
+            )
+        gpu = "gpu" in od and ("GPU cell · output of the last GPU run" if outs else "GPU cell")
+        slow = "slow" in od and not gpu and "slow cell (skipped by the CPU tests)"
+        cells.append(_tagged(out, "hide-input" if not show_src else "", gpu or "", slow or ""))
+    for k, c in enumerate(cells):
+        c["id"] = f"c{k}"
+    meta = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    return {"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
 
 
-PAGE = """<!DOCTYPE html>
-<html lang="en" data-root="{root}"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title} – {site}</title>
-<link rel="stylesheet" href="{root}style.css">
-<script src="{root}search-index.js" defer></script>
-<script src="{root}site.js" defer></script>
-</head><body>
-<header class="topbar">
-<button class="nav-toggle" type="button" aria-controls="sidebar" aria-expanded="false"
- aria-label="Chapters"><span></span></button>
-<a class="site" href="{root}index.html">{site}</a>
-<div class="search" role="search"><input type="search" id="search" placeholder="Search" autocomplete="off"
- spellcheck="false" aria-label="Search the documentation" aria-controls="search-results"><div class="results"
- id="search-results" hidden></div></div>
-</header>
-<div class="layout">
-<nav class="sidebar" id="sidebar" aria-label="Chapters"><ul>{nav}</ul></nav>
-<header class="page-head">{h1}{lead}</header>
-{toc}
-<main id="content">
-{body}
-{pager}
-</main>
-</div></body></html>
-"""
-
-
-def render_source(rel, site):
-    "A source file of the package as a page with line anchors (`#L29`)."
-    from pygments.lexers import PythonLexer
-
-    class Lines(HtmlFormatter):
-        def wrap(self, source):
-            n = 0
-            for t, line in source:
-                if t == 1:
-                    n += 1
-                    yield (
-                        1,
-                        f'<span class="ln" id="L{n}"><a class="lno" href="#L{n}" '
-                        f'aria-hidden="true">{n}</a>{line.rstrip(chr(10))}</span>',
-                    )
-                else:
-                    yield t, line
-
+def source_page(rel, site):
+    "A source file of the package as a Markdown page with line anchors (`#__codelineno-0-29`)."
     text = (ROOT / rel).read_text(encoding="utf-8")
-    code = highlight(text, PythonLexer(), Lines(cssclass="highlight source-code", nowrap=False))
-    depth = len(Path(rel).parts)
-    root = "../" * depth
-    mod = ".".join(Path(rel).with_suffix("").parts)
-    page = site.module_page.get(mod)
-    back = (
-        f'<p class="lead">Documented in <a href="{root}{page}">{html.escape(dict(site.pages).get(page, page))}</a>.</p>'
-        if page
-        else ""
+    fence = "`" * max(3, 1 + max((len(x) for x in re.findall(r"`+", text)), default=0))
+    page = site.module_page.get(".".join(Path(rel).with_suffix("").parts))
+    title = next((t for _, p, t, _ in site.pages if p == page), page)
+    back = f"Documented in [{title}]({'../' * (len(Path(rel).parts))}{Path(page).stem}.ipynb).\n\n" if page else ""
+    return (
+        f"---\nsearch:\n  exclude: true\n---\n\n# `{rel}`\n\n{back}"
+        f'{fence}python linenums="1"\n{text.rstrip()}\n{fence}\n'
     )
-    nav = "".join(f'<li><a href="{root}{n}">{Markdown(site, set()).inline(t)}</a></li>' for n, t in site.pages)
-    return PAGE.format(
-        title=html.escape(rel),
-        site=html.escape(site.settings.get("title", site.lib)),
-        root=root,
+
+
+def write_pages(nbs, settings):
+    "The generator's input in `_proc/docs/`, its settings in `_proc/mkdocs.yml` (chapters in order, the index first)."
+    site = Site(nbs, settings)
+    if PAGES.exists():
+        shutil.rmtree(PAGES)
+    (PAGES / "stylesheets").mkdir(parents=True)
+    (PAGES / "javascripts").mkdir()
+    nav = []
+    for i, (nb, page, title, _) in enumerate(site.pages):
+        name = Path(page).stem + ".ipynb"
+        (PAGES / name).write_text(json.dumps(page_notebook(nb, site, i), ensure_ascii=False), encoding="utf-8")
+        nav.append({re.sub(r"`([^`]*)`", r"\1", title) if i else "Home": name})
+    if not site.source_template:
+        lib_dir = ROOT / settings.get("lib_path", site.lib)
+        for p in sorted(lib_dir.glob("*.py")):
+            if not p.name.startswith("_"):  # the package's own index and __init__: no entries link there
+                rel = p.relative_to(ROOT).as_posix()
+                dst = PAGES / "src" / (rel + ".md")
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_text(source_page(rel, site), encoding="utf-8")
+    shutil.copy(ASSETS / "extra.css", PAGES / "stylesheets" / "extra.css")
+    shutil.copy(ASSETS / "iframe-worker.js", PAGES / "javascripts" / "iframe-worker.js")
+    cfg = yaml.safe_load((ASSETS / "mkdocs.yml").read_text(encoding="utf-8"))
+    cfg.update(
+        site_name=settings.get("title", site.lib),
+        site_description=settings.get("description", ""),
+        docs_dir=str(PAGES),
+        site_dir=str(OUT),
         nav=nav,
-        toc="",
-        h1=f'<h1 class="title"><code>{html.escape(rel)}</code></h1>',
-        lead=back,
-        body=f'<div class="source-file">{code}</div>',
-        pager="",
+        not_in_nav="/src/",
+        hooks=[str(TOOLS / "docs_hooks.py")],
     )
-
-
-def _unlink_missing_anchors(out):
-    "nbdev links every backticked name it knows, private ones too: keep only links whose anchor exists."
-    pages = {p.name: p.read_text(encoding="utf-8") for p in out.glob("*.html")}
-    ids = {n: set(re.findall(r' id="([^"]+)"', t)) for n, t in pages.items()}
-
-    def fix(m, here):
-        page, _, frag = html.unescape(m.group(1)).partition("#")
-        ok = (page or here) in ids and (not frag or frag in ids[page or here])
-        return m.group(0) if ok else m.group(2)
-
-    for n, t in pages.items():
-        new = re.sub(r'<a href="([^"]*)" data-autolink>(.*?)</a>', lambda m: fix(m, n), t)
-        if new != t:
-            (out / n).write_text(new, encoding="utf-8")
+    for p in cfg["plugins"]:
+        if isinstance(p, dict) and "mkdocs-jupyter" in p:
+            p["mkdocs-jupyter"]["cache_dir"] = str(PROC / "cache")
+    (PROC / "mkdocs.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return site
 
 
 def build(jobs, reuse=False):
@@ -1114,34 +705,24 @@ def build(jobs, reuse=False):
     elif not process(nbs, jobs, settings.get("lib_name", "fused_csa_nb")):
         return False
     t1 = time.perf_counter()
-    if OUT.exists():
-        shutil.rmtree(OUT)
-    (OUT / "figures").mkdir(parents=True)
-    site = Site(nbs, settings)
-    index = []
-    for i, nb in enumerate(nbs):
-        page, recs = render_page(nb, site, i)
-        (OUT / site.pages[i][0]).write_text(page, encoding="utf-8")
-        index += recs
-    _unlink_missing_anchors(OUT)
-    if not site.source_template:
-        lib_dir = ROOT / settings.get("lib_path", site.lib)
-        for p in sorted(lib_dir.glob("*.py")):
-            if p.name.startswith("_"):
-                continue  # the package's own index and __init__: no entries link there
-            rel = p.relative_to(ROOT).as_posix()
-            dst = OUT / "src" / (rel + ".html")
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_text(render_source(rel, site), encoding="utf-8")
-    (OUT / "search-index.js").write_text(
-        "window.SITE_SEARCH = " + json.dumps(index, ensure_ascii=False, separators=(",", ":")) + ";\n", encoding="utf-8"
+    write_pages(nbs, settings)
+    t2 = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--clean", "-f", str(PROC / "mkdocs.yml")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # the generator's own notice about its future, every build
     )
-    css = (ASSETS / "style.css").read_text(encoding="utf-8")
-    (OUT / "style.css").write_text(css + HtmlFormatter(style="friendly").get_style_defs(".highlight"), encoding="utf-8")
-    shutil.copy(ASSETS / "site.js", OUT / "site.js")
+    for line in r.stderr.splitlines() + r.stdout.splitlines():
+        if not line.startswith("INFO") and line.strip():
+            print(f"  mkdocs: {line}", file=sys.stderr)
+    if r.returncode:
+        print(f"FAIL: mkdocs build exited {r.returncode}", file=sys.stderr)
+        return False
     print(
         f"docs: {len(nbs)} pages in {OUT.relative_to(ROOT) if OUT.is_relative_to(ROOT) else OUT}/ (nbdev processing "
-        f"{t1 - t0:.0f} s, rendering {time.perf_counter() - t1:.1f} s; {len(index)} search entries)"
+        f"{t1 - t0:.0f} s, notebook pages {t2 - t1:.1f} s, mkdocs {time.perf_counter() - t2:.1f} s)"
     )
     return True
 
@@ -1162,8 +743,15 @@ LAUNCH_ARGS = [
     "--no-default-browser-check",
 ]
 
-PAGE_INFO = """() => {
+PAGE_INFO = """(width) => {
   const de = document.documentElement;
+  const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+    (el.className && typeof el.className === 'string'
+      ? '.' + el.className.trim().split(/\\s+/).slice(0, 2).join('.') : '');
+  const scrolls = el => {
+    const o = getComputedStyle(el).overflowX;
+    return o === 'auto' || o === 'scroll' || o === 'hidden';
+  };
   const overflowing = () => {
     if (de.scrollWidth <= de.clientWidth) return null;
     const w = de.clientWidth, hits = [];
@@ -1171,87 +759,106 @@ PAGE_INFO = """() => {
       const r = el.getBoundingClientRect();
       if (r.right > w + 1 && r.width > 0) {
         let p = el.parentElement, inside = false;
-        while (p && p !== document.body) { const o = getComputedStyle(p).overflowX;
-          if (o === 'auto' || o === 'scroll' || o === 'hidden') { inside = true; break; } p = p.parentElement; }
-        if (!inside) hits.push(el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
-                                (el.className && typeof el.className === 'string'
-                                  ? '.' + el.className.trim().split(/\\s+/).join('.') : '') +
-                                ' (right edge ' + Math.round(r.right) + ' px)');
+        while (p && p !== document.body) { if (scrolls(p)) { inside = true; break; } p = p.parentElement; }
+        if (!inside) hits.push(name(el) + ' (right edge ' + Math.round(r.right) + ' px)');
       }
       if (hits.length >= 3) break;
     }
     return {scroll: de.scrollWidth, client: de.clientWidth, culprits: hits};
   };
+  const article = document.querySelector('.md-content__inner') || document.body;
+  const right = article.getBoundingClientRect().right;
+  // tables: at a phone's width each fits its page or is stacked into cards; at a desktop's each fits
+  const tables = [];
+  for (const t of article.querySelectorAll('table')) {
+    const r = t.getBoundingClientRect();
+    if (!r.width) continue;
+    const fits = r.right <= right + 1 && t.scrollWidth <= t.clientWidth + 1;
+    const tr = t.querySelector('tr');
+    const stacked = !!tr && getComputedStyle(tr).display === 'block';
+    if (!fits && !(width < 600 && stacked))
+      tables.push((t.querySelector('th, td') || t).textContent.trim().slice(0, 40) + ' (' + Math.round(t.scrollWidth) +
+                  ' px in ' + Math.round(Math.min(t.clientWidth, right - r.left)) + ' px)');
+  }
+  // figures, images and code blocks past the text column, without a box that scrolls them
+  const past = [];
+  for (const el of article.querySelectorAll('img, svg, figure, pre, math, .highlight')) {
+    const r = el.getBoundingClientRect();
+    if (!r.width || r.right <= right + 1) continue;
+    let p = el.parentElement, held = false;
+    while (p && p !== article) { if (scrolls(p) && p.getBoundingClientRect().right <= right + 1) { held = true; break; }
+                                 p = p.parentElement; }
+    if (!held) past.push(name(el) + ' (right edge ' + Math.round(r.right) + ' px > ' + Math.round(right) + ')');
+  }
   const mdTable = /^\\s*\\|?\\s*:?-{3,}:?\\s*(\\|\\s*:?-{3,}:?\\s*)+\\|?\\s*$/m;
-  const pres = [...document.querySelectorAll('pre.output, .output pre')];
-  const wide = [], tables = [];
-  for (const p of pres) {
+  const wide = [], rawTables = [];
+  for (const p of document.querySelectorAll('.jp-OutputArea-output pre')) {
     const o = getComputedStyle(p).overflowX, box = p.getBoundingClientRect();
-    const main = p.closest('main');
-    const mr = main ? main.getBoundingClientRect().right : de.clientWidth;
-    if ((p.scrollWidth > p.clientWidth + 1 && !(o === 'auto' || o === 'scroll')) || box.right > mr + 1)
+    if ((p.scrollWidth > p.clientWidth + 1 && !(o === 'auto' || o === 'scroll')) || box.right > right + 1)
       wide.push(p.textContent.slice(0, 60));
-    if (mdTable.test(p.textContent)) tables.push(p.textContent.trim().split('\\n')[0].slice(0, 70));
+    if (mdTable.test(p.textContent)) rawTables.push(p.textContent.trim().split('\\n')[0].slice(0, 70));
   }
   return {
-    bad_images: [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src')),
+    bad_images: [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
+                                    .map(i => (i.getAttribute('src') || '').slice(0, 80)),
     n_images: document.images.length,
     ids: [...document.querySelectorAll('[id]')].map(e => e.id),
     links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
-    sources: [...document.querySelectorAll('a.source')].map(a => [a.getAttribute('href'), a.dataset.source]),
+    sources: [...document.querySelectorAll('a.api-source')].map(a => [a.getAttribute('href'), a.dataset.source]),
     resources: performance.getEntriesByType('resource').map(e => e.name),
-    overflow: overflowing(), wide_pre: wide, md_tables: tables,
+    overflow: overflowing(), wide_pre: wide, md_tables: rawTables, tables: tables, past: past,
   };
 }"""
 
 
-def _interactions(page, log):
-    "The search box, a copy button and the sidebar toggle on the index page work."
+def _interactions(page):
+    "The search box, a copy button and the chapter menu (at 390 px) work on the index page."
     problems = []
-    page.fill("#search", "CSAConfig")
-    page.wait_for_timeout(150)
-    hrefs = page.eval_on_selector_all("#search-results a", "as => as.map(a => a.getAttribute('href'))")
-    if not any(h.endswith("#csaconfig") for h in hrefs):
+    page.click("input.md-search__input")
+    page.keyboard.type("CSAConfig", delay=10)
+    try:
+        page.wait_for_selector(".md-search-result__item a", timeout=10000)
+    except Exception:
+        pass
+    hrefs = page.eval_on_selector_all(".md-search-result__item a", "as => as.map(a => a.getAttribute('href'))")
+    if not any(re.search(r"/config\.html(\?[^#]*)?(#csaconfig)?$", h) for h in hrefs):
         problems.append(f"search for 'CSAConfig' does not offer its API entry (results: {hrefs[:5]})")
     page.keyboard.press("Escape")
-    page.fill("#search", "")
-    if page.locator("button.copy").count():
-        page.locator("button.copy").first.click()
+    button = page.locator("clipboard-copy").first
+    if button.count():
+        button.click()
         page.wait_for_timeout(100)
-        label = page.locator("button.copy").first.inner_text()
-        if label not in ("Copied", "Selected"):
-            problems.append(f"copy button did not copy (label {label!r})")
+        text = page.evaluate("() => navigator.clipboard.readText().catch(() => null)")
+        want = page.evaluate(
+            "() => document.getElementById(document.querySelector('clipboard-copy').getAttribute('for')).textContent"
+        )
+        if text is not None and text.strip() != want.strip():
+            problems.append(f"the copy button copied {str(text)[:40]!r}, not the cell's code")
+        elif text is None and not page.is_visible("clipboard-copy .notice"):
+            problems.append("the copy button did not copy (no clipboard, no notice)")
     else:
         problems.append("no copy button on the index page")
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(50)
-    page.click(".nav-toggle")
-    page.wait_for_timeout(50)
-    if not page.is_visible("#sidebar"):
-        problems.append("the sidebar toggle does not show the chapters at 390 px")
-    page.click(".nav-toggle")
+    side = "() => document.querySelector('.md-sidebar--primary').getBoundingClientRect().left"
+    if page.evaluate(side) >= 0:
+        problems.append("the chapter menu is in view at 390 px before its button is pressed")
+    page.click("label.md-header__button[for='__drawer']")
+    page.wait_for_timeout(400)
+    if page.evaluate(side) < -1 or not page.is_visible(".md-sidebar--primary .md-nav__link"):
+        problems.append("the menu button does not show the chapters at 390 px")
+    page.click("label.md-overlay[for='__drawer']", force=True)
     return problems
 
 
-def check(warn=(), nbs=None):
+def _visit(paths, exe, shots, full):
+    """Open `paths` (pages of `_docs/`) in one headless Chromium at both widths (run in a worker).
+    Returns ({page: ids}, [(page, href)], [(page, href, 'path:line')], [(rule or None, message)], [summary line])."""
     import tempfile
     from playwright.sync_api import sync_playwright
 
-    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe:
-        print("FAIL: no chromium found (apt-get install chromium, or set $CHROMIUM)", file=sys.stderr)
-        return False
-    pages = sorted(OUT.glob("*.html")) + sorted((OUT / "src").rglob("*.html"))
-    if not pages:
-        print("FAIL: no pages in _docs/ (build first)", file=sys.stderr)
-        return False
-    problems, warnings, ids, links, sources = [], [], {}, [], []
-
-    def rule(name, msg):
-        (warnings if name in warn else problems).append(msg)
-
-    shots = OUT / "screenshots"
-    shots.mkdir(exist_ok=True)
+    ids, links, sources, found, lines = {}, [], [], [], []
+    shots = Path(shots)
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
             profile, executable_path=exe, headless=True, args=LAUNCH_ARGS, viewport={"width": WIDTHS[0], "height": 900}
@@ -1271,25 +878,26 @@ def check(warn=(), nbs=None):
             "requestfailed",
             lambda r: (
                 log.append(f"request failed: {r.url} ({r.failure})")
-                if not r.url.startswith(("file:", "data:"))
+                if not r.url.startswith(("file:", "data:", "blob:"))
                 else None
             ),
         )
 
         def route(r):
-            if r.request.url.startswith(("file:", "data:")):
+            if r.request.url.startswith(("file:", "data:", "blob:")):
                 return r.continue_()
             log.append(f"request leaving the machine: {r.request.url}")
             return r.abort()
 
         ctx.route("**/*", route)
-        for p in pages:
+        for p in map(Path, paths):
             rel = p.relative_to(OUT).as_posix()
+            top = p.parent == OUT
             log.clear()
             page.set_viewport_size({"width": WIDTHS[0], "height": 900})
             page.goto(p.as_uri(), wait_until="load")
             page.wait_for_timeout(30)
-            info = page.evaluate(PAGE_INFO)
+            info = page.evaluate(PAGE_INFO, WIDTHS[0])
             ids[rel] = set(info["ids"])
             seen = {}
             for i in info["ids"]:
@@ -1299,28 +907,33 @@ def check(warn=(), nbs=None):
             links += [(rel, h) for h in info["links"]]
             sources += [(rel, h, d) for h, d in info["sources"]]
             for u in info["resources"]:
-                if not u.startswith(("file:", "data:")):
+                if not u.startswith(("file:", "data:", "blob:")):
                     log.append(f"resource not local: {u}")
             for src in info["bad_images"]:
                 log.append(f"image not decoded: {src}")
             for t in info["wide_pre"]:
-                rule("raw-output", f"{rel}: an output wider than the page that does not scroll: {t!r}")
+                found.append(("raw-output", f"{rel}: an output wider than the page that does not scroll: {t!r}"))
             for t in info["md_tables"]:
-                rule(
-                    "raw-output",
-                    f"{rel}: raw Markdown table text in an output (display it with IPython.display.Markdown): {t!r}",
-                )
+                what = "raw Markdown table text in an output (display it with IPython.display.Markdown)"
+                found.append(("raw-output", f"{rel}: {what}: {t!r}"))
+            for t in info["tables"]:
+                log.append(f"at {WIDTHS[0]} px a table wider than the page: {t}")
+            for t in info["past"]:
+                log.append(f"at {WIDTHS[0]} px past the text column: {t}")
             overflow = {WIDTHS[0]: info["overflow"]}
-            if p.stem in SCREENSHOT_PAGES and p.parent == OUT:
-                page.screenshot(path=str(shots / f"{p.stem}-{WIDTHS[0]}.png"))
+            if p.stem in SCREENSHOT_PAGES and top:
+                page.screenshot(path=str(shots / f"{p.stem}-{WIDTHS[0]}.png"), full_page=full)
             for w in WIDTHS[1:]:
                 page.set_viewport_size({"width": w, "height": 844})
-                if p.parent == OUT:
+                if top:
                     page.reload(wait_until="load")  # laid out (and scripted) as a phone would
                 page.wait_for_timeout(30)
-                overflow[w] = page.evaluate(PAGE_INFO)["overflow"]
-                if p.stem in SCREENSHOT_PAGES and p.parent == OUT:
-                    page.screenshot(path=str(shots / f"{p.stem}-{w}.png"))
+                narrow = page.evaluate(PAGE_INFO, w)
+                overflow[w] = narrow["overflow"]
+                for t in narrow["tables"]:
+                    log.append(f"at {w} px a table wider than the page and not stacked into cards: {t}")
+                if p.stem in SCREENSHOT_PAGES and top:
+                    page.screenshot(path=str(shots / f"{p.stem}-{w}.png"), full_page=full)
             for w, o in overflow.items():
                 if o:
                     log.append(
@@ -1329,14 +942,56 @@ def check(warn=(), nbs=None):
                     )
             if rel == "index.html":
                 page.set_viewport_size({"width": WIDTHS[0], "height": 900})
-                log += _interactions(page, log)
-            problems += [f"{rel}: {m}" for m in dict.fromkeys(log)]
-            if p.parent == OUT:
-                print(
+                page.reload(wait_until="load")
+                log += _interactions(page)
+            found += [(None, f"{rel}: {m}") for m in dict.fromkeys(log)]
+            if top:
+                lines.append(
                     f"  {rel:24s} {len(info['links']):4d} links {info['n_images']:3d} images"
                     f"{'' if not log else '  ' + str(len(set(log))) + ' problem(s)'}"
                 )
         ctx.close()
+    return ids, links, sources, found, lines
+
+
+def check(warn=(), nbs=None, shots=None, jobs=2):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        print("FAIL: no chromium found (apt-get install chromium, or set $CHROMIUM)", file=sys.stderr)
+        return False
+    pages = sorted(p for p in OUT.glob("*.html") if p.name != "404.html") + sorted((OUT / "src").rglob("*.html"))
+    if not pages:
+        print("FAIL: no pages in _docs/ (build first)", file=sys.stderr)
+        return False
+    problems, warnings, ids, links, sources = [], [], {}, [], []
+
+    def rule(name, msg):
+        (warnings if name in warn else problems).append(msg)
+
+    full = shots is not None  # screenshots asked for: whole pages; the default: what a reader sees first
+    shots = Path(shots) if shots else OUT / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    n = max(1, min(jobs, len(pages)))
+    import docs as this  # the workers find `_visit` by module name
+
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as ex:  # one Chromium each
+        results = list(
+            ex.map(
+                this._visit, [[str(p) for p in pages[k::n]] for k in range(n)], [exe] * n, [str(shots)] * n, [full] * n
+            )
+        )
+    lines = []
+    for i, ln, src, found, summary in results:
+        ids.update(i)
+        links += ln
+        sources += src
+        lines += summary
+        for name, msg in found:
+            (problems.append(msg) if name is None else rule(name, msg))
+    print("\n".join(sorted(lines)))
     print(f"  src/ {len([p for p in pages if p.parent != OUT])} source pages")
     for src, href in links:
         if re.match(r"^[a-z]+:", href):
@@ -1392,11 +1047,12 @@ def check(warn=(), nbs=None):
             else "cell ending in an expression has no stored output (python tools/execute_nb.py --cpu)"
         )
         rule("missing-gpu-output" if kind == "gpu" else "missing-output", f"{nb}: cell {i} ({first!r}): {what}")
-    for nb, i, what, gpu in raw_outputs(nbs or notebooks()):  # a GPU cell's output changes only on the GPU
-        rule(
-            "raw-gpu-output" if gpu else "raw-output",
-            f"{nb}: cell {i}: {what}" + (" (run it on the GPU again)" if gpu else ""),
-        )
+    for nb, i, what, gpu, known in raw_outputs(nbs or notebooks()):  # a GPU cell's output changes only on the GPU
+        msg = f"{nb}: cell {i}: {what}" + (" (run it on the GPU again)" if gpu else "")
+        if known:
+            warnings.append(msg)
+        else:
+            rule("raw-gpu-output" if gpu else "raw-output", msg)
     for m in warnings:
         print("WARN", m, file=sys.stderr)
     for m in problems:
@@ -1435,9 +1091,14 @@ def main(argv=None):
         help="report cells missing their outputs as warnings (development); the default fails on them",
     )
     ap.add_argument("--warn", default="", help=f"comma-separated check rules reported as warnings: {', '.join(RULES)}")
-    ap.add_argument("--jobs", type=int, default=2, help="notebooks processed at once (default 2)")
+    ap.add_argument("--jobs", type=int, default=2, help="notebooks processed, pages checked at once (default 2)")
     ap.add_argument("--reuse-proc", action="store_true", help="render the notebooks already processed in _proc/")
     ap.add_argument("--nbs", default=None, help="the notebooks' folder (default: nbs_path of settings.ini)")
+    ap.add_argument(
+        "--screenshots",
+        default=None,
+        help="write whole-page screenshots here (default: the first screen, in _docs/screenshots)",
+    )
     args = ap.parse_args(argv)
     NBS = Path(args.nbs).resolve() if args.nbs else ROOT / _settings().get("nbs_path", "nbs")
     warn = {w.strip() for w in args.warn.split(",") if w.strip()}
@@ -1451,7 +1112,7 @@ def main(argv=None):
     if not args.check_only:
         ok = build(args.jobs, args.reuse_proc)
     if ok and (args.check or args.check_only):
-        ok = check(warn)
+        ok = check(warn, shots=args.screenshots, jobs=args.jobs)
     print(f"docs: {'ok' if ok else 'FAILED'} in {time.perf_counter() - t0:.0f} s")
     return 0 if ok else 1
 

@@ -24,7 +24,9 @@ description gets an empty cell.
 
 Entries are plain JSON (stored in the processed notebook's cell metadata; no key is named `source` or ends
 in `_`, which nbdev's notebook writer treats specially) so that rendering needs
-no import of the package.
+no import of the package. `EntryHTML` renders an entry as the HTML the site shows (heading with the name's
+anchor, signature, docstring, a row for every parameter or field), placed in the page's notebook as a cell
+output for the generator to keep as it is.
 """
 
 import ast
@@ -748,3 +750,166 @@ def _distinct_anchors(entries):
     for e in entries:
         if len(by_anchor[e["anchor"]]) > 1 and e["name"] != e["anchor"]:
             e["anchor"] = e["name"]
+
+
+# ---------------------------------------------------------------- rendering an entry as HTML
+
+
+def _wrap_call(head, args, tail="", width=88):
+    "`head(args...)tail`, one line when short, else the arguments packed on indented lines."
+    one = f"{head}({', '.join(args)}){tail}"
+    if len(one) <= width or not args:
+        return one
+    lines, cur = [], "    "
+    for a in args:
+        piece = a + ", "
+        if len(cur) + len(piece) > width and cur.strip():
+            lines.append(cur.rstrip())
+            cur = "    "
+        cur += piece
+    lines.append(cur.rstrip().rstrip(","))
+    return f"{head}(\n" + "\n".join(lines) + f"\n){tail}"
+
+
+def _param_text(p):
+    s = {"VAR_POSITIONAL": "*", "VAR_KEYWORD": "**"}.get(p["kind"], "") + p["name"]
+    if p["annotation"]:
+        s += f": {p['annotation']}"
+    if p["default"] is not None:
+        s += (" = " if p["annotation"] else "=") + p["default"]
+    return s
+
+
+def _sig_args(sig):
+    out, kw_marked, params = [], False, sig["params"]
+    for i, p in enumerate(params):
+        if p["kind"] == "KEYWORD_ONLY" and not kw_marked and not any(q["kind"] == "VAR_POSITIONAL" for q in params):
+            out.append("*")
+            kw_marked = True
+        out.append(_param_text(p))
+        if p["kind"] == "POSITIONAL_ONLY" and (i + 1 == len(params) or params[i + 1]["kind"] != "POSITIONAL_ONLY"):
+            out.append("/")
+    return out
+
+
+def _comment_md(text):
+    "A source comment as Markdown: `*` is arithmetic there, not emphasis (code spans kept)."
+    return "".join(p if p.startswith("`") else p.replace("*", "\\*") for p in re.split(r"(`[^`]*`)", text or ""))
+
+
+def signature_text(e):
+    "The entry's signature as Python source (`def f(a: int = 1) -> int`, `@dataclass\\nclass C`)."
+    kind, name, sig = e["kind"], e["name"].split(".")[-1], e.get("signature")
+    if kind in ("dataclass", "namedtuple", "class"):
+        bases = e.get("bases")
+        head = ("@dataclass\n" if kind == "dataclass" else "") + f"class {name}" + (f"({bases})" if bases else "")
+        if kind == "class" and sig:
+            init = _wrap_call("def __init__", ["self"] + _sig_args(sig), "", 84)
+            return head + ":\n    " + init.replace("\n", "\n    ")
+        return head
+    if kind == "property":
+        ret = sig.get("returns") if sig else None
+        return f"@property\n{name}" + (f" -> {ret}" if ret else "")
+    deco = {"classmethod": "@classmethod\n", "staticmethod": "@staticmethod\n"}.get(kind, "")
+    ret = f" -> {sig['returns']}" if sig and sig.get("returns") else ""
+    return deco + _wrap_call(f"def {name}", _sig_args(sig) if sig else ["..."], ret)
+
+
+class EntryHTML:
+    """An API entry as HTML: a heading with the name's anchor, kind and source link, the signature, the docstring,
+    and a table of every parameter (or field) with its type, default and description.
+
+    `md(text, exclude)`: Markdown -> HTML (backticked package names linked, except those in `exclude`);
+    `url(name)`: the page#anchor of a package name or None; `kind_of(name)`: its entry kind;
+    `code(text)`: highlighted Python; `source(where)`: (href, 'path:line') of a source location or None."""
+
+    def __init__(self, md, url, kind_of, code, source):
+        self.md, self.url, self.kind_of, self.code, self.source = md, url, kind_of, code, source
+
+    def inline(self, text, exclude=()):
+        return re.sub(r"^<p>|</p>\s*$", "", self.md(str(text), exclude).strip())
+
+    def link_type(self, ann):
+        "An annotation with the package's classes linked."
+
+        def sub(m):
+            url = self.url(m.group(0))
+            if url and self.kind_of(m.group(0)) in ("class", "dataclass", "namedtuple"):
+                return f'<a href="{html.escape(url)}">{m.group(0)}</a>'
+            return m.group(0)
+
+        return "<code>" + re.sub(r"[A-Za-z_][\w.]*", sub, html.escape(ann)) + "</code>" if ann else ""
+
+    def table(self, rows, head="Parameter", exclude=()):
+        if not rows:
+            return ""
+        body = "".join(
+            f"<tr><td><code>{html.escape(name)}</code></td><td>{self.link_type(ann)}</td>"
+            f"<td>{'<code>' + html.escape(default) + '</code>' if default is not None else ''}</td>"
+            f"<td>{self.inline(desc, exclude) if desc else ''}</td></tr>"
+            for name, ann, default, desc in rows
+        )
+        return (
+            f'<table class="api-params"><thead><tr><th>{head}</th><th>Type</th><th>Default</th>'
+            f"<th>Description</th></tr></thead><tbody>{body}</tbody></table>"
+        )
+
+    def __call__(self, e, level=3, taken=None):
+        "HTML of entry `e` (its members as entries of their own, one level down)."
+        kind, name, anchor = e["kind"], e["name"], e["anchor"]
+        label = {"reexport": "re-export", "namedtuple": "NamedTuple"}.get(kind, kind)
+        src = self.source(e.get("where"))
+        link = (
+            f'<a class="api-source" href="{html.escape(src[0])}" data-source="{html.escape(src[1])}">source</a>'
+            if src
+            else ""
+        )
+        h = [
+            f'<section class="api api-{kind}"><h{level} id="{html.escape(anchor)}" class="api-name">'
+            f'<code>{html.escape(name)}</code> <span class="api-kind">{label}</span>{link}</h{level}>'
+        ]
+        params = [p["name"] for p in (e.get("signature") or {}).get("params", [])]
+        if kind in ("reexport", "alias"):
+            t = e["target"]
+            url = self.url(f"{t['module']}.{t['name']}") or self.url(t["name"])
+            what = f"[`{t['name']}`]({url})" if url else f"`{t['name']}`"
+            where = self.url(t["module"])
+            mod = f"[`{t['module']}`]({where})" if where else f"`{t['module']}`"
+            msg = (
+                f"Re-exported from {mod}: the same object as {what}."
+                if kind == "reexport"
+                else f"Another name for {what} (the same function)."
+            )
+            h.append(self.md(msg) + self.md(e.get("summary") or ""))
+        elif kind == "constant":
+            value = e.get("written") or e.get("value")
+            line = f"{name} = {value}" if value else f"{name}: {e.get('type')}"
+            if e.get("written") and e.get("value") and e["value"] != e["written"]:
+                line += f"  # = {e['value']}"
+            if e.get("value_summary"):
+                line += f"  # {e['value_summary']}"
+            h.append(self.code(line))
+            if e.get("doc"):
+                h.append(self.md(e["doc"]))
+        else:
+            h.append(self.code(signature_text(e)))
+            if e.get("doc"):
+                h.append(self.md(e["doc"], params))
+            pd = e.get("params_doc") or {}
+            if e.get("fields") is not None:
+                rows = [(f["name"], f["annotation"], f["default"], _comment_md(f.get("doc", ""))) for f in e["fields"]]
+                h.append(self.table(rows, "Field", [f["name"] for f in e["fields"]]))
+            elif e.get("signature"):
+                sig = e["signature"]
+                star = {"VAR_POSITIONAL": "*", "VAR_KEYWORD": "**"}
+                rows = [
+                    (star.get(p["kind"], "") + p["name"], p["annotation"], p["default"], pd.get(p["name"], ""))
+                    for p in sig["params"]
+                ]
+                if kind != "property" and (sig.get("returns") or e.get("returns_doc")) and rows:
+                    rows.append(("→ returns", sig.get("returns"), None, e.get("returns_doc", "")))
+                h.append(self.table(rows, exclude=params))
+            for m in e.get("members") or []:
+                h.append(self({**m, "module": e.get("module")}, level=4))
+        h.append("</section>")
+        return "".join(h)
