@@ -52,8 +52,9 @@ Usage: python tools/docs.py [--check] [--check-only] [--allow-missing-outputs] [
    The search box, a copy button and the chapter menu (phone width) are exercised on the index page.
    Stored outputs a reader should not get fail the `raw-output` rule too: a warning printed to
    stderr, a raw dict printed or displayed where a table or a sentence belongs, the repr of a
-   tuple / list / dict holding tensors (`({'a': tensor([...], dtype=torch.float64)},)`), a text output
-   of more than 120 lines.
+   tuple / list / dict holding tensors (`({'a': tensor([...], dtype=torch.float64)},)`) over 20 lines or
+   with elided values (a few small tensors side by side are an example and pass), a text output of more
+   than 120 lines.
    Screenshots of the index, bench, deterministic, decode, hf and sharding pages at both widths are written
    to `_docs/screenshots/` (the first screen), or to `--screenshots DIR` (whole pages).
    `--allow-missing-outputs` (development) reports the missing-output rule as warnings; `--warn RULES` does so
@@ -360,19 +361,10 @@ def missing_outputs(nbs):
 
 RAW_LINES = 120  # a stored text output longer than this is a dump, not something a reader reads
 # the repr of a container holding tensors: a tensor right after `(`, `[`, `{`, `,` or `:` (a tuple, a list, a dict's
-# value, any nesting: `({'a': tensor([...], dtype=torch.float64)},)`)
+# value, any nesting: `({'a': tensor([...], dtype=torch.float64)},)`) is a dump when it is longer than
+# TENSOR_REPR_LINES or elides values (`...`): a few small tensors side by side are an example a reader reads
 _TENSOR_IN_CONTAINER = re.compile(r"[\[({,:]\s*tensor\(")
-# outputs stored before the rule covered tuples and lists of tensors: (notebook, cell id) -> reported as warnings
-# until the notebook shows them as a table or a sentence
-KNOWN_TENSOR_REPRS = {
-    ("00_layout.ipynb", "9d61a858"),
-    ("00_layout.ipynb", "b2e9d1c1"),
-    ("00_rotary.ipynb", "472df4b4"),
-    ("02_teacher.ipynb", "064014d2"),
-    ("02_teacher.ipynb", "f57545e7"),
-    ("05_context_parallel.ipynb", "16d7aa68"),
-    ("06_attention.ipynb", "573ca02b"),
-}
+TENSOR_REPR_LINES = 20
 
 
 def _lines(text):
@@ -380,10 +372,10 @@ def _lines(text):
 
 
 def raw_outputs(nbs):
-    """[(notebook, cell index, what, is a GPU cell, known)] of stored outputs a reader should not get: a warning printed
-    to stderr, the repr of a tuple / list / dict holding tensors, a text output (stream, text/plain, text/markdown) of
-    more than `RAW_LINES` lines, or a raw dict / list of dicts (`{'a': 1, ...}` printed or displayed) where a table or
-    a sentence belongs. `known`: a tensor repr of `KNOWN_TENSOR_REPRS` (reported as a warning)."""
+    """[(notebook, cell index, what, is a GPU cell)] of stored outputs a reader should not get: a warning printed to
+    stderr, the repr of a tuple / list / dict holding tensors that is long (`TENSOR_REPR_LINES`) or elides values, a
+    text output (stream, text/plain, text/markdown) of more than `RAW_LINES` lines, or a raw dict / list of dicts
+    (`{'a': 1, ...}` printed or displayed) where a table or a sentence belongs."""
     out = []
     for nb_path in nbs:
         for i, c in enumerate(_read(nb_path)["cells"]):
@@ -397,18 +389,19 @@ def raw_outputs(nbs):
                         f"a warning in the output: {text.strip().splitlines()[0][:100]!r} "
                         "(fix its cause, or silence it where it is raised with a reason)"
                     )
-                elif _TENSOR_IN_CONTAINER.search(text):  # tensors in a tuple, list or dict printed: a dump
-                    what = f"the repr of a container of tensors in the output: {text.strip()[:80]!r}"
-                    if (nb_path.name, c.get("id")) in KNOWN_TENSOR_REPRS:
-                        out.append((nb_path.name, i, what + " (known: show it as a table or a sentence)", gpu, True))
-                        continue
+                elif _TENSOR_IN_CONTAINER.search(text) and (n_lines > TENSOR_REPR_LINES or "..." in text):
+                    what = (
+                        f"the repr of a container of tensors in the output ({n_lines} lines"
+                        f"{', values elided' if '...' in text else ''}): {text.strip()[:80]!r}"
+                        " (show a table or a sentence)"
+                    )
                 elif n_lines > RAW_LINES:
                     what = f"an output of {n_lines} lines (over {RAW_LINES}): a dump"
                 elif re.search(r"^\s*\[?\{'\w+': ", text, re.M) and "text/markdown" not in data:
                     what = f"a raw dict in the output: {text.strip()[:80]!r} (show a table or a sentence)"
                 else:
                     continue
-                out.append((nb_path.name, i, what, gpu, False))
+                out.append((nb_path.name, i, what, gpu))
     return out
 
 
@@ -1047,12 +1040,11 @@ def check(warn=(), nbs=None, shots=None, jobs=2):
             else "cell ending in an expression has no stored output (python tools/execute_nb.py --cpu)"
         )
         rule("missing-gpu-output" if kind == "gpu" else "missing-output", f"{nb}: cell {i} ({first!r}): {what}")
-    for nb, i, what, gpu, known in raw_outputs(nbs or notebooks()):  # a GPU cell's output changes only on the GPU
-        msg = f"{nb}: cell {i}: {what}" + (" (run it on the GPU again)" if gpu else "")
-        if known:
-            warnings.append(msg)
-        else:
-            rule("raw-gpu-output" if gpu else "raw-output", msg)
+    for nb, i, what, gpu in raw_outputs(nbs or notebooks()):  # a GPU cell's output changes only on the GPU
+        rule(
+            "raw-gpu-output" if gpu else "raw-output",
+            f"{nb}: cell {i}: {what}" + (" (run it on the GPU again)" if gpu else ""),
+        )
     for m in warnings:
         print("WARN", m, file=sys.stderr)
     for m in problems:
