@@ -271,6 +271,7 @@ STEP_VARIANTS = {  # label → (`_DET_DEFAULT` updates, `_DET_INDEX_PARTS` updat
     "fixed-point-fused-dq": (dict(accumulate="fixed_point", fuse_dq=True), dict(accumulate="fixed_point")),
     # + the indexer's d_q from the deterministic kernel, cuDNN's indexer backward not called (`with_dq`: `_DET_INDEX_DQ
     # = "deterministic"`, `_sparse_block_loss` takes the indexer backward from `_deterministic_index_dk(with_dq=True)`)
+    # ("bitwise today's" False: d_q is another sum, so the indexer `wq`'s gradient differs; d_k, d_w the same bits)
     "sorted-bf16-fused-dq+index-dq": (BF16 | dict(fuse_dq=True), BF16 | dict(with_dq=True)),
     "today+index-dq": ({}, dict(with_dq=True)),
 }
