@@ -861,3 +861,46 @@ if triton is not None:
         tl.store(
             dq_ptr + (t * H + hs[:, None]) * D + dd[None, :], acc.to(dq_ptr.dtype.element_ty), mask=(hs < H)[:, None]
         )
+
+# %% ../nbs/04_deterministic.ipynb #03355b41
+_INDEX_DQ = ("cudnn", "deterministic")  # where the deterministic step's indexer `d_q` comes from (see above)
+# the default: cuDNN's indexer backward for `d_q`, as before, until `tools/det_sweep.py --step` measures the step
+_DET_INDEX_DQ = "cudnn"
+
+
+def _det_index_dq() -> str:
+    "`_DET_INDEX_DQ`, checked (`ValueError` naming it when it is none of `_INDEX_DQ`)."
+    return check_choice("_DET_INDEX_DQ", _DET_INDEX_DQ, _INDEX_DQ)
+
+
+def _set_det_index_dq(index_dq: str) -> str:
+    """Make `index_dq` (one of `_INDEX_DQ`) the deterministic step's indexer `d_q` source from the next block on,
+    checked first (`ValueError` naming `index_dq`); returns the previous one, to restore."""
+    global _DET_INDEX_DQ
+    prev, _DET_INDEX_DQ = _DET_INDEX_DQ, check_choice("index_dq", index_dq, _INDEX_DQ)
+    return prev
+
+# %% ../nbs/04_deterministic.ipynb #efb668c2
+@_op(
+    "index_bwd_deterministic",
+    "(Tensor q, Tensor w, Tensor k, Tensor target, Tensor predict, Tensor indices, "
+    "Tensor grad_loss, float sm_scale, float loss_coeff) -> (Tensor, Tensor, Tensor)",
+)
+def _index_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    if triton is None:
+        raise RuntimeError(
+            f"the deterministic indexer backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})"
+        )
+    return _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, with_dq=True)
+
+
+@_index_bwd_op.register_fake
+def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    like = lambda t, dtype: torch.empty(t.shape, dtype=dtype, device=t.device)  # contiguous, as the kernel writes
+    return like(k, torch.float32), like(w, torch.float32), like(q, q.dtype)
+
+
+def _index_bwd_det(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    """The whole sparse indexer backward, deterministic, as the op (`_index_dk_det`'s arguments):
+    `(d_index_k [B, S_k, D] fp32, d_weights [B, S, H] fp32, d_index_q [B, S, H, D] in `q`'s dtype)`."""
+    return _run("index_bwd_deterministic", q, w, k, target, predict, indices, grad_loss, sm_scale, float(loss_coeff))

@@ -71,7 +71,13 @@ from fused_csa_nb.reference import (
     _packed_input_poison,
 )
 from . import teacher as _teacher
-from .deterministic import _index_dk_det, _sparse_bwd_det, _sparse_fwd_det  # deterministic=True
+from fused_csa_nb.deterministic import (  # deterministic=True
+    _det_index_dq,
+    _index_bwd_det,
+    _index_dk_det,
+    _sparse_bwd_det,
+    _sparse_fwd_det,
+)
 
 # %% ../nbs/04_fused.ipynb #ec93fa6c
 def _check_sbhd(query, kv_full, attn_sink):
@@ -562,28 +568,23 @@ def _block_coeff(cfg, c, b):
 
 # %% ../nbs/04_fused.ipynb #b472baa6
 def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, one, dk_out):
-    "Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`."
+    """Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`. With
+    `cfg.deterministic`, `d_k`, `d_w` from the deterministic chapter's kernel, and `d_q` from cuDNN's backward or,
+    with `_DET_INDEX_DQ = "deterministic"` (read here, each block), from the same kernel: cuDNN's not called."""
     b = k_i.shape[0]
     target, predict, log_p, support = _sparse_teacher_and_predict(
         cfg, q, kv, lse, sink, scores, sel, cols, b, q_i, w_i, k_i
     )
-    grads = _indexer_bwd(
-        q_i,
-        w_i,
-        k_i,
-        target,
-        predict,
-        sel,
-        one,
-        cfg.isc,
-        _block_coeff(cfg, sel.shape[1], b),
-        cfg.lim.indexer_bwd_topk_multiple,
-        d_index_k=dk_out,
-    )
+    kl, coeff = _kl_rows(target, log_p, support).sum(), _block_coeff(cfg, sel.shape[1], b)
+    if cfg.deterministic and _det_index_dq() == "deterministic":  # the whole indexer backward ours, one call
+        dk, dw, dq = _index_bwd_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, coeff)
+        return kl, (dq, dw.to(w_i.dtype), _dk_result(dk, k_i, dk_out))
+    multiple = cfg.lim.indexer_bwd_topk_multiple
+    grads = _indexer_bwd(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, coeff, multiple, d_index_k=dk_out)
     if cfg.deterministic:  # cuDNN's SM90 d_k and d_w add with atomics: ours (deterministic chapter), its d_q kept
-        dk, dw = _index_dk_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, _block_coeff(cfg, sel.shape[1], b))
+        dk, dw = _index_dk_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, coeff)
         grads = (grads[0], dw.to(grads[1].dtype), _dk_result(dk, k_i, dk_out))
-    return _kl_rows(target, log_p, support).sum(), grads
+    return kl, grads
 
 # %% ../nbs/04_fused.ipynb #d8fa8f81
 def _dense_block_loss(cfg, query, ckv, lse_full, q_i, w_i, k_i, t0, t1, one, dk_out):

@@ -22,14 +22,17 @@ import torch.multiprocessing as mp
 
 from . import kernel_support as _kernel_support
 
-# imported for its side effect: it defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`
+# imported for its side effect: it defines the ops `sparse_attn_bwd_deterministic`, `index_dk_deterministic`,
+# `index_bwd_deterministic`
 from . import deterministic as _deterministic  # noqa: F401
 from .checks import _describe, check_float, check_int
+from .kernels import _IMPLS
+from .launch import _INTERPRETED
 from .layout import _compact
 
 # %% auto #0
-__all__ = ['STAND_INS', 'stand_in_kernels', 'similarity', 'max_rel_err', 'run_ranks', 'low_rank_indexer_inputs',
-           'selection_quality', 'replaying_capture']
+__all__ = ['STAND_INS', 'stand_in_kernels', 'interpreted_kernels', 'similarity', 'max_rel_err', 'run_ranks',
+           'low_rank_indexer_inputs', 'selection_quality', 'replaying_capture']
 
 # %% ../nbs/03_testing.ipynb #0847be0b
 def _gather_keys(kv, idx, topk_length):
@@ -278,6 +281,16 @@ def _stand_in_index_dk_deterministic(q, w, k, target, predict, indices, grad_los
 
 STAND_INS["index_dk_deterministic"] = _stand_in_index_dk_deterministic
 
+
+def _stand_in_index_bwd_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
+    "`(d_k, d_w, d_q)` of the deterministic op with `d_q`, the same float reference (`d_q` in `q`'s dtype)."
+    dk, dw = _stand_in_index_dk_deterministic(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff)
+    g = _score_grad(target, predict, loss_coeff / (q.shape[0] * q.shape[1]) * grad_loss[0])
+    return dk, dw, _indexer_grad(q, w, k, g, sm_scale, gather=indices)[0]
+
+
+STAND_INS["index_bwd_deterministic"] = _stand_in_index_bwd_deterministic
+
 # %% ../nbs/03_testing.ipynb #5170f969
 def _register_stand_ins():
     """Register the CPU kernels of the `fused_csa` ops that lack one
@@ -321,6 +334,30 @@ def stand_in_kernels(sm_major: int = 9):
         yield
     finally:
         _kernel_support._PLATFORMS.pop()
+
+# %% ../nbs/03_testing.ipynb #51da7997
+_TRITON_OPS = ("sparse_attn_bwd_deterministic", "index_dk_deterministic", "index_bwd_deterministic")
+
+
+@contextlib.contextmanager
+def interpreted_kernels(*names: str):
+    """The CPU kernels of the `fused_csa` ops `names` (of `_TRITON_OPS`, the ops whose implementation is a Triton
+    kernel) are those implementations, run by Triton's interpreter, instead of the stand-ins; the stand-ins again
+    on exit. Needs `TRITON_INTERPRET=1` before the package's import (a `RuntimeError` otherwise); use it with
+    `stand_in_kernels` for the other ops. `names`: op names (str), e.g. `"index_bwd_deterministic"`."""
+    unknown = [n for n in names if n not in _TRITON_OPS]
+    if unknown:
+        raise ValueError(f"`names` must be ops of {_TRITON_OPS}, got {unknown}")
+    if not _INTERPRETED:
+        raise RuntimeError("interpreted_kernels needs Triton's interpreter: TRITON_INTERPRET=1 before the import")
+    _register_stand_ins()
+    for n in names:
+        torch.library.register_kernel(f"fused_csa::{n}", "cpu", _IMPLS[n])
+    try:
+        yield
+    finally:
+        for n in names:
+            torch.library.register_kernel(f"fused_csa::{n}", "cpu", STAND_INS[n])
 
 # %% ../nbs/03_testing.ipynb #81c25c97
 def similarity(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -11,14 +11,16 @@ Usage:
 `--step` (alone; minutes on the H200, most of them compiling): the whole ratio-4 training step of
 `bench.deterministic_step` (V4-Flash layer, H 64, top-512, sparse indexer loss, batch 1) at each `--step-sq`, the
 default (non-deterministic) step first, then `deterministic=True` with each of `STEP_VARIANTS` (today's defaults, then
-the variants of the chapter's "Fewer bytes": `_DET_DEFAULT` and `_DET_INDEX_PARTS` patched for the step). Each is
+the variants of the chapter's "Fewer bytes": `_DET_DEFAULT`, `_DET_INDEX_PARTS` and `_DET_INDEX_DQ` set for the step,
+through `_set_det_index_dq` for the last). Each is
 timed GPU-bound: CUDA-graph replays (median of `--step-iters` at 4,096 tokens, `--step-iters-long` above: a 65K step
 is ~0.1-0.2 s and replays vary little), and steps queued back to back without a sync (mean); then five eager steps
 compared bitwise (output, loss, every gradient), and with the step of today's kernels ("today", which runs first),
 the least similarity of those tensors to the default step's, and the per-kernel CUDA time of one eager step
 (torch.profiler). A summary table gives each variant's ratio to the default step against the goal (1.3x at 4,096
-tokens, 1.5x at 65,536) and the `_DET_DEFAULT` / `_DET_INDEX_PARTS` lines that make the fastest repeating one the
-default. Both sizes from a cold Triton cache may pass 10 minutes: `--step-sq 4096` first, then `--step-sq 65536`.
+tokens, 1.5x at 65,536) and the `_DET_DEFAULT` / `_DET_INDEX_PARTS` / `_DET_INDEX_DQ` lines that make the fastest
+repeating one the default. Both sizes from a cold Triton cache may pass 10 minutes: `--step-sq 4096` first, then
+`--step-sq 65536`.
 
 First the indexer section (`--index-rows 0`: none; `--index-only`: it alone): `_deterministic_index_dk` at one block of
 a long sequence (B 1, `--index-rows` rows and as many keys, H 64, D 128, 512 distinct random entries per row, random
@@ -267,8 +269,9 @@ STEP_VARIANTS = {  # label → (`_DET_DEFAULT` updates, `_DET_INDEX_PARTS` updat
     "sorted-bf16-fused-dq": (BF16 | dict(fuse_dq=True), BF16),
     "sorted-bf16-fused-dq-seg32x128": (BF16 | dict(fuse_dq=True, seg_BLOCK_P=32, seg_BLOCK_D=128), BF16),
     "fixed-point-fused-dq": (dict(accumulate="fixed_point", fuse_dq=True), dict(accumulate="fixed_point")),
-    # + the indexer's d_q from the deterministic kernel, cuDNN's indexer backward skipped (what the layer would run
-    # once `_sparse_block_loss` takes d_q from `_deterministic_index_dk(with_dq=True)`; patched here, see below)
+    # + the indexer's d_q from the deterministic kernel, cuDNN's indexer backward not called (`with_dq`: `_DET_INDEX_DQ
+    # = "deterministic"`, `_sparse_block_loss` takes the indexer backward from `_deterministic_index_dk(with_dq=True)`)
+    # ("bitwise today's" False: d_q is another sum, so the indexer `wq`'s gradient differs; d_k, d_w the same bits)
     "sorted-bf16-fused-dq+index-dq": (BF16 | dict(fuse_dq=True), BF16 | dict(with_dq=True)),
     "today+index-dq": ({}, dict(with_dq=True)),
 }
@@ -278,39 +281,24 @@ GOAL = {4096: 1.3, 65536: 1.5}  # the issue's bound on deterministic / default s
 @contextlib.contextmanager
 def step_variant(attn: dict, index: dict):
     """`_DET_DEFAULT` updated by `attn`, the indexer's defaults by `index` (its `accumulate` into `_DET_INDEX_DEFAULT`,
-    `with_dq` through `indexer_with_dq`, the rest into `_DET_INDEX_PARTS`), for the steps run inside (the layer reads
-    them at each call)."""
+    `with_dq` into `_DET_INDEX_DQ` through `_set_det_index_dq`: "deterministic" if true, else "cudnn"; the rest into
+    `_DET_INDEX_PARTS`), for the steps run inside (the layer reads them at each call); all restored on exit."""
     saved = det._DET_DEFAULT, det._DET_INDEX_DEFAULT, det._DET_INDEX_PARTS
     parts = {k: v for k, v in index.items() if k not in ("accumulate", "with_dq")}
     det._DET_DEFAULT = {**saved[0], **attn}
     det._DET_INDEX_DEFAULT = index.get("accumulate", saved[1])
     det._DET_INDEX_PARTS = {**saved[2], **parts}
-    try:
-        with indexer_with_dq() if index.get("with_dq") else contextlib.nullcontext():
-            yield
-    finally:
-        det._DET_DEFAULT, det._DET_INDEX_DEFAULT, det._DET_INDEX_PARTS = saved
-
-
-@contextlib.contextmanager
-def indexer_with_dq():
-    """Measurement only: the fused path's sparse indexer backward (`_sparse_block_loss`, deterministic mode) taken
-    whole from `_deterministic_index_dk(with_dq=True)` — `d_q` too, cuDNN's indexer backward not called — by
-    patching the two calls it makes (`_indexer_bwd`, then `_index_dk_det`, same arguments)."""
-    from fused_csa_nb import fused_sparse_attention as fsa
-
-    saved, kept = (fsa._indexer_bwd, fsa._index_dk_det), []
-
-    def indexer_bwd(q, w, k, target, predict, sel, one, isc, coeff, multiple, d_index_k=None):
-        dk, dw, dq = det._deterministic_index_dk(q, w, k, target, predict, sel, one, isc, coeff, with_dq=True)
-        kept.append((dk, dw))
-        return dq, dw.to(w.dtype), None  # d_k: from the call below, as in deterministic mode
-
-    fsa._indexer_bwd, fsa._index_dk_det = indexer_bwd, lambda *args: kept.pop()
+    dq_saved = det._set_det_index_dq(index_dq(index))
     try:
         yield
     finally:
-        fsa._indexer_bwd, fsa._index_dk_det = saved
+        det._DET_DEFAULT, det._DET_INDEX_DEFAULT, det._DET_INDEX_PARTS = saved
+        det._set_det_index_dq(dq_saved)
+
+
+def index_dq(index: dict) -> str:
+    "The `_DET_INDEX_DQ` value of a variant's indexer settings: its `with_dq` says whether d_q is ours."
+    return "deterministic" if index.get("with_dq") else "cudnn"
 
 
 def step_fn(layer):
@@ -457,13 +445,7 @@ def step_summary(summary) -> None:
             f"fastest that repeats (its worst ratio {worst[best]:.2f}): {best}; to make it the default "
             f"(nbs/04_deterministic.ipynb, then export): _DET_DEFAULT = dict({kwargs({**det._DET_DEFAULT, **attn})}), "
             f'_DET_INDEX_DEFAULT = "{index.get("accumulate", det._DET_INDEX_DEFAULT)}", '
-            f"_DET_INDEX_PARTS = dict({kwargs(parts)})"
-            + (
-                "; and `_sparse_block_loss` (nbs/04_fused.ipynb) taking d_q from"
-                " `_deterministic_index_dk(with_dq=True)` instead of cuDNN's indexer backward"
-                if index.get("with_dq")
-                else ""
-            )
+            f'_DET_INDEX_PARTS = dict({kwargs(parts)}), _DET_INDEX_DQ = "{index_dq(index)}"'
         )
 
 
