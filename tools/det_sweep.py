@@ -324,16 +324,7 @@ def step_tensors(layer, inputs) -> dict:
 
 def queued_ms(fn, iters: int) -> float:
     "Mean ms of `iters` calls queued back to back (CUDA events around them all, no sync between), after 2 calls."
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(iters):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / iters
+    return bench._cuda_ms(fn, warmup=2, iters=iters)
 
 
 def fmt(ms) -> str:
