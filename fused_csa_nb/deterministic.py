@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from .checks import check_choice, check_int, check_scale, check_tensor, first_order_only
-from .launch import _cdiv, _INTERPRETED, _launch_triton, _pow2, _TRITON_IMPORT_ERROR, tl, triton
+from .launch import _cdiv, _INTERPRETED, _launch_triton, _need_triton, _pow2, tl, triton
 from .kernels import _SparseAttention, _op, _pad_idx, _run
 from .kernel_support import _check_devices, _sm_count, round_up
 from .layout import _pad_heads
@@ -538,8 +538,7 @@ if triton is not None:
     "Tensor indices, float sm_scale, Tensor? topk_length) -> (Tensor, Tensor, Tensor)",
 )
 def _det_bwd_op(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length):
-    if triton is None:
-        raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    _need_triton("the deterministic backward needs")
     return _deterministic_sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 
@@ -628,8 +627,7 @@ def deterministic_sparse_attn_bwd(
     sm_scale = check_scale("sm_scale", sm_scale, required=True)
     check_int("part_bytes", part_bytes, 1)
     variant = {} if accumulate is None else dict(accumulate=check_choice("accumulate", accumulate, _ACCUMULATE))
-    if triton is None:
-        raise RuntimeError(f"the deterministic backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    _need_triton("the deterministic backward needs")
     if q.device.type != "cuda" and not _INTERPRETED:
         raise ValueError(f"`q` must be a CUDA tensor (CPU only under TRITON_INTERPRET=1), got device {q.device}")
     _check_devices(
@@ -815,10 +813,7 @@ def _deterministic_index_dk(
     "Tensor grad_loss, float sm_scale, float loss_coeff) -> (Tensor, Tensor)",
 )
 def _index_dk_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    if triton is None:
-        raise RuntimeError(
-            f"the deterministic indexer d_k and d_w need triton, which is unavailable ({_TRITON_IMPORT_ERROR})"
-        )
+    _need_triton("the deterministic indexer d_k and d_w need")
     return _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff)
 
 
@@ -887,10 +882,7 @@ def _set_det_index_dq(index_dq: str) -> str:
     "Tensor grad_loss, float sm_scale, float loss_coeff) -> (Tensor, Tensor, Tensor)",
 )
 def _index_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    if triton is None:
-        raise RuntimeError(
-            f"the deterministic indexer backward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})"
-        )
+    _need_triton("the deterministic indexer backward needs")
     return _deterministic_index_dk(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, with_dq=True)
 
 

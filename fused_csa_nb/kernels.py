@@ -159,7 +159,7 @@ def _topk_launch(plan):
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
 # the package's one guarded triton import, and its one interpreter detector (chapter *Launch*)
-from .launch import _TRITON_IMPORT_ERROR, _launch_triton, _pow2, tl, triton
+from .launch import _launch_triton, _need_triton, _pow2, tl, triton
 
 # %% ../nbs/03_kernels.ipynb #6a8eec0d
 if triton is not None:
@@ -193,8 +193,7 @@ if triton is not None:
 def _nan_rows_(out, sink, row_poison=None):
     """In place: NaN into `out [s_q, H, DV]` (contiguous CUDA) for heads whose `sink [H]` is NaN/`+inf`, and for every
     head of rows whose `row_poison [s_q]` is not 0."""
-    if triton is None:
-        raise RuntimeError(f"the fused CSA forward needs triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+    _need_triton("the fused CSA forward needs")
     s_q, h, dv = out.shape
     if s_q:
         _launch_triton(

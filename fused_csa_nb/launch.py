@@ -48,6 +48,12 @@ def _pow2(n: int) -> int:
     "The smallest power of two `>= n` on the host (`triton.next_power_of_2`'s value, `0` for `0`), for block sizes."
     return 1 << (n - 1).bit_length() if n > 0 else 0
 
+# %% ../nbs/00_launch.ipynb #5962c639
+def _need_triton(what: str):
+    "A `RuntimeError` ('`what` need(s) triton, which is unavailable (why)') when Triton did not import; else nothing."
+    if triton is None:
+        raise RuntimeError(f"{what} triton, which is unavailable ({_TRITON_IMPORT_ERROR})")
+
 # %% ../nbs/00_launch.ipynb #895c4888
 _INTERPRETED = triton is not None and os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter runs kernels
 
