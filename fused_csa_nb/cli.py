@@ -617,6 +617,8 @@ BENCH_SECTIONS = {  # each section of BENCHMARKS.md: the `## ` headings (prefixe
     "packed": (_PACKED_HEADER,),
     "decode": (_DECODE_HEADER,),
     "context-parallel": ("## Context parallelism",),
+    "hf-decode": ("## Decoding through Hugging Face",),  # the Hugging Face chapter's stored GPU run
+    "ci": ("## CI on",),  # `tools/ci_section.py`, from a CI log
 }
 
 

@@ -779,7 +779,7 @@ def _deterministic_index_dk(
     done = lambda: (
         (
             (_from_fixed_point(acc, bad, e, bsum, torch.float32) if fixed else acc).view(b, sk, d),
-            dw.sum(1)[:, :h].view(b, s, h),  # the blocks in order (one torch reduction)
+            dw.sum(1)[:, :h].contiguous().view(b, s, h),  # blocks in order; contiguous, as the fakes
         )
         + ((dq,) if with_dq else ())
     )

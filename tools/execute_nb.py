@@ -35,9 +35,11 @@ script refreshes them, in one of three modes:
 
 * neither: the named notebooks run with every cell and every output is written.
 
-With `--benchmarks`, the `res` a notebook computed (the bench chapter's) is also rendered to that
-Markdown file, with the run's line under its first heading (commit, date: `bench.run_stamp`); the sections other
-runs wrote there — long context, packed sequences, CP — are kept. A notebook stops at
+With `--benchmarks`, the sections a notebook measured — its `benchmarks_md`, a dict from a section of
+`BENCHMARKS.md` (`cli.BENCH_SECTIONS`: "main", "packed", "decode", "hf-decode", ...) to its Markdown, set by the bench
+chapters' and the Hugging Face chapter's GPU cells — are merged into that Markdown file, each with the run's line under
+its first heading (commit, date: `bench.run_stamp`), when every cell passed; the sections other runs wrote there (long
+context, CP, CI) are kept. A notebook stops at
 its first failing cell (exit code 1), still writing what ran
 (the cells after it keep their outputs); the next notebook is executed all the same. Several
 notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
@@ -182,27 +184,41 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
     dst = Path(out) if out else nb_path
     write_nb(nb, dst)
     _clean(dst)
-    if (
-        benchmarks and isinstance(shell.user_ns.get("res"), dict) and "gpu" in shell.user_ns["res"]
-    ):  # the bench chapter's
-        from fused_csa_nb.bench import benchmarks_markdown, run_stamp, stamp_section
-        from fused_csa_nb.cli import BENCH_SECTIONS, _replace_text, merge_section
-
-        # the run's line (commit, date, what ran) under the section's first heading, as `fused-csa bench` writes it
-        new = stamp_section(
-            benchmarks_markdown(shell.user_ns["res"]), run_stamp(f"the GPU cells of nbs/{Path(nb_path).name}")
-        )
-        old = Path(benchmarks).read_text(encoding="utf-8") if Path(benchmarks).exists() else ""
-        # the main tables' blocks replaced, the sections other runs wrote (long context, CP, ...) kept, as
-        # `fused-csa bench --out` does (fenced code read as code; a link and the mode bits kept)
-        _replace_text(benchmarks, merge_section(old, new, BENCH_SECTIONS["main"]))
-        print(f"wrote {benchmarks}")
+    if benchmarks and failed is None:
+        write_sections(benchmarks, shell.user_ns.get("benchmarks_md"), nb_path.name)
     print(
         f"executed {nb_path.name}: {ran} code cells, {skipped} skipped by flags"
         + ("" if failed is None else f", stopped at cell {failed}"),
         flush=True,
     )
     return failed
+
+
+def write_sections(benchmarks, sections, name):
+    """Merge the sections a notebook measured into the Markdown file `benchmarks` (`BENCHMARKS.md`): `sections` is
+    the notebook's `benchmarks_md`, a dict from a section of `cli.BENCH_SECTIONS` (`"main"`, `"decode"`, ...) to its
+    Markdown, or None (a notebook that measures none). Each gets the run's line under its first heading (commit,
+    date, `name`'s GPU cells: `bench.run_stamp`), and replaces that section's blocks, as `fused-csa bench --out` does;
+    the sections of other runs stay. A key that is no section, or a section with a heading it does not own, is a
+    `ValueError` before anything is written."""
+    if sections is None:
+        return
+    from fused_csa_nb.bench import run_stamp, stamp_section
+    from fused_csa_nb.cli import BENCH_SECTIONS, _replace_text, merge_section
+
+    if not isinstance(sections, dict) or not sections:
+        raise TypeError(f"{name}: `benchmarks_md` must be a non-empty dict of section -> Markdown, got {sections!r}")
+    unknown = sorted(set(sections) - set(BENCH_SECTIONS))
+    if unknown:
+        raise ValueError(
+            f"{name}: `benchmarks_md` names no section of BENCHMARKS.md: {unknown} (of {list(BENCH_SECTIONS)})"
+        )
+    stamp = run_stamp(f"python tools/run_tests.py --flags gpu --store, the GPU cells of nbs/{name}")
+    text = Path(benchmarks).read_text(encoding="utf-8") if Path(benchmarks).exists() else ""
+    for key, md in sections.items():  # merged one after another in memory: all or nothing
+        text = merge_section(text, stamp_section(md, stamp), BENCH_SECTIONS[key])
+    _replace_text(benchmarks, text)
+    print(f"wrote {benchmarks}: {', '.join(sections)}")
 
 
 def _clean(path):
@@ -253,7 +269,9 @@ def main(argv=None):
     ap.add_argument(
         "--out", default=None, help="where to write the executed notebook (one notebook; default: in place)"
     )
-    ap.add_argument("--benchmarks", default=None, help="also write benchmarks_markdown(res) here")
+    ap.add_argument(
+        "--benchmarks", default=None, help="merge the sections the notebook measured (`benchmarks_md`) into this file"
+    )
     ap.add_argument(
         "--timings", default=None, help="append each cell's wall time to this file (notebook, cell, flags, s)"
     )
