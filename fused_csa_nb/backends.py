@@ -36,6 +36,7 @@ from fused_csa_nb.reference import (
     selection_scores,
     unfused_csa_attention,
 )
+from .deterministic import _det_index_dq
 from .teacher import csa_indexer_loss
 
 # %% auto #0
@@ -332,6 +333,7 @@ def _settings_b(self: FusedBackend, k: int, block: int, rows, slot0: int, kernel
         lim=kernels.lim,
         fp8=self.fp8,
         deterministic=self.deterministic,
+        index_dq=_det_index_dq() if self.deterministic else "cudnn",  # checked here, before any kernel
     )
 
 # %% ../nbs/05_backends.ipynb #591944b0

@@ -72,7 +72,6 @@ from fused_csa_nb.reference import (
 )
 from . import teacher as _teacher
 from fused_csa_nb.deterministic import (  # deterministic=True
-    _det_index_dq,
     _index_bwd_det,
     _index_dk_det,
     _sparse_bwd_det,
@@ -558,6 +557,7 @@ class _PathB(NamedTuple):
     lim: KernelLimits  # the kernel limits of the device
     fp8: bool = False  # FP8 selection scores (the loss's prediction recomputed in bf16 over the selected entries)
     deterministic: bool = False  # our deterministic sparse-attention backward and indexer d_k (deterministic chapter)
+    index_dq: str = "cudnn"  # deterministic: where the indexer's d_q comes from (`deterministic._INDEX_DQ`)
 
 
 def _block_coeff(cfg, c, b):
@@ -570,13 +570,14 @@ def _block_coeff(cfg, c, b):
 def _sparse_block_loss(cfg, q, kv, sink, lse, q_i, w_i, k_i, scores, sel, cols, one, dk_out):
     """Sparse KL of one block: `(Σ_rows KL, (d_q_i, d_w_i, d_k_i) of the whole loss restricted to the block)`. With
     `cfg.deterministic`, `d_k`, `d_w` from the deterministic chapter's kernel, and `d_q` from cuDNN's backward or,
-    with `_DET_INDEX_DQ = "deterministic"` (read here, each block), from the same kernel: cuDNN's not called."""
+    with `cfg.index_dq = "deterministic"` (`_DET_INDEX_DQ` when the settings were made), from the same kernel: cuDNN's
+    not called."""
     b = k_i.shape[0]
     target, predict, log_p, support = _sparse_teacher_and_predict(
         cfg, q, kv, lse, sink, scores, sel, cols, b, q_i, w_i, k_i
     )
     kl, coeff = _kl_rows(target, log_p, support).sum(), _block_coeff(cfg, sel.shape[1], b)
-    if cfg.deterministic and _det_index_dq() == "deterministic":  # the whole indexer backward ours, one call
+    if cfg.deterministic and cfg.index_dq == "deterministic":  # the whole indexer backward ours, one call
         dk, dw, dq = _index_bwd_det(q_i, w_i, k_i, target, predict, sel, one, cfg.isc, coeff)
         return kl, (dq, dw.to(w_i.dtype), _dk_result(dk, k_i, dk_out))
     multiple = cfg.lim.indexer_bwd_topk_multiple
