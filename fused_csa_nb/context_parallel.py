@@ -484,7 +484,7 @@ def _fsdp_groups(module) -> list:
                 out.append((group, held))
     return out
 
-
+# %% ../nbs/05_context_parallel.ipynb #6e0a4101
 def _reduction(group) -> tuple:
     """`(ranks, divisor, dims)` of an FSDP2 parameter group's gradient reduction: the global ranks it sums over (every
     rank of its data-parallel mesh: the reduce-scatter dim, and the all-reduce dim of HSDP), what it divides the sum by
@@ -516,7 +516,7 @@ def _fix(want=None, mesh: bool = True) -> str:
         "tokens, as the layer's indexer loss is); a loss averaged over a rank's own rows is cp times its share"
     )
 
-
+# %% ../nbs/05_context_parallel.ipynb #c34e76b7
 def _check_unit(who, cp, group, held, divisor: bool = True):
     """Refuse an FSDP2 parameter group whose gradient reduction is not right for a model context-parallel over the
     ranks `cp` (this rank's CP group): its ranks must hold all of `cp` and (`divisor`) it must divide by
