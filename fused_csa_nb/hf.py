@@ -120,7 +120,7 @@ def _hf_fields(hf_config) -> dict:
         )
     return fields
 
-
+# %% ../nbs/10_hf.ipynb #6544fcca
 _ROPE_OWN = ("default", "yarn", "dynamic")  # this package's float64 tables (dynamic: plain RoPE, see below)
 
 
@@ -157,7 +157,7 @@ def _compress_rope(hf_config) -> tuple:
         f"{', '.join(_ROPE_OWN)} and the fixed tables of transformers' rope init functions (e.g. linear, llama3)"
     )
 
-
+# %% ../nbs/10_hf.ipynb #3b37ff1f
 def csa_config_from_hf(hf_config, **overrides) -> CSAConfig:
     """A `CSAConfig` for the attention layers of a DeepSeek-V4 model. `hf_config`: the model's transformers
     `DeepseekV4Config` (an instance); `overrides`: the `CSAConfig` fields the HF configuration does not set
@@ -216,7 +216,7 @@ def _bind(bindings):
         if ours._parameters[name] is not p:
             _share(ours, name, p)
 
-
+# %% ../nbs/10_hf.ipynb #cc9d63f4
 def csa_layer_from_hf(attn, cfg: CSAConfig) -> CompressedSparseAttention:
     """The `CompressedSparseAttention` of one HF attention layer, sharing its parameters: the sink, the compressor's and
     (ratio 4) the indexer's projections, position biases and norms. `attn`: a transformers `DeepseekV4Attention` module;
