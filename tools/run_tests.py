@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run every notebook's tests, one notebook per process, and print a tally.
 
-Usage: python tools/run_tests.py [--workers N] [--flags "gpu slow"] [--store] [notebook ...]
+Usage: python tools/run_tests.py [--workers N] [--flags "gpu slow"] [--store] [--part all|untimed|timed] [notebook ...]
 
 Each notebook runs in a process of its own through `nbdev_test --path NB` (the cells flagged `#| gpu` or
 `#| slow` are skipped unless their flag is passed). Whole lines only, each a notebook's: `[k/N] START` when
@@ -16,7 +16,8 @@ code is non-zero when any notebook fails or none ran.
 chapter's main tables into `BENCHMARKS.md` (the sections other runs wrote there are kept).
 
 Notebooks whose GPU cells measure time (`TIMED` below) run after the others, one at a time, when `gpu`
-is among the flags, so that no other notebook shares the GPU with their measurements.
+is among the flags, so that no other notebook shares the GPU with their measurements. `--part untimed` / `--part
+timed` runs only the ones or the others (a GPU run split over two calls of a limited length).
 """
 
 import argparse
@@ -176,12 +177,21 @@ def main(argv=None):
         help="with --store: seconds per notebook after which no "
         "further cell starts (the notebook fails; what ran is written)",
     )
+    ap.add_argument(
+        "--part",
+        choices=("all", "untimed", "timed"),
+        default="all",
+        help="with --flags gpu: only the notebooks that time the GPU (TIMED, one at a time) or only the others "
+        "(default all: the others, then the timed ones) — a run split over two calls of a limited length",
+    )
     ap.add_argument("paths", nargs="*", help="notebooks to test (default: all in nbs/)")
     args = ap.parse_args(argv)
     if args.store and "gpu" not in args.flags.split():
         ap.error("--store writes GPU outputs: pass --flags gpu too")
-    nbs = notebooks(args.paths)
     flags = args.flags.split()
+    if args.part != "all" and "gpu" not in flags:
+        ap.error("--part splits a GPU run: pass --flags gpu too")
+    nbs = [nb for nb in notebooks(args.paths) if args.part == "all" or (nb.name in TIMED) == (args.part == "timed")]
     if args.workers is None:
         args.workers = min(8, max(2, (os.cpu_count() or 2) // 2)) if "gpu" in flags else 2
     extra = (["--timings", args.timings] if args.timings else []) + (
