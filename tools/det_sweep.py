@@ -6,7 +6,7 @@ Usage:
     python tools/det_sweep.py [--sq 4096] [--long 16384] [--iters 20] [--budget 70] [--no-profile]
                               [--index-rows 16384] [--index-only]
     python tools/det_sweep.py --step [--step-sq 4096,65536] [--step-iters 30] [--step-iters-long 20]
-                              [--step-variants today,sorted,...]
+                              [--step-variants today,sorted,...] [--step-budget SECONDS]
 
 `--step` (alone; minutes on the H200, most of them compiling): the whole ratio-4 training step of
 `bench.deterministic_step` (V4-Flash layer, H 64, top-512, sparse indexer loss, batch 1) at each `--step-sq`, the
@@ -390,6 +390,9 @@ def step_section(o) -> None:
         today = None  # the step's tensors with today's kernels, once measured
         for label in names:
             attn, index = STEP_VARIANTS[label]
+            if o.step_budget and time.time() - o.t0 > o.step_budget:  # a call of limited length keeps its summary
+                print(f"[{sq}] {label}: skipped, the --step-budget of {o.step_budget:.0f} s has passed")
+                continue
             try:
                 with step_variant(attn, index):
                     t = time_step(detl, inputs, iters)
@@ -454,8 +457,14 @@ def main():
     ap.add_argument("--step-iters", type=int, default=30, help="timed steps per median at <= 4,096 tokens")
     ap.add_argument("--step-iters-long", type=int, default=20, help="timed steps per median above 4,096 tokens")
     ap.add_argument("--step-variants", default="all", help=f"comma-separated labels of {list(STEP_VARIANTS)}")
+    ap.add_argument(
+        "--step-budget",
+        type=float,
+        default=0.0,
+        help="with --step: seconds after which variants not yet started are skipped (summary still printed; 0: none)",
+    )
     o = ap.parse_args()
-    t0 = time.time()
+    t0 = o.t0 = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
     if o.step:
         step_section(o)
