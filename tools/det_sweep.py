@@ -6,9 +6,10 @@ Usage:
     python tools/det_sweep.py [--sq 4096] [--long 16384] [--iters 20] [--budget 70] [--no-profile]
                               [--index-rows 16384] [--index-only]
     python tools/det_sweep.py --step [--step-sq 4096,65536] [--step-iters 30] [--step-iters-long 20]
-                              [--step-variants today,sorted,...] [--step-budget SECONDS]
+                              [--step-variants today,sorted,...] [--step-budget SECONDS] [--warm N]
 
-`--step` (alone; minutes on the H200, most of them compiling): the whole ratio-4 training step of
+`--step` (alone; minutes on the H200, most of them compiling — `--warm N` compiles the variants' kernels first, N
+processes at once, each running one step of its variant): the whole ratio-4 training step of
 `bench.deterministic_step` (V4-Flash layer, H 64, top-512, sparse indexer loss, batch 1) at each `--step-sq`, the
 default (non-deterministic) step first, then `deterministic=True` with each of `STEP_VARIANTS` (today's defaults, then
 the variants of the chapter's "Fewer bytes": `_DET_DEFAULT`, `_DET_INDEX_PARTS` and `_DET_INDEX_DQ` set for the step,
@@ -363,6 +364,27 @@ def kernel_table(layer, inputs, rows: int = 12) -> None:
     print("\n".join("    " + line for line in table.splitlines()))
 
 
+def warm_variants(o, names) -> None:
+    """Compile the variants' Triton kernels first, `o.warm` processes at once (compiling is the host's work, one
+    kernel at a time in a process): each runs one eager step of its variant at the first `--step-sq` (`--warm-only`),
+    so that the timed runs find every kernel in Triton's disk cache. A process that fails says so; the sweep goes on
+    (its variant then compiles in the sweep)."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    sq, t = o.step_sq.split(",")[0], time.time()
+
+    def one(label):
+        cmd = [sys.executable, __file__, "--step", "--step-sq", sq, "--step-variants", label, "--warm-only"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        return label, p.returncode, ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
+
+    with ThreadPoolExecutor(o.warm) as ex:
+        for label, rc, last in ex.map(one, names):
+            print(f"warm {label}: " + ("ok" if rc == 0 else f"FAILED {last}"))
+    print(f"warmed {len(names)} variants at {sq} tokens in {time.time() - t:.0f} s, {o.warm} at once")
+
+
 def step_section(o) -> None:
     """The whole training step at each of `o.step_sq` tokens: the default, then `deterministic=True` with each of
     `o.step_variants`: GPU-bound times, five-run bitwise repeat, similarity to the default, per-kernel profile."""
@@ -374,6 +396,8 @@ def step_section(o) -> None:
     unknown = [n for n in names if n not in STEP_VARIANTS]
     if unknown:
         raise SystemExit(f"--step-variants: unknown {unknown}; known: {list(STEP_VARIANTS)}")
+    if o.warm and not o.warm_only:
+        warm_variants(o, names)
     summary = []
     for sq in (int(x) for x in o.step_sq.split(",")):
         iters = o.step_iters if sq <= 4096 else o.step_iters_long
@@ -381,6 +405,12 @@ def step_section(o) -> None:
         detl = CompressedSparseAttention(dataclasses.replace(fused.cfg, deterministic=True), 4)
         detl.load_state_dict(fused.state_dict())
         detl.to(inputs[0].device, inputs[0].dtype)  # the sink stays fp32, as in `layer_pair`
+        if o.warm_only:  # one eager step per variant: its kernels compiled into Triton's disk cache
+            for label in names:
+                with step_variant(*STEP_VARIANTS[label]):
+                    step_tensors(detl, inputs)
+            torch.cuda.synchronize()
+            return
         base = time_step(fused, inputs, iters)
         ref = step_tensors(fused, inputs)
         print(
@@ -457,6 +487,13 @@ def main():
     ap.add_argument("--step-iters", type=int, default=30, help="timed steps per median at <= 4,096 tokens")
     ap.add_argument("--step-iters-long", type=int, default=20, help="timed steps per median above 4,096 tokens")
     ap.add_argument("--step-variants", default="all", help=f"comma-separated labels of {list(STEP_VARIANTS)}")
+    ap.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="with --step: first compile the variants' kernels in this many processes at once (0: in the sweep)",
+    )
+    ap.add_argument("--warm-only", action="store_true", help=argparse.SUPPRESS)  # one such process
     ap.add_argument(
         "--step-budget",
         type=float,
