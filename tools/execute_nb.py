@@ -213,7 +213,7 @@ def write_sections(benchmarks, sections, name):
         raise ValueError(
             f"{name}: `benchmarks_md` names no section of BENCHMARKS.md: {unknown} (of {list(BENCH_SECTIONS)})"
         )
-    stamp = run_stamp(f"python tools/run_tests.py --flags gpu --store, the GPU cells of nbs/{name}")
+    stamp = run_stamp(f"the GPU cells of nbs/{name}, stored by tools/execute_nb.py --gpu")  # run_tests --store too
     text = Path(benchmarks).read_text(encoding="utf-8") if Path(benchmarks).exists() else ""
     for key, md in sections.items():  # merged one after another in memory: all or nothing
         text = merge_section(text, stamp_section(md, stamp), BENCH_SECTIONS[key])
