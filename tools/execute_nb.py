@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Execute notebooks and save their outputs for the docs (then `nbdev_clean` them).
 
-Usage: python tools/execute_nb.py [NOTEBOOK ...] [--cpu | --gpu] [--skip FLAGS] [--jobs N]
-                                  [--out PATH] [--benchmarks PATH]
+Usage: python tools/execute_nb.py [NOTEBOOK ...] [--cpu | --gpu] [--skip FLAGS] [--jobs N | --one-process]
+                                  [--out PATH] [--benchmarks PATH] [--timings PATH] [--deadline S]
 
 The docs site does not run cells: a page shows the outputs its notebook was saved with. This
 script refreshes them, in one of three modes:
@@ -42,8 +42,11 @@ its first heading (commit, date: `bench.run_stamp`), when every cell passed; the
 context, CP, CI) are kept. A notebook stops at
 its first failing cell (exit code 1), still writing what ran
 (the cells after it keep their outputs); the next notebook is executed all the same. Several
-notebooks run in separate processes, `--jobs` of them at once. `nbdev_clean` is applied to each
-written notebook (it keeps outputs: `clear_all = False` in settings.ini).
+notebooks run in separate processes, `--jobs` of them at once; with `--one-process`, one after another in this
+process instead, each in a shell of its own (`execute_in_turn`): the notebooks that time the GPU run so in the stored
+run (`tools/run_tests.py --store`), so that each does not pay again the start-up and the cuDNN kernel compiles of the
+ones before it. `nbdev_clean` is applied to each written notebook (it keeps outputs: `clear_all = False` in
+settings.ini).
 """
 
 import argparse
@@ -125,6 +128,7 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
     appended to as it ends; `deadline`: seconds after which no further cell starts (the notebook counts as failed,
     and what ran is written). A SIGTERM stops the running cell, which keeps its old outputs; what ran is written."""
     nb_path = Path(nb_path).resolve()
+    print(f"executing {nb_path.name}", flush=True)
     nb = read_nb(nb_path)
     cwd = os.getcwd()
     os.chdir(nb_path.parent)
@@ -191,6 +195,40 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
         + ("" if failed is None else f", stopped at cell {failed}"),
         flush=True,
     )
+    shell.reset(new_session=False)  # the namespace and the output cache let go: a next notebook gets the memory
+    return failed
+
+
+def _free():
+    "What a notebook left behind in this process, given back: garbage collected, the CUDA cache emptied."
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def execute_in_turn(notebooks, mode, skip, benchmarks=None, timings=None, deadline=None):
+    """The `notebooks` one after another in this process (`--one-process`), each in a shell of its own; a line
+    `verdict NAME PASS` or `verdict NAME FAIL` after each (an exception in one, writing its sections say, fails that
+    one, and the next runs all the same). What the process keeps from one notebook to the next is what the package's
+    modules and the kernel libraries cache: the cuDNN kernels compiled (`cute.compile`, which has no cache across
+    processes), the Triton kernels loaded, the CUDA context. Returns the names that failed."""
+    failed = []
+    for nb in notebooks:
+        try:
+            ok = execute(nb, None, mode, skip, benchmarks, timings, deadline) is None
+        except Exception as e:  # noqa: BLE001 — one notebook's failure is its own
+            import traceback
+
+            traceback.print_exc()
+            print(f"{Path(nb).name}: {type(e).__name__}: {e}", file=sys.stderr)
+            ok = False
+        _free()
+        print(f"verdict {Path(nb).name} {'PASS' if ok else 'FAIL'}", flush=True)
+        if not ok:
+            failed.append(nb)
     return failed
 
 
@@ -278,6 +316,12 @@ def main(argv=None):
     ap.add_argument(
         "--deadline", type=float, default=None, help="seconds per notebook after which no further cell starts"
     )
+    ap.add_argument(
+        "--one-process",
+        action="store_true",
+        help="run the notebooks one after another in this process (not one process each), so that each "
+        "compiles only the kernels the ones before it did not: a `verdict NAME PASS|FAIL` line after each",
+    )
     args = ap.parse_args(argv)
     if args.cpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch is imported (here or in a child)
@@ -293,7 +337,11 @@ def main(argv=None):
     if args.cpu and "gpu" not in skip:
         skip.append("gpu")
     mode = "gpu" if args.gpu else "cpu" if args.cpu else None
-    if len(args.notebooks) > 1:  # one process per notebook: a chapter re-running its export cells (the custom-op
+    if args.one_process and args.out:
+        ap.error("--one-process writes each notebook in place: drop --out")
+    if args.one_process:
+        failed = execute_in_turn(args.notebooks, mode, skip, args.benchmarks, args.timings, args.deadline)
+    elif len(args.notebooks) > 1:  # one process per notebook: a chapter re-running its export cells (the custom-op
         import subprocess  # registrations, say) must not change the package under the next chapter
         from concurrent.futures import ThreadPoolExecutor
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Run every notebook's tests, one notebook per process, and print a tally.
 
-Usage: python tools/run_tests.py [--workers N] [--flags "gpu slow"] [--store] [--part all|untimed|timed] [notebook ...]
+Usage: python tools/run_tests.py [--workers N] [--flags "gpu slow"] [--store] [--isolate] [--part all|untimed|timed]
+                                [--timings PATH] [--deadline S] [notebook ...]
 
 Each notebook runs in a process of its own through `nbdev_test --path NB` (the cells flagged `#| gpu` or
 `#| slow` are skipped unless their flag is passed). Whole lines only, each a notebook's: `[k/N] START` when
@@ -18,7 +19,10 @@ through Hugging Face `generate`) into that file (the sections other runs wrote t
 
 Notebooks whose GPU cells measure time (`TIMED` below) run after the others, one at a time, when `gpu`
 is among the flags, so that no other notebook shares the GPU with their measurements. `--part untimed` / `--part
-timed` runs only the ones or the others (a GPU run split over two calls of a limited length).
+timed` runs only the ones or the others (a GPU run split over two calls of a limited length). With `--store` the
+timed notebooks run one after another in one process (`run_together`): the cuDNN kernels they share are compiled
+once, not once per notebook (cuDNN's DSA kernels have no compile cache across processes); after a failure the rest
+run each in a process of its own. `--isolate` gives every notebook its own process.
 """
 
 import argparse
@@ -129,27 +133,128 @@ class Progress:
 PROGRESS = None  # the run's `Progress`: set in main
 
 
+def store_cmd(nbs, flags, extra=()):
+    "The command that runs `nbs` with their GPU cells and stores those cells' outputs (`tools/execute_nb.py --gpu`)."
+    skip = " ".join(sorted(test_flags() - set(flags.split())))
+    return [
+        sys.executable,
+        str(ROOT / "tools" / "execute_nb.py"),
+        *map(str, nbs),
+        "--gpu",
+        "--skip",
+        skip,
+        "--benchmarks",
+        str(ROOT / "BENCHMARKS.md"),  # the sections the chapters measure land there
+        *extra,
+    ]
+
+
 def run_one(nb, flags, store, extra=()):
     PROGRESS.start(nb)
     if store and has_gpu_cells(nb):
-        skip = " ".join(sorted(test_flags() - set(flags.split())))
-        cmd = [
-            sys.executable,
-            str(ROOT / "tools" / "execute_nb.py"),
-            str(nb),
-            "--gpu",
-            "--skip",
-            skip,
-            "--benchmarks",
-            str(ROOT / "BENCHMARKS.md"),
-            *extra,
-        ]  # the bench chapter's tables also land there
+        cmd = store_cmd([nb], flags, extra)
     else:
         exe = shutil.which("nbdev_test") or str(Path(sys.executable).parent / "nbdev_test")
         cmd = [exe, "--path", str(nb), "--n_workers", "0"] + (["--flags", flags] if flags else [])
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=ENV)
     return nb, p.returncode, time.perf_counter() - t0, (p.stdout + p.stderr).strip()
+
+
+def run_together(nbs, flags, extra=()):
+    """The stored run's timed notebooks `nbs` one after another in one process (`execute_nb.py --one-process`), so
+    that each reuses what the ones before it compiled and loaded (the cuDNN kernels, compiled anew in every process;
+    the CUDA context; the imports). Yields `(nb, returncode, seconds, output)` as each ends, read from the process's
+    `executing NAME` / `verdict NAME PASS|FAIL` lines. After a failure (which may leave the CUDA context unusable) or
+    if the process dies, the notebooks it has not finished run again, each in a process of its own."""
+    by_name, done = {nb.name: nb for nb in nbs}, set()
+    p = subprocess.Popen(
+        store_cmd(nbs, flags, [*extra, "--one-process"]),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=ENV,
+    )
+    cur, t0, lines = None, 0.0, []
+    for line in p.stdout:
+        start = re.match(r"^executing (\S+)$", line.rstrip("\n"))
+        verdict = re.match(r"^verdict (\S+) (PASS|FAIL)$", line.rstrip("\n"))
+        if start and start.group(1) in by_name and cur is None:
+            cur, t0, lines = by_name[start.group(1)], time.perf_counter(), []
+            PROGRESS.start(cur)
+        elif verdict and cur is not None and verdict.group(1) == cur.name:
+            ok = verdict.group(2) == "PASS"
+            done.add(cur.name)
+            yield cur, 0 if ok else 1, time.perf_counter() - t0, "".join(lines).strip()
+            cur = None
+            if not ok:  # the next ones in fresh processes: a CUDA error stays with the process that met it
+                p.kill()
+                break
+        else:
+            lines.append(line)
+    rc = p.wait()
+    if cur is not None:  # the process ended inside a notebook
+        done.add(cur.name)
+        lines.append(f"the process ended (exit code {rc}) inside this notebook\n")
+        yield cur, rc or 1, time.perf_counter() - t0, "".join(lines).strip()
+    for nb in nbs:
+        if nb.name not in done:
+            yield run_one(nb, flags, True, extra)
+
+
+def _scratch_nb(path, *cells):
+    "A notebook of code cells at `path` (the self-test's)."
+    nb = dict(metadata={}, nbformat=4, nbformat_minor=5, cells=[])
+    for i, src in enumerate(cells):
+        nb["cells"].append(
+            dict(cell_type="code", execution_count=None, id=f"c{i}", metadata={}, outputs=[], source=src)
+        )
+    Path(path).write_text(json.dumps(nb), encoding="utf-8")
+    return Path(path)
+
+
+def self_test():
+    """`run_together` on scratch notebooks (no GPU needed): one process for all when they pass, each its own
+    namespace, the one before let go; after a failure, and after the process dies inside a notebook, the rest in
+    fresh processes."""
+    import tempfile
+
+    global ENV, PROGRESS
+    ENV, PROGRESS = dict(os.environ), Progress(9)
+    PROGRESS.say = lambda line: None  # the verdicts are asserted, not printed
+    with tempfile.TemporaryDirectory() as d:
+        pid = f"import os; open({str(Path(d) / 'pids')!r}, 'a').write(f'{{__name__}} {{os.getpid()}}\\n')"
+
+        def case(second):
+            open(Path(d) / "pids", "w").close()
+            nbs = [
+                _scratch_nb(
+                    Path(d) / "a.ipynb",
+                    pid,
+                    "import sys, weakref\nclass Big: pass\nleft_behind = Big()",
+                    "sys.left_behind = weakref.ref(left_behind)",
+                ),  # fmt: skip
+                _scratch_nb(
+                    Path(d) / "b.ipynb",
+                    pid,
+                    "import sys\nassert 'left_behind' not in globals()",
+                    "assert sys.left_behind() is None  # a's namespace let go",
+                    second,
+                ),  # fmt: skip
+                _scratch_nb(Path(d) / "c.ipynb", pid, "print('c ran')"),
+            ]
+            got = [(nb.name, rc) for nb, rc, _, _ in run_together(nbs, "gpu")]
+            pids = [line.split()[1] for line in (Path(d) / "pids").read_text().splitlines()]
+            return got, pids
+
+        got, pids = case("x = 2")
+        assert got == [("a.ipynb", 0), ("b.ipynb", 0), ("c.ipynb", 0)] and len(set(pids)) == 1, (got, pids)
+        got, pids = case("assert False, 'b fails'")
+        assert [rc == 0 for _, rc in got] == [True, False, True] and pids[1] == pids[0] != pids[2], (got, pids)
+        got, pids = case("os._exit(3)")
+        assert got == [("a.ipynb", 0), ("b.ipynb", 3), ("c.ipynb", 0)] and pids[1] == pids[0] != pids[2], (got, pids)
+    print("run_tests self-test: ok")
 
 
 def main(argv=None):
@@ -185,8 +290,20 @@ def main(argv=None):
         help="with --flags gpu: only the notebooks that time the GPU (TIMED, one at a time) or only the others "
         "(default all: the others, then the timed ones) — a run split over two calls of a limited length",
     )
+    ap.add_argument(
+        "--isolate",
+        action="store_true",
+        help="with --store: every notebook in a process of its own (by default the timed ones share one, "
+        "one after another, so that each does not compile again what the ones before it compiled)",
+    )
+    ap.add_argument(
+        "--self-test", action="store_true", help="check the runner's one-process group on scratch notebooks"
+    )
     ap.add_argument("paths", nargs="*", help="notebooks to test (default: all in nbs/)")
     args = ap.parse_args(argv)
+    if args.self_test:
+        self_test()
+        return 0
     if args.store and "gpu" not in args.flags.split():
         ap.error("--store writes GPU outputs: pass --flags gpu too")
     flags = args.flags.split()
@@ -229,7 +346,10 @@ def main(argv=None):
     with ThreadPoolExecutor(max(1, args.workers)) as ex:  # each verdict as its notebook ends (a cut run keeps them)
         futures = [ex.submit(run_one, n, args.flags, args.store, extra) for n in rest]
         report(f.result() for f in as_completed(futures))
-    report(run_one(nb, args.flags, args.store, extra) for nb in timed)
+    if args.store and not args.isolate and len(timed) > 1:
+        report(run_together(timed, args.flags, extra))
+    else:
+        report(run_one(nb, args.flags, args.store, extra) for nb in timed)
     PROGRESS.stop.set()
     print(
         f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}); "
