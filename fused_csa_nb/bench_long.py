@@ -24,7 +24,8 @@ from .config import CSAConfig
 
 # %% auto #0
 __all__ = ['long_context_layer', 'long_context_rows', 'long_context_markdown', 'plot_long_context', 'blocked_parity',
-           'fp8_selection_rows', 'fp8_selection_markdown', 'pack_lengths', 'packed_rows', 'packed_markdown']
+           'fp8_selection_rows', 'fp8_selection_markdown', 'long_context_section', 'pack_lengths', 'packed_rows',
+           'packed_markdown']
 
 # %% ../nbs/07_bench_long.ipynb #2c550687
 def long_context_layer(
@@ -528,6 +529,18 @@ def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
             f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} |"
         )
     return "\n".join(L) + "\n"
+
+# %% ../nbs/07_bench_long.ipynb #lcsec002
+def long_context_section(rows: list[dict], parity: dict | None = None, selection: list[dict] | None = None,
+                         gpu: str | None = None) -> str:  # fmt: skip
+    """The long-context section of `BENCHMARKS.md`: `long_context_markdown(rows, parity, gpu)`, then with `selection`
+    (`fp8_selection_rows`' result) `fp8_selection_markdown(selection, gpu)` below it.
+
+    `rows`, `parity`: `long_context_rows` and `blocked_parity` results; `selection`: `fp8_selection_rows`' rows or
+    `None` (no FP8 table); `gpu`: the line naming where it was measured (`None`: `measured_on()`).
+    Returns the Markdown section, headed `## Long context on one GPU`."""
+    md = long_context_markdown(rows, parity, gpu)
+    return md + fp8_selection_markdown(selection, gpu) if selection else md
 
 # %% ../nbs/07_bench_long.ipynb #cd0d1455
 def pack_lengths(total: int = 65536, lo: int = 512, hi: int = 16384, seed: int = 0) -> list:

@@ -29,10 +29,9 @@ from .bench_decode import decode_markdown, decode_rows, prefill_rows
 from fused_csa_nb.bench_long import (
     _PACKED_HEADER,
     blocked_parity,
-    fp8_selection_markdown,
     fp8_selection_rows,
-    long_context_markdown,
     long_context_rows,
+    long_context_section,
     packed_markdown,
     packed_rows,
     plot_long_context,
@@ -838,10 +837,11 @@ def _measure(key: str, args, progress) -> str:
         rows = long_context_rows(
             seqlens=tuple(args.seqlens), log=progress.log, precisions=tuple(args.precisions), modes=tuple(args.modes)
         )
-        md = long_context_markdown(rows, par)
+        sel = None
         if "fp8" in args.precisions:
             progress.stage("FP8 against bf16 selection scores, one query block each")
-            md += fp8_selection_markdown(fp8_selection_rows(log=progress.log))
+            sel = fp8_selection_rows(log=progress.log)
+        md = long_context_section(rows, par, sel)
         if args.plot:
             plot_long_context(rows, args.plot)
             progress.log(f"wrote {args.plot}")

@@ -38,8 +38,8 @@ script refreshes them, in one of three modes:
 With `--benchmarks`, the sections a notebook measured — its `benchmarks_md`, a dict from a section of
 `BENCHMARKS.md` (`cli.BENCH_SECTIONS`: "main", "packed", "decode", "hf-decode", ...) to its Markdown, set by the bench
 chapters' and the Hugging Face chapter's GPU cells — are merged into that Markdown file, each with the run's line under
-its first heading (commit, date: `bench.run_stamp`), when every cell passed; the sections other runs wrote there (long
-context, CP, CI) are kept. A notebook stops at
+its first heading (commit, date: `bench.run_stamp`), when every cell passed; the sections other runs wrote
+there (CP, CI; long context when the slow cells did not run) are kept. A notebook stops at
 its first failing cell (exit code 1), still writing what ran
 (the cells after it keep their outputs); the next notebook is executed all the same. Several
 notebooks run in separate processes, `--jobs` of them at once; with `--one-process`, one after another in this

@@ -15,7 +15,8 @@ code is non-zero when any notebook fails or none ran.
 `tools/execute_nb.py --gpu` instead, which executes the same cells and also writes the outputs of the
 `#| gpu` cells back into the notebooks — one run is the GPU test and the docs' GPU evidence — and the sections
 of `BENCHMARKS.md` the chapters measure (their `benchmarks_md`: the main tables, packed sequences, decoding, decoding
-through Hugging Face `generate`) into that file (the sections other runs wrote there are kept).
+through Hugging Face `generate`, and with `--flags "gpu slow"` long context up to 262,144 tokens) into that file (the
+sections other runs wrote there are kept).
 
 Notebooks whose GPU cells measure time (`TIMED` below) run after the others, one at a time, when `gpu`
 is among the flags, so that no other notebook shares the GPU with their measurements. `--part untimed` / `--part
