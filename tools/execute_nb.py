@@ -199,14 +199,17 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
     return failed
 
 
-def _free():
-    "What a notebook left behind in this process, given back: garbage collected, the CUDA cache emptied."
+def _free(name):
+    """What the notebook `name` left behind in this process, given back: garbage collected, the CUDA cache emptied;
+    a line says how much CUDA memory is still allocated (the caches of the package and of the kernel libraries), which
+    the next notebook's peak-memory figures include as what was allocated before their step."""
     import gc
 
     gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
+        print(f"{name}: {torch.cuda.memory_allocated() / 2**20:.0f} MiB of CUDA memory still allocated after it")
 
 
 def execute_in_turn(notebooks, mode, skip, benchmarks=None, timings=None, deadline=None):
@@ -225,7 +228,7 @@ def execute_in_turn(notebooks, mode, skip, benchmarks=None, timings=None, deadli
             traceback.print_exc()
             print(f"{Path(nb).name}: {type(e).__name__}: {e}", file=sys.stderr)
             ok = False
-        _free()
+        _free(Path(nb).name)
         print(f"verdict {Path(nb).name} {'PASS' if ok else 'FAIL'}", flush=True)
         if not ok:
             failed.append(nb)

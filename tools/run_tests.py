@@ -194,6 +194,8 @@ def run_together(nbs, flags, extra=()):
                 break
         else:
             lines.append(line)
+            if "of CUDA memory still allocated after it" in line:  # what the next notebook starts with
+                PROGRESS.say("      " + line.rstrip("\n"))
     rc = p.wait()
     if cur is not None:  # the process ended inside a notebook
         done.add(cur.name)
