@@ -186,16 +186,18 @@ def execute(nb_path, out=None, mode=None, skip=(), benchmarks=None, timings=None
             file=sys.stderr,
         )
     dst = Path(out) if out else nb_path
-    write_nb(nb, dst)
-    _clean(dst)
-    if benchmarks and failed is None:
-        write_sections(benchmarks, shell.user_ns.get("benchmarks_md"), nb_path.name)
+    try:
+        write_nb(nb, dst)
+        _clean(dst)
+        if benchmarks and failed is None:
+            write_sections(benchmarks, shell.user_ns.get("benchmarks_md"), nb_path.name)
+    finally:  # the namespace and the output cache let go, a refused section too: a next notebook gets the memory
+        shell.reset(new_session=False)
     print(
         f"executed {nb_path.name}: {ran} code cells, {skipped} skipped by flags"
         + ("" if failed is None else f", stopped at cell {failed}"),
         flush=True,
     )
-    shell.reset(new_session=False)  # the namespace and the output cache let go: a next notebook gets the memory
     return failed
 
 
