@@ -34,8 +34,8 @@ _silent = lambda *args, **kwargs: None  # the measuring functions' default `log`
 
 # %% auto #0
 __all__ = ['FLASH_MLA_SHAPES', 'median_times_ms', 'median_time_ms', 'measured_on', 'sparse_attention_flops',
-           'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity', 'gpu_kernel_ms', 'step_profile',
-           'path_a_overhead', 'flash_mla_installs', 'flash_mla_rows', 'compare_flash_mla_builds',
+           'bench_sparse_attention', 'layer_pair', 'bench_layer', 'layer_parity', 'gpu_kernel_ms', 'gpu_bound_ms',
+           'step_profile', 'path_a_overhead', 'flash_mla_installs', 'flash_mla_rows', 'compare_flash_mla_builds',
            'flash_mla_builds_markdown', 'deterministic_step', 'bench_deterministic', 'run_benchmarks',
            'benchmarks_markdown', 'cp_markdown', 'markdown_blocks', 'run_stamp', 'stamp_section', 'benchmarks_section']
 
@@ -330,6 +330,55 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
         return sum(e.time_range.elapsed_us() for e in dev) / 1e3
     return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
 
+# %% ../nbs/07_bench.ipynb #gpubnd01
+def _error_line(e: BaseException) -> str:
+    "`TypeName: the first line of its message` (100 characters at most): an error a benchmark records, not raises."
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+
+
+def _cuda_ms(fn, warmup: int, iters: int) -> float:
+    "Mean milliseconds of `fn()` on the current CUDA stream (events)."
+    for _ in range(warmup):
+        fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / iters
+
+
+def _graphed_ms(run, warmup: int, iters: int) -> tuple:
+    """`(ms, None)`: the median of `iters` replays of `run`'s CUDA graph (`capture_step` after `warmup` eager steps),
+    the graph freed afterwards; `(None, _error_line(e))` when it does not capture."""
+    try:
+        with warnings.catch_warnings():  # autograd's note on the capture stream (capture_step deals with it)
+            warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")
+            graph, static = capture_step(run, warmup=warmup)
+        del static  # the captured step's outputs would keep its autograd nodes (and the graph's memory) alive
+        ms = median_time_ms(graph.replay, warmup=1, iters=iters)
+        del graph
+        return ms, None
+    except Exception as e:  # recorded, not fatal: the caller's other figures still stand
+        return None, _error_line(e)
+
+
+def gpu_bound_ms(run, warmup: int = 3, iters: int = 30) -> dict:
+    """Time `run()`, one step, with the GPU busy, so that a ratio of two steps' times is the GPU's, not the host's.
+
+    `run`: a call of no arguments as `capture_step` takes it — no device sync, no change of shapes; a training step
+    zeroes its gradients first (`set_to_none`), so that a replay rewrites them; `warmup`, `iters`: untimed and timed
+    steps of each figure.
+    Returns `dict(graphed_ms, queued_ms)`: the median of `iters` replays of the step's CUDA graph (`None` when it does
+    not capture, the error in `graphed_error`) and the mean of `iters` steps queued back to back without a sync."""
+    row = dict(queued_ms=_cuda_ms(run, warmup=warmup, iters=iters))
+    row["graphed_ms"], err = _graphed_ms(run, warmup, iters)
+    row |= dict(graphed_error=err) if err else {}
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return row
+
 # %% ../nbs/07_bench.ipynb #eda618f4
 def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int = 30, compiled: bool = True) -> dict:
     """Eager, compiled and CUDA-graph step times of `layer` on `inputs`,
@@ -351,18 +400,8 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
     counts = {}
     row["kernel_ms"] = gpu_kernel_ms(lambda: run(*inputs), counts=counts)
     row["launches"] = counts.get("launches")
-    try:
-        with warnings.catch_warnings():  # autograd's note on the capture stream (capture_step deals with it)
-            warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")
-            graph, static = capture_step(run, *inputs, warmup=warmup)
-        del static  # the captured step's outputs would keep its autograd nodes alive (autograd's stream note)
-        row["graphed_ms"] = median_time_ms(graph.replay, warmup=1, iters=iters)
-        del graph
-    except Exception as e:  # recorded, not fatal: the other rows still run
-        row["graphed_ms"], row["graphed_error"] = (
-            None,
-            f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}",
-        )
+    row["graphed_ms"], err = _graphed_ms(run, warmup, iters)
+    row |= dict(graphed_error=err) if err else {}
     row["compiled_ms"] = None
     if compiled:
         try:
@@ -373,7 +412,7 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
                 warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")  # after the capture above
                 row["compiled_ms"] = median_time_ms(lambda: _step(comp, inputs, train), warmup=warmup, iters=iters)
         except Exception as e:
-            row["compiled_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+            row["compiled_error"] = _error_line(e)
     row["busy_eager"] = row["kernel_ms"] / row["eager_ms"]
     row["busy_graphed"] = row["kernel_ms"] / row["graphed_ms"] if row["graphed_ms"] else None
     return row
@@ -508,35 +547,39 @@ def flash_mla_builds_markdown(res: dict) -> str:
 # %% ../nbs/07_bench.ipynb #acae54e37e7d407bbb7b55eff062a284
 def deterministic_step(sq: int = 4096, warmup: int = 3, iters: int = 30) -> dict:
     """One fused ratio-4 training step (`layer_pair`'s V4-Flash layer: H = 64, top-512, sparse indexer loss, batch 1),
-    default and with `deterministic=True` (same weights, same inputs), timed in one process.
+    default and with `deterministic=True` (same weights, same inputs), timed GPU-bound in one process (`gpu_bound_ms`).
 
-    `sq`: tokens; `warmup`, `iters`: untimed and timed steps of each median.
-    Returns `dict(sq, default_ms, deterministic_ms, x)`: the two medians in ms and `x`, their ratio."""
+    `sq`: tokens; `warmup`, `iters`: untimed and timed steps of each figure.
+    Returns `dict(sq, measured, default_ms, deterministic_ms, default_queued_ms, deterministic_queued_ms, x)`: how both
+    steps were timed (`"graphed"`: medians of CUDA-graph replays; `"queued"`, when a step does not capture: means of
+    steps queued back to back), the two step times so measured in ms, both queued times, and `x`, the ratio."""
     _need_cuda("deterministic_step")
     _, fused, inputs = layer_pair(4, sq)
     det = CompressedSparseAttention(dataclasses.replace(fused.cfg, deterministic=True), 4)
     det.load_state_dict(fused.state_dict())
     det.to(inputs[0].device, inputs[0].dtype)  # the sink stays fp32, as in `layer_pair`
-    row = dict(sq=sq)
+    times = {}
     for name, layer in (("default", fused), ("deterministic", det)):
-        row[name + "_ms"] = median_time_ms(lambda: _step(layer, inputs), warmup=warmup, iters=iters)
+
+        def run(layer=layer):  # fresh gradients each step: rewritten, not accumulated, by a replay
+            layer.zero_grad(set_to_none=True)
+            return _step(layer, inputs)[:2]
+
+        times[name] = gpu_bound_ms(run, warmup=warmup, iters=iters)
+        layer.zero_grad(set_to_none=True)  # the graph's gradients go with it
+    how = "graphed" if all(t["graphed_ms"] for t in times.values()) else "queued"
+    row = dict(sq=sq, measured=how, **{f"{n}_ms": t[how + "_ms"] for n, t in times.items()})
+    row |= {f"{n}_queued_ms": t["queued_ms"] for n, t in times.items()}
     row["x"] = row["deterministic_ms"] / row["default_ms"]
     return row
 
+
+# how a `deterministic_step` row was timed, as `BENCHMARKS.md` says it ("eager": rows of runs before `gpu_bound_ms`)
+_DET_TIMED = dict(
+    graphed="CUDA-graph replays", queued="steps queued back to back", eager="eager steps (host-bound at 4,096 tokens)"
+)
+
 # %% ../nbs/07_bench.ipynb #efff052c
-def _cuda_ms(fn, warmup: int, iters: int) -> float:
-    "Mean milliseconds of `fn()` on the current CUDA stream (events)."
-    for _ in range(warmup):
-        fn()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(iters):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / iters
-
-
 def _bench_problem(sq: int, heads: int = 64, topk: int = 640, n_comp: int = 1024, seed: int = 0) -> tuple:
     """The sparse-attention backward's arguments `(q, kv, out, dout, lse, sink, idx, sm_scale, None)` of the bench
     shape on the GPU: random bf16 `q [sq, heads, 512]`, `kv [sq + n_comp, 512]` (the raw rows, then the compressed
@@ -780,11 +823,12 @@ def benchmarks_markdown(res: dict) -> str:
             "",
             "## Deterministic mode (ratio-4 training step, H = 64, top-512, sparse indexer loss)",
             "",
-            "| tokens | default ms | deterministic ms | × |",
-            "|---|---|---|---|",
+            "| tokens | default ms | deterministic ms | × | timed as |",
+            "|---|---|---|---|---|",
         ]
         L += [
-            f"| {r['sq']} | {r['default_ms']:.2f} | {r['deterministic_ms']:.2f} | {r['x']:.2f}× |"
+            f"| {r['sq']} | {r['default_ms']:.2f} | {r['deterministic_ms']:.2f} | {r['x']:.2f}× | "
+            f"{_DET_TIMED[r.get('measured', 'eager')]} |"
             for r in res["deterministic"]
         ]
     L += ["", "## Parity, fused vs native (similarity 2Σab/Σ(a²+b²); bars: forward > 1−2e-3, gradients > 1−2e-2)", ""]

@@ -57,7 +57,6 @@ from fused_csa_nb import bench  # noqa: E402
 from fused_csa_nb import deterministic as det  # noqa: E402
 from fused_csa_nb.testing import similarity  # noqa: E402
 from fused_csa_nb.kernels import _sparse_bwd  # noqa: E402
-from fused_csa_nb.graphs import capture_step  # noqa: E402
 
 # the tiles of the first default (`_det_blocks` at H 64): a variant's keys not given come from `_DET_DEFAULT`
 OLD = dict(BLOCK_K=64, num_warps=4, num_stages=None, dq_BLOCK_D=128, dq_num_warps=4)
@@ -323,32 +322,24 @@ def step_tensors(layer, inputs) -> dict:
     return res
 
 
-def queued_ms(fn, iters: int) -> float:
-    "Mean ms of `iters` calls queued back to back (CUDA events around them all, no sync between), after 2 calls."
-    return bench._cuda_ms(fn, warmup=2, iters=iters)
-
-
 def fmt(ms) -> str:
     "A time in ms to 3 decimals, or `-` for none."
     return "-" if ms is None else f"{ms:.3f}"
 
 
 def time_step(layer, inputs, iters: int) -> dict:
-    """`dict(graphed, queued)`: the median ms of `iters` CUDA-graph replays of one step (None and the error's first
-    line in `graph_error` if it does not capture), and the mean ms of steps queued back to back."""
+    """`dict(graphed, queued)`: `bench.gpu_bound_ms` of one step — the median ms of `iters` CUDA-graph replays (None
+    and the error's first line in `graph_error` if it does not capture) and the mean ms of steps queued back to back."""
     run = step_fn(layer)
-    row = {"queued": queued_ms(lambda: run(*inputs), iters)}
-    try:
-        graph, static = capture_step(run, *inputs)
-        del static
-        row["graphed"] = bench.median_time_ms(graph.replay, warmup=2, iters=iters)
-        del graph
-    except Exception as e:  # not fatal: the queued time still stands
-        row["graphed"], row["graph_error"] = None, first_line(e)
+    t = bench.gpu_bound_ms(lambda: run(*inputs), warmup=2, iters=iters)
     layer.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    return row
+    return dict(graphed=t["graphed_ms"], queued=t["queued_ms"], graph_error=t.get("graphed_error"))
+
+
+def repeats(layer, inputs, ref: dict, n: int = 5) -> bool:
+    """Whether `n` eager steps give `ref`'s tensors (`step_tensors`) bit for bit; one step's tensors held at a time (a
+    65K step's gradients are gigabytes)."""
+    return all(all(torch.equal(t, ref[k]) for k, t in step_tensors(layer, inputs).items()) for _ in range(n))
 
 
 def kernel_table(layer, inputs, rows: int = 12) -> None:
@@ -426,12 +417,12 @@ def step_section(o) -> None:
             try:
                 with step_variant(attn, index):
                     t = time_step(detl, inputs, iters)
-                    runs = [step_tensors(detl, inputs) for _ in range(5)]
-                    repeat = all(torch.equal(r[n], runs[0][n]) for r in runs[1:] for n in runs[0])
-                    sim = min(similarity(runs[0][n], ref[n]) for n in ref)
-                    same = "-" if today is None else all(torch.equal(runs[0][n], today[n]) for n in today)
-                    today = runs[0] if label == "today" else today  # the others: bitwise today's step?
-                    del runs
+                    first = step_tensors(detl, inputs)
+                    repeat = repeats(detl, inputs, first, 4)  # five runs in all
+                    sim = min(similarity(first[n], ref[n]) for n in ref)
+                    same = "-" if today is None else all(torch.equal(first[n], today[n]) for n in today)
+                    today = first if label == "today" else today  # the others: bitwise today's step?
+                    del first
                     key = "graphed" if t["graphed"] and base["graphed"] else "queued"  # like with like
                     ms, x = t[key], t[key] / base[key]
                     print(
