@@ -384,15 +384,18 @@ def _programs(device) -> int:
     return 4 * _sm_count(device) if device.type == "cuda" else 8
 
 
-def _segment_sum(seg, part, acc, sorted_parts: bool = False, block_p: int = 16, block_d: int = _BLOCK_D):
+def _segment_sum(
+    seg, part, acc, sorted_parts: bool = False, block_p: int = 16, block_d: int = _BLOCK_D, num_warps: int = 4
+):
     """`acc[j] += Σ part[p]` over the pairs `p` of kv row `j` in a fixed order: `seg` the `_segments` of the pairs'
     targets, `part [P, D]` in pair order (or with `sorted_parts` in sorted order: `part[pos[p]]`), `acc [n, D]`
-    float32; the persistent segment-sum kernel's tiles `block_p` × `block_d` (`block_d` divides `D`)."""
+    float32; the persistent segment-sum kernel's tiles `block_p` × `block_d` (`block_d` divides `D`) and warps."""
     keys, order, start, nseg = seg
     d = acc.shape[-1]
     _launch_triton(
         _det_segment_sum_kernel, (min(_programs(acc.device), start.shape[0] - 1), d // block_d),
         part, order, keys, start, nseg, acc, D=d, BLOCK_P=block_p, BLOCK_D=block_d, SORTED=sorted_parts,
+        num_warps=num_warps,
     )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #b7e2d4a8

@@ -7,6 +7,13 @@ Usage:
                               [--index-rows 16384] [--index-only]
     python tools/det_sweep.py --step [--step-sq 4096,65536] [--step-iters 30] [--step-iters-long 20]
                               [--step-variants today,sorted,...] [--step-budget SECONDS] [--warm N]
+    python tools/det_sweep.py --segments [--iters 20]
+
+`--segments` (alone; about a minute): the segment sum kernel by itself (`segment_section`), the dKV parts of the
+4,096-row step (long segments: ~2,000 parts for each compressed row) and of one chunk of the 65K step (short
+segments), and the indexer d_k parts: fp32 and bf16, in pair order and sorted, tiles, grid and warps → ms and GB/s.
+In the 4,096-token step's profile its two calls take 2.20 ms for about 6.4 GB of fp32 parts in pair order and 3.43 ms
+for half the bytes as sorted bf16 parts: bound by its loop's latency, not by the bytes.
 
 `--step` (alone; minutes on the H200, most of them compiling — `--warm N` compiles the variants' kernels first, N
 processes at once, each running one step of its variant): the whole ratio-4 training step of
@@ -44,6 +51,7 @@ when their share of `--budget` seconds has passed are skipped (said so); Triton'
 
 import argparse
 import contextlib
+import itertools
 import statistics
 import sys
 import time
@@ -464,6 +472,90 @@ def step_summary(summary) -> None:
         )
 
 
+SEG_TILES = [(bp, bd) for bp in (16, 32, 64) for bd in (64, 128, 256)]  # the segment sum's BLOCK_P x BLOCK_D
+SEG_PROGRAMS = (4, 16)  # programs per SM of its persistent grid (`det._programs`: 4)
+SEG_WARPS = (4, 8)  # its warps (4 today)
+SEG_SHAPES = (  # label, query rows, compressed rows, slots per row (window first), of which window, D
+    ("attention, 4,096 rows", 4096, 1024, 640, 128, 512),  # ~2,000 parts a compressed key: long segments
+    ("attention, a 65K chunk", 5824, 16384, 640, 128, 512),  # one 8-GiB chunk of the 65K step: short segments
+    ("indexer d_k, 4,096 rows", 4096, 1024, 512, 0, 128),
+)
+
+
+def segment_problem(rows: int, n_comp: int, k: int, window: int, seed: int = 0):
+    """The pairs of `rows` query rows (`window` window slots, then `k - window` random compressed rows of `n_comp`,
+    as `problem`'s) → `(targets, n)`: each pair's kv row (`n` = none), kv rows in all."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    t = torch.arange(rows, device="cuda")[:, None]
+    win = t - torch.arange(window, device="cuda")[None]
+    comp = rows + torch.randint(0, n_comp, (rows, k - window), device="cuda", generator=g)
+    idx = torch.cat([torch.where(win >= 0, win, -1), comp], 1).to(torch.int32)
+    return det._pair_targets(idx, None, rows + n_comp, 0, rows), rows + n_comp
+
+
+def segment_ref(targets, part, n: int):
+    "`acc [n, D]` float64: each kv row's parts summed (`index_add_` in chunks of pairs), the none rows left out."
+    acc = torch.zeros(n + 1, part.shape[1], dtype=torch.float64, device=part.device)
+    for p0 in range(0, part.shape[0], 1 << 18):
+        acc.index_add_(0, targets[p0 : p0 + (1 << 18)].long(), part[p0 : p0 + (1 << 18)].double())
+    return acc[:n]
+
+
+def segment_row(seg, part, srt: bool, shape, ref, bp: int, bd: int, warps: int, iters: int):
+    """`(ms, bitwise x2, max error / max |ref|)` of `det._segment_sum` of `part` (sorted or not) into a float32
+    `acc` of `shape`, tiles `bp` x `bd`, `warps` warps; `ref` the float64 sums."""
+    acc = torch.zeros(shape, dtype=torch.float32, device="cuda")
+
+    def run():
+        det._segment_sum(seg, part, acc, srt, bp, bd, warps)
+
+    run()
+    one = acc.clone()
+    acc.zero_()
+    run()
+    same = torch.equal(one, acc)
+    err = (one.double() - ref).abs().max().item() / ref.abs().max().item()
+    return median_ms(run, iters), same, err
+
+
+def segment_section(o) -> None:
+    """The segment sum alone (`det._segment_sum`; second to the ds kernel in the step's profile): at each of
+    `SEG_SHAPES`, fp32 and bf16 parts, in pair order and sorted, each tile of `SEG_TILES`, grid of `SEG_PROGRAMS` and
+    warps of `SEG_WARPS` →
+    median ms, GB/s of parts read, whether two runs are bitwise equal and the largest error against a float64 sum
+    relative to the largest |sum|."""
+    programs = det._programs
+    for label, rows, n_comp, k, window, d in SEG_SHAPES:
+        targets, n = segment_problem(rows, n_comp, k, window)
+        seg = det._segments(targets, n)
+        lens = (seg[2][1:] - seg[2][:-1]).float()
+        nseg = int(seg[3])
+        print(f"\n[segments] {label}: {targets.shape[0]} pairs, {nseg} segments, parts per segment mean "
+              f"{lens[:nseg].mean():.0f}, max {lens[:nseg].max():.0f}")  # fmt: skip
+        g = torch.Generator(device="cuda").manual_seed(1)
+        base = torch.randn(targets.shape[0], d, device="cuda", generator=g)
+        for dt in (torch.float32, torch.bfloat16):
+            pair = base.to(dt)
+            ref = segment_ref(targets, pair, n)
+            for srt in (False, True):
+                part = pair[seg[1]] if srt else pair  # sorted: part i is pair order[i]
+                gb = part.numel() * part.element_size() / 1e9
+                for m in SEG_PROGRAMS:
+                    det._programs = lambda dev, m=m: m * programs(dev) // 4
+                    for (bp, bd), w in itertools.product(SEG_TILES, SEG_WARPS):
+                        tag = f"  {str(dt)[6:]:8s} sorted {srt!s:5s} {m:2d}/SM {bp:2d}x{bd:3d} {w} warps:"
+                        try:
+                            ms, same, err = segment_row(seg, part, srt, (n, d), ref, bp, bd, w, o.iters)
+                        except Exception as e:  # e.g. too many registers for a tile
+                            print(f"{tag} FAILED {first_line(e)}")
+                            continue
+                        print(f"{tag} {ms:7.3f} ms {gb / ms * 1e3:6.0f} GB/s  bitwise x2 {same}  max err {err:.1e}")
+                det._programs = programs
+            del pair, ref
+        del base, targets, seg
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sq", type=int, default=4096)
@@ -485,6 +577,7 @@ def main():
         help="with --step: first compile the variants' kernels in this many processes at once (0: in the sweep)",
     )
     ap.add_argument("--warm-only", action="store_true", help=argparse.SUPPRESS)  # one such process
+    ap.add_argument("--segments", action="store_true", help="the segment sum alone, its tiles and grids (see above)")
     ap.add_argument(
         "--step-budget",
         type=float,
@@ -494,6 +587,10 @@ def main():
     o = ap.parse_args()
     t0 = o.t0 = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if o.segments:
+        segment_section(o)
+        print(f"\ntotal {time.time() - t0:.0f} s")
+        return
     if o.step:
         step_section(o)
         print(f"\ntotal {time.time() - t0:.0f} s")
