@@ -13,7 +13,7 @@ Usage:
 4,096-row step (long segments: ~2,000 parts for each compressed row) and of one chunk of the 65K step (short
 segments), and the indexer d_k parts: fp32 and bf16, in pair order and sorted, tiles, grid and warps → ms and GB/s.
 In the 4,096-token step's profile its two calls take 2.20 ms for about 6.4 GB of fp32 parts in pair order and 3.43 ms
-for half the bytes as sorted bf16 parts: bound by its loop's latency, not by the bytes.
+for half the bytes as sorted bf16 parts: something other than the bytes (its loop's latency?) bounds it.
 
 `--step` (alone; minutes on the H200, most of them compiling — `--warm N` compiles the variants' kernels first, N
 processes at once, each running one step of its variant): the whole ratio-4 training step of
