@@ -23,6 +23,10 @@ it is written with it (`2.19 ms`), when it sits in a table column whose header n
 also found among the numbers of unit-less columns (`eager / graphed`, `vs bf16`). So `2 µs` is not found in the
 `2` of a `ratio` column: what the check proves is that the prose invents no figure, not that it quotes the right row.
 
+It also fails on a stored output that shows a section of `BENCHMARKS.md` from another run than the file's (its
+`Run at commit …` line is not in the file): the chapters' evidence cells read the file when they run, so a GPU run
+that rewrites it leaves them showing the run before until `python tools/execute_nb.py --cpu` runs them again.
+
 `CHANGELOG.md` is not checked: it is history, with the dates of its runs. The README's figures are written from
 `BENCHMARKS.md` by `tools/readme.py` (each marked in `nbs/index.ipynb` with the table cell it comes from), so they
 pass by construction; this check is what keeps a hand-typed figure out of the chapters and out of the README.
@@ -192,12 +196,28 @@ def unmeasured(text: str, pool: dict, where: str) -> list[str]:
     return bad
 
 
+def stale_stamps(text: str, bench: str, where: str) -> list[str]:
+    """One line per run line (`Run at commit …`, `bench.run_stamp`'s) in the stored outputs `text` that is not a line of
+    `bench` (`BENCHMARKS.md`'s text): a chapter showing a section of an older run than the file's."""
+    have = set(bench.split("\n"))
+    runs = [line for line in text.split("\n") if line.startswith(("Run at commit `", "Run of fused_csa_nb "))]
+    return [
+        f"{where}: a stored output shows a section of another run than BENCHMARKS.md's ({r[:90]}…): "
+        "python tools/execute_nb.py --cpu on the notebook refreshes it"
+        for r in dict.fromkeys(runs)
+        if r not in have
+    ]
+
+
 def check(root: Path = ROOT) -> list[str]:
-    "Every unmeasured figure of `root`'s README.md and notebooks' markdown cells (`unmeasured` lines)."
-    bench = measured((root / "BENCHMARKS.md").read_text(encoding="utf-8"))
+    """Every unmeasured figure of `root`'s README.md and notebooks' markdown cells (`unmeasured` lines), and every
+    stored output that shows an older run's section of `BENCHMARKS.md` (`stale_stamps`)."""
+    bench_text = (root / "BENCHMARKS.md").read_text(encoding="utf-8")
+    bench = measured(bench_text)
     bad = unmeasured((root / "README.md").read_text(encoding="utf-8"), bench, "README.md")
     for path in sorted((root / "nbs").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
+        bad += stale_stamps(outputs_text(nb), bench_text, f"nbs/{path.name}")
         pool = _merge(bench, measured(outputs_text(nb)))
         for i, cell in enumerate(nb["cells"]):
             if cell["cell_type"] == "markdown":
@@ -236,6 +256,10 @@ def self_test():
     bad = unmeasured(text, pool, "t")  # the deliberately wrong figures: a range of runs and an eager cost
     assert [b.split(": ")[1].split(" is not")[0] for b in bad] == ["'8.9–10.8×'", "'1.27×'"], bad
     assert bad[0].startswith("t:1: ") and "A step takes" in bad[0]
+    md = "## Decoding\n\nRun at commit `abc1234`, 2026-12-05: `x`.\n"
+    assert stale_stamps("Run at commit `abc1234`, 2026-12-05: `x`.\n| a |", md, "n") == []  # the file's run
+    old = stale_stamps("Run at commit `0ld0000`, 2026-12-01: `x`.", md, "n")  # an older run's section, shown
+    assert len(old) == 1 and old[0].startswith("n: a stored output shows") and "0ld0000" in old[0], old
     print("self-test passed")
 
 
@@ -257,7 +281,11 @@ def main(argv) -> int:
     bad = check()
     for b in bad:
         print(b)
-    print(f"{len(bad)} measured figure(s) not in BENCHMARKS.md or the notebook's stored outputs" if bad else "ok")
+    print(
+        f"{len(bad)} problem(s): figures not in BENCHMARKS.md or the notebook's outputs, or stale outputs"
+        if bad
+        else "ok"
+    )
     return 1 if bad else 0
 
 

@@ -150,6 +150,19 @@ def store_cmd(nbs, flags, extra=()):
     ]
 
 
+def refresh_evidence(env=None) -> str:
+    """After a stored run: the notebooks whose CPU cells show sections of `BENCHMARKS.md` (they call
+    `benchmarks_section`) run again on the CPU (`execute_nb.py --cpu`), so that they show the sections the run wrote;
+    they read the file when they run, which is before their GPU cells write it. Returns the line to print."""
+    shows = [nb for nb in notebooks([]) if "benchmarks_section(" in nb.read_text(encoding="utf-8")]
+    cmd = [sys.executable, str(ROOT / "tools" / "execute_nb.py"), "--cpu", *map(str, shows)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    names = ", ".join(nb.name for nb in shows)
+    if p.returncode:
+        return f"refreshing the evidence cells of {names} FAILED:\n" + (p.stdout + p.stderr)[-2000:]
+    return f"the evidence cells of {names} show the BENCHMARKS.md this run wrote (execute_nb.py --cpu)"
+
+
 def run_one(nb, flags, store, extra=()):
     PROGRESS.start(nb)
     if store and has_gpu_cells(nb):
@@ -353,6 +366,8 @@ def main(argv=None):
         report(run_together(timed, args.flags, extra))
     else:
         report(run_one(nb, args.flags, args.store, extra) for nb in timed)
+    if args.store and passed:
+        PROGRESS.say(refresh_evidence(ENV))
     PROGRESS.stop.set()
     print(
         f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}); "
