@@ -3,8 +3,12 @@
 ops by self CPU time (training and eval), and fused-vs-native parity at 1,024 tokens (ratios 0, 4, 128).
 
 Usage (on an SM90 GPU, about a minute): python tools/profile_step.py [--sq 4096] [--iters 30] [--top 25]
-                                        [--deterministic]
+                                        [--kernels 15] [--precision bf16|fp8] [--mode both|train|eval]
+                                        [--deterministic] [--parity-sq 1024]
 
+`--kernels N`: also the N device kernels with the most GPU time per step (what a long step spends its time on, e.g.
+`--sq 262144 --precision fp8 --mode eval --iters 3 --parity-sq 0`: the FP8 selection's kernels at 262K tokens).
+`--precision`: the layer's `indexer_precision`; `--mode`: the training step, the inference step or both.
 `--deterministic`: the same for the layer with `deterministic=True` (the deterministic chapter's kernels, its
 `_DET_DEFAULT`; same weights and inputs): its host overhead, graphed time and launches per step."""
 
@@ -46,8 +50,9 @@ def _parents(e, depth: int = 3) -> str:
     return " < ".join(names) or "(top level)"
 
 
-def launches(layer, inputs, train: bool, steps: int, top: int) -> None:
-    "Profile `steps` eager steps: device kernels, host launch calls by name and the top ops by self CPU time, per step."
+def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int = 0) -> None:
+    """Profile `steps` eager steps: device kernels, host launch calls by name and the top ops by self CPU time, per
+    step; with `kernels_top` also that many device kernels by GPU time per step."""
 
     def run():
         layer.zero_grad(set_to_none=True)
@@ -85,6 +90,18 @@ def launches(layer, inputs, train: bool, steps: int, top: int) -> None:
             print(f"  {call} per step by caller (innermost first):")
             for site, n in sites.most_common(12):
                 print(f"    {n / steps:5g}  {site}")
+    if kernels_top:
+        gpu = collections.Counter()
+        for e in ev:
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                gpu[e.name] += e.time_range.elapsed_us()
+        total = sum(gpu.values())
+        print(
+            f"  top {kernels_top} device kernels by GPU time (per step; all {total / steps / 1e3:.2f} ms): "
+            "ms  share  name"
+        )
+        for name, us in gpu.most_common(kernels_top):
+            print(f"    {us / steps / 1e3:8.3f} {us / total:6.1%}  {_short(name)}")
     avg = sorted(prof.key_averages(), key=lambda a: a.self_cpu_time_total, reverse=True)[:top]
     print(f"  top {top} by self CPU time (per step): self_us  total_us  calls  name")
     for a in avg:
@@ -102,12 +119,18 @@ def main():
     ap.add_argument("--top", type=int, default=25, help="ops listed by self CPU time")
     ap.add_argument("--parity-sq", type=int, default=1024, help="tokens of the parity check (0: skip it)")
     ap.add_argument("--deterministic", action="store_true", help="profile the layer with deterministic=True")
+    ap.add_argument("--kernels", type=int, default=0, help="device kernels listed by GPU time (0: none)")
+    ap.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="the layer's indexer_precision")
+    ap.add_argument("--mode", default="both", choices=("both", "train", "eval"), help="which steps to profile")
     args = ap.parse_args()
     t_start = time.perf_counter()
     warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")  # autograd's note after a graph capture
     dev = torch.cuda.get_device_name()
-    print(f"device {dev}, torch {torch.__version__}; V4-Flash ratio-4 layer, H 64, top-512, sparse loss, b 1")
-    _, fused, inputs = layer_pair(4, args.sq)
+    print(
+        f"device {dev}, torch {torch.__version__}; V4-Flash ratio-4 layer, H 64, top-512, sparse loss, b 1, "
+        f"{args.precision} selection"
+    )
+    _, fused, inputs = layer_pair(4, args.sq, precision=args.precision)
     if args.deterministic:  # the same weights and inputs, the deterministic kernels
         from fused_csa_nb.attention import CompressedSparseAttention
 
@@ -115,7 +138,7 @@ def main():
         det.load_state_dict(fused.state_dict())
         fused = det.to(inputs[0].device, inputs[0].dtype)  # the sink stays fp32, as in `layer_pair`
         print("deterministic=True")
-    for train in (True, False):
+    for train in {"both": (True, False), "train": (True,), "eval": (False,)}[args.mode]:
         row = step_profile(fused, inputs, train=train, iters=args.iters, compiled=False)
         g = row["graphed_ms"]
         ratio = f"{row['eager_ms'] / g:.2f}x" if g else f"n/a ({row.get('graphed_error')})"
@@ -124,7 +147,7 @@ def main():
             f"{g if g is None else round(g, 3)} ms, eager/graphed {ratio}, GPU kernels {row['kernel_ms']:.3f} ms "
             f"(busy eager {row['busy_eager']:.0%})"
         )
-        launches(fused, inputs, train, args.steps, args.top)
+        launches(fused, inputs, train, args.steps, args.top, args.kernels)
     del fused, inputs
     torch.cuda.empty_cache()
     if args.parity_sq:
