@@ -862,8 +862,8 @@ if triton is not None:
 
 # %% ../nbs/04_deterministic.ipynb #03355b41
 _INDEX_DQ = ("cudnn", "deterministic")  # where the deterministic step's indexer `d_q` comes from (see above)
-# the default: cuDNN's indexer backward for `d_q`, as before, until `tools/det_sweep.py --step` measures the step
-_DET_INDEX_DQ = "cudnn"
+# the default: ours, the faster whole step on the H200 (`tools/det_sweep.py --step`; CHANGELOG.md, 2026-12-05)
+_DET_INDEX_DQ = "deterministic"
 
 
 def _det_index_dq() -> str:
