@@ -323,7 +323,7 @@ def _det_blocks(h):
 
 
 _DET_KEYS = {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages", "dq_BLOCK_K", "dq_BLOCK_D", "dq_num_warps"}
-_DET_KEYS |= {"part_dtype", "sorted_parts", "fuse_dq", "seg_BLOCK_P", "seg_BLOCK_D"}
+_DET_KEYS |= {"part_dtype", "sorted_parts", "fuse_dq", "seg_BLOCK_P", "seg_BLOCK_D", "seg_warps", "seg_split"}
 
 # %% ../nbs/04_deterministic.ipynb #e8b2f4a6
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
@@ -332,7 +332,8 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     runtime loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`, `dq_BLOCK_D`
     (must divide `D`, else 64) and `dq_num_warps`; the segment sum's `part_dtype` (one of `_PART_DTYPES`, default
     fp32), `sorted_parts` (parts written in sorted order, default False), `seg_BLOCK_P` (16), `seg_BLOCK_D` (must
-    divide `D`, else 64); `fuse_dq` (dq in the ds kernel's program, default False)."""
+    divide `D`, else 64), `seg_warps` (4), `seg_split` (segments in pieces of at most this many pairs, default None:
+    whole); `fuse_dq` (dq in the ds kernel's program, default False)."""
     v = {**_DET_DEFAULT, **kw}
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
@@ -357,6 +358,8 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
         fuse_dq=bool(v.get("fuse_dq", False)),
         seg_BLOCK_P=v.get("seg_BLOCK_P", 16),
         seg_BLOCK_D=bds if d % bds == 0 else _BLOCK_D,
+        seg_warps=v.get("seg_warps", 4),
+        seg_split=v.get("seg_split"),
     )
 
 # %% ../nbs/04_deterministic.ipynb #8d9c7e5b
@@ -384,12 +387,8 @@ def _programs(device) -> int:
     return 4 * _sm_count(device) if device.type == "cuda" else 8
 
 
-def _segment_sum(
-    seg, part, acc, sorted_parts: bool = False, block_p: int = 16, block_d: int = _BLOCK_D, num_warps: int = 4
-):
-    """`acc[j] += Σ part[p]` over the pairs `p` of kv row `j` in a fixed order: `seg` the `_segments` of the pairs'
-    targets, `part [P, D]` in pair order (or with `sorted_parts` in sorted order: `part[pos[p]]`), `acc [n, D]`
-    float32; the persistent segment-sum kernel's tiles `block_p` × `block_d` (`block_d` divides `D`) and warps."""
+def _launch_segments(seg, part, acc, sorted_parts: bool, block_p: int, block_d: int, num_warps: int):
+    "One launch of the segment-sum kernel: `acc[keys[start[s]]] += Σ part` over each segment `s` of `seg` (see below)."
     keys, order, start, nseg = seg
     d = acc.shape[-1]
     _launch_triton(
@@ -397,6 +396,49 @@ def _segment_sum(
         part, order, keys, start, nseg, acc, D=d, BLOCK_P=block_p, BLOCK_D=block_d, SORTED=sorted_parts,
         num_warps=num_warps,
     )  # fmt: skip
+
+# %% ../nbs/04_deterministic.ipynb #segpc002
+def _pieces(seg, length: int) -> tuple:
+    """`seg` (`_segments`) with each segment cut into pieces of at most `length` pairs, in order, on the device (no
+    host sync) → `(first, second, rows)`: `first` a `_segments` tuple whose segments are the pieces and whose `keys`
+    hold each sorted position's piece number (the kernel then writes piece `i`'s sum to row `i` of a buffer); `second`
+    the tuple that sums each kv row's pieces from that buffer (`keys` each piece's kv row, `start` each kv row's first
+    piece, `nseg` `seg`'s); `rows` the buffer's rows, a bound on the pieces: `min(n, P) + P // length`."""
+    keys, order, start, nseg = seg
+    p = keys.shape[0]
+    pos = torch.arange(p, device=keys.device)
+    n_valid = start[-1:]  # `start` ends at the valid pairs' end
+    seg_of = torch.searchsorted(start, pos, right=True) - 1  # each valid position's segment
+    cut = (pos < n_valid) & ((pos - start[seg_of]) % length == 0)  # the positions that begin a piece
+    cs = torch.cumsum(cut, 0)
+    rows = min(start.shape[0] - 1 + p // length, p)
+    first_start = torch.minimum(torch.searchsorted(cs, torch.arange(1, rows + 2, device=keys.device)), n_valid)
+    first = (cs - 1, order, first_start, cs[-1:])
+    second = (keys[first_start[:-1].clamp(max=p - 1)], order, torch.searchsorted(first_start, start), nseg)
+    return first, second, rows
+
+
+def _segment_sum(
+    seg,
+    part,
+    acc,
+    sorted_parts: bool = False,
+    block_p: int = 16,
+    block_d: int = _BLOCK_D,
+    num_warps: int = 4,
+    split: int | None = None,
+):
+    """`acc[j] += Σ part[p]` over the pairs `p` of kv row `j` in a fixed order: `seg` the `_segments` of the pairs'
+    targets, `part [P, D]` in pair order (or with `sorted_parts` in sorted order: `part[pos[p]]`), `acc [n, D]`
+    float32; the persistent segment-sum kernel's tiles `block_p` × `block_d` (`block_d` divides `D`) and warps;
+    `split`: the segments in pieces of at most `split` pairs (`_pieces`), two launches (None: whole segments, one)."""
+    tiles = (block_p, block_d, num_warps)
+    if split is not None:
+        first, second, rows = _pieces(seg, check_int("split", split, 1))
+        buf = torch.zeros(rows, acc.shape[-1], dtype=torch.float32, device=acc.device)
+        _launch_segments(first, part, buf, sorted_parts, *tiles)
+        seg, part, sorted_parts = second, buf, True  # the pieces' sums, in kv-row order
+    _launch_segments(seg, part, acc, sorted_parts, *tiles)
 
 # %% ../nbs/04_deterministic.ipynb #b7e2d4a8
 def _fixed_point_exponent(bound):
@@ -502,7 +544,7 @@ def _deterministic_sparse_bwd(
         _det_ds_dq(q, kv, dout, indices, topk_length, lsef, delta, ds, part, pos, acc, bad, two_e, dq, r0, r1, h, k,
                    n, sm_scale, d, dv, bh, v, up, fixed, srt)  # fmt: skip
         if not fixed:
-            _segment_sum(seg, part, acc, srt, v["seg_BLOCK_P"], v["seg_BLOCK_D"])
+            _segment_sum(seg, part, acc, srt, v["seg_BLOCK_P"], v["seg_BLOCK_D"], v["seg_warps"], v["seg_split"])
     return done()
 
 # %% ../nbs/04_deterministic.ipynb #c2e4a6b8

@@ -392,6 +392,12 @@ def step_section(o) -> None:
     from fused_csa_nb.attention import CompressedSparseAttention
 
     names = list(STEP_VARIANTS) if o.step_variants == "all" else o.step_variants.split(",")
+    if o.seg:  # the segment sum's settings from --segments, in every variant (the indexer's keeps its own)
+        bp, bd, w, sp = (int(x) for x in o.seg.split(","))
+        seg = dict(seg_BLOCK_P=bp, seg_BLOCK_D=bd, seg_warps=w, seg_split=sp or None)
+        for label, (attn, index) in list(STEP_VARIANTS.items()):
+            STEP_VARIANTS[label] = ({**attn, **seg}, index)
+        print(f"every variant's attention segment sum: {seg}")
     unknown = [n for n in names if n not in STEP_VARIANTS]
     if unknown:
         raise SystemExit(f"--step-variants: unknown {unknown}; known: {list(STEP_VARIANTS)}")
@@ -472,9 +478,10 @@ def step_summary(summary) -> None:
         )
 
 
-SEG_TILES = [(bp, bd) for bp in (16, 32, 64) for bd in (64, 128, 256)]  # the segment sum's BLOCK_P x BLOCK_D
+SEG_TILES = [(16, 64), (32, 128), (64, 128), (64, 256), (128, 128)]  # the segment sum's BLOCK_P x BLOCK_D
 SEG_PROGRAMS = (4, 16)  # programs per SM of its persistent grid (`det._programs`: 4)
 SEG_WARPS = (4, 8)  # its warps (4 today)
+SEG_SPLITS = (None, 256)  # whole segments (today), or pieces of at most this many pairs (`det._pieces`)
 SEG_SHAPES = (  # label, query rows, compressed rows, slots per row (window first), of which window, D
     ("attention, 4,096 rows", 4096, 1024, 640, 128, 512),  # ~2,000 parts a compressed key: long segments
     ("attention, a 65K chunk", 5824, 16384, 640, 128, 512),  # one 8-GiB chunk of the 65K step: short segments
@@ -501,13 +508,14 @@ def segment_ref(targets, part, n: int):
     return acc[:n]
 
 
-def segment_row(seg, part, srt: bool, shape, ref, bp: int, bd: int, warps: int, iters: int):
+def segment_row(seg, part, srt: bool, shape, ref, bp: int, bd: int, warps: int, split, iters: int):
     """`(ms, bitwise x2, max error / max |ref|)` of `det._segment_sum` of `part` (sorted or not) into a float32
-    `acc` of `shape`, tiles `bp` x `bd`, `warps` warps; `ref` the float64 sums."""
+    `acc` of `shape`, tiles `bp` x `bd`, `warps` warps, segments in pieces of `split` pairs (None: whole); `ref` the
+    float64 sums."""
     acc = torch.zeros(shape, dtype=torch.float32, device="cuda")
 
     def run():
-        det._segment_sum(seg, part, acc, srt, bp, bd, warps)
+        det._segment_sum(seg, part, acc, srt, bp, bd, warps, split)
 
     run()
     one = acc.clone()
@@ -520,8 +528,8 @@ def segment_row(seg, part, srt: bool, shape, ref, bp: int, bd: int, warps: int, 
 
 def segment_section(o) -> None:
     """The segment sum alone (`det._segment_sum`; second to the ds kernel in the step's profile): at each of
-    `SEG_SHAPES`, fp32 and bf16 parts, in pair order and sorted, each tile of `SEG_TILES`, grid of `SEG_PROGRAMS` and
-    warps of `SEG_WARPS` →
+    `SEG_SHAPES`, fp32 and bf16 parts, in pair order and sorted, each tile of `SEG_TILES`, grid of `SEG_PROGRAMS`,
+    warps of `SEG_WARPS` and split of `SEG_SPLITS` →
     median ms, GB/s of parts read, whether two runs are bitwise equal and the largest error against a float64 sum
     relative to the largest |sum|."""
     programs = det._programs
@@ -542,10 +550,10 @@ def segment_section(o) -> None:
                 gb = part.numel() * part.element_size() / 1e9
                 for m in SEG_PROGRAMS:
                     det._programs = lambda dev, m=m: m * programs(dev) // 4
-                    for (bp, bd), w in itertools.product(SEG_TILES, SEG_WARPS):
-                        tag = f"  {str(dt)[6:]:8s} sorted {srt!s:5s} {m:2d}/SM {bp:2d}x{bd:3d} {w} warps:"
+                    for (bp, bd), w, sp in itertools.product(SEG_TILES, SEG_WARPS, SEG_SPLITS):
+                        tag = f"  {str(dt)[6:]:8s} sorted {srt!s:5s} {m:2d}/SM {bp:2d}x{bd:3d} {w} warps split {sp}:"
                         try:
-                            ms, same, err = segment_row(seg, part, srt, (n, d), ref, bp, bd, w, o.iters)
+                            ms, same, err = segment_row(seg, part, srt, (n, d), ref, bp, bd, w, sp, o.iters)
                         except Exception as e:  # e.g. too many registers for a tile
                             print(f"{tag} FAILED {first_line(e)}")
                             continue
@@ -578,6 +586,12 @@ def main():
     )
     ap.add_argument("--warm-only", action="store_true", help=argparse.SUPPRESS)  # one such process
     ap.add_argument("--segments", action="store_true", help="the segment sum alone, its tiles and grids (see above)")
+    ap.add_argument(
+        "--seg",
+        default=None,
+        help="with --step: BLOCK_P,BLOCK_D,warps,split of the attention's segment sum in every variant "
+        "(split 0: whole), e.g. 64,128,8,256 from --segments",
+    )
     ap.add_argument(
         "--step-budget",
         type=float,
