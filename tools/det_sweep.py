@@ -11,7 +11,9 @@ Usage:
 
 `--segments` (alone; about a minute): the segment sum kernel by itself (`segment_section`), the dKV parts of the
 4,096-row step (long segments: ~2,000 parts for each compressed row) and of one chunk of the 65K step (short
-segments), and the indexer d_k parts: fp32 and bf16, in pair order and sorted, tiles, grid and warps → ms and GB/s.
+segments), and the indexer d_k parts: fp32 and bf16, in pair order and sorted, tiles, grid, warps and whole
+segments or pieces (`seg_split`) → ms and GB/s. `--step --seg BLOCK_P,BLOCK_D,warps,split` then runs the step's
+variants with the segment sum so set.
 In the 4,096-token step's profile its two calls take 2.20 ms for about 6.4 GB of fp32 parts in pair order and 3.43 ms
 for half the bytes as sorted bf16 parts: something other than the bytes (its loop's latency?) bounds it.
 
