@@ -69,35 +69,6 @@ class CSACache:
         "Tokens each sequence holds, on the host (no device read)."
         return [self.host_lengths[i] for i in self.rows]
 
-# %% ../nbs/05_cache.ipynb #84df2f4d
-@patch
-def tensors(self: CSACache) -> list:
-    "Every tensor the cache holds (what a step may write)."
-    ts = [
-        self.kv,
-        self.pos,
-        self.index_keys,
-        self.index_bad,
-        *(self.comp_ring or ()),
-        *(self.index_ring or ()),
-        *(self.index_keys8 or ()),
-    ]
-    return [t for t in ts if t is not None]
-
-
-@patch(as_prop=True)
-def nbytes(self: CSACache) -> int:
-    "Bytes of device memory the cache holds."
-    return sum(t.numel() * t.element_size() for t in self.tensors())
-
-
-@patch
-def belongs_to(self: CSACache, layer) -> bool:
-    """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module
-    to check, a `CompressedSparseAttention`. Returns `True` for
-    the cache's own layer (while it lives), else `False`."""
-    return self.owner is not None and self.owner() is layer
-
 # %% ../nbs/05_cache.ipynb #5d195db5
 def _ring(module, b, device, dtype):
     "The `(a, g)` projection ring of a compressor module: `2·ratio` token slots with the overlap, else `ratio`."
@@ -153,6 +124,48 @@ def make_cache(
         _index_state(cache, layer, E, module_dtype)
     return cache
 
+# %% ../nbs/05_cache.ipynb #84df2f4d
+@patch
+def tensors(self: CSACache) -> list:
+    "Every tensor the cache holds (what a step may write)."
+    ts = [
+        self.kv,
+        self.pos,
+        self.index_keys,
+        self.index_bad,
+        *(self.comp_ring or ()),
+        *(self.index_ring or ()),
+        *(self.index_keys8 or ()),
+    ]
+    return [t for t in ts if t is not None]
+
+
+@patch(as_prop=True)
+def nbytes(self: CSACache) -> int:
+    "Bytes of device memory the cache holds."
+    return sum(t.numel() * t.element_size() for t in self.tensors())
+
+
+@patch
+def belongs_to(self: CSACache, layer) -> bool:
+    """Whether this cache was built by `layer.new_cache` (its owner, held by a weak reference). `layer`: the module
+    to check, a `CompressedSparseAttention`. Returns `True` for
+    the cache's own layer (while it lives), else `False`."""
+    return self.owner is not None and self.owner() is layer
+
+# %% ../nbs/05_cache.ipynb #f33f0500
+@patch
+def _iota(self: CSACache, n: int) -> torch.Tensor:
+    "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
+    consts = self._consts
+    if n not in consts:
+        consts[n] = torch.arange(n, device=self.pos.device)
+    return consts[n]
+
+
+def _rows_of(t, i, dim):
+    return None if t is None else t.narrow(dim, i, 1)
+
 # %% ../nbs/05_cache.ipynb #ffe761cc
 class StepRows(NamedTuple):
     """The rows of one decode step of `s` tokens per sequence (`CSACache.step_rows`), computed once per step and read by
@@ -186,19 +199,6 @@ def step_positions(self: CSACache, n: int) -> torch.Tensor:
     """The positions of a step's `n` new tokens per sequence. `n`: the number of new tokens. Returns `[n, b]` int64 on
     the cache's device: `pos + t`, row `t` of sequence `i` at `pos[i] + t`."""
     return self.pos.unsqueeze(0) + self._iota(n).unsqueeze(1)
-
-# %% ../nbs/05_cache.ipynb #f33f0500
-@patch
-def _iota(self: CSACache, n: int) -> torch.Tensor:
-    "`arange(n)` on the cache's device, made once per cache and length (a decode step launches no arange of its own)."
-    consts = self._consts
-    if n not in consts:
-        consts[n] = torch.arange(n, device=self.pos.device)
-    return consts[n]
-
-
-def _rows_of(t, i, dim):
-    return None if t is None else t.narrow(dim, i, 1)
 
 # %% ../nbs/05_cache.ipynb #7321b4b7
 @patch
