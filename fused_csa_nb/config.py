@@ -102,25 +102,6 @@ class CSAConfig:
             object.__setattr__(self, name, value)  # frozen: set once
         _check_between_fields(self, self.compress_ratios)
 
-# %% ../nbs/05_config.ipynb #aed7878e
-@patch(as_prop=True)
-def kernel_backend(self: CSAConfig) -> str:
-    """The resolved DSA kernel backend (`none`, `tilelang` or `cudnn`): `dsa_kernel_backend`,
-    or its default when omitted."""
-    return resolve_dsa_kernel_backend(self.attention_variant, self.dsa_kernel_backend)
-
-
-@patch(as_prop=True)
-def scale(self: CSAConfig) -> float:
-    "The attention softmax scale: `softmax_scale`, or `head_dim ** -0.5` when unset."
-    return self.head_dim**-0.5 if self.softmax_scale is None else float(self.softmax_scale)
-
-
-@patch(as_prop=True)
-def index_scale(self: CSAConfig) -> float:
-    "The lightning indexer's score scale `index_head_dim ** -0.5` (spec §2: `σ_I`)."
-    return self.index_head_dim**-0.5
-
 # %% ../nbs/05_config.ipynb #329c94cf
 def _at_least(minimum):
     "Row: an integer (`operator.index`, not `bool`) `>= minimum`."
@@ -322,6 +303,25 @@ def resolve_dsa_kernel_backend(attention_variant: str, backend: str | None) -> s
             f"`dsa_kernel_backend` must be one of {DSA_KERNEL_BACKENDS} or None (omitted), got {backend!r}"
         )
     return backend
+
+# %% ../nbs/05_config.ipynb #aed7878e
+@patch(as_prop=True)
+def kernel_backend(self: CSAConfig) -> str:
+    """The resolved DSA kernel backend (`none`, `tilelang` or `cudnn`): `dsa_kernel_backend`,
+    or its default when omitted."""
+    return resolve_dsa_kernel_backend(self.attention_variant, self.dsa_kernel_backend)
+
+
+@patch(as_prop=True)
+def scale(self: CSAConfig) -> float:
+    "The attention softmax scale: `softmax_scale`, or `head_dim ** -0.5` when unset."
+    return self.head_dim**-0.5 if self.softmax_scale is None else float(self.softmax_scale)
+
+
+@patch(as_prop=True)
+def index_scale(self: CSAConfig) -> float:
+    "The lightning indexer's score scale `index_head_dim ** -0.5` (spec §2: `σ_I`)."
+    return self.index_head_dim**-0.5
 
 # %% ../nbs/05_config.ipynb #ea010f45
 def _capability(device_capability) -> tuple:
