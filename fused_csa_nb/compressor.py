@@ -345,6 +345,16 @@ def _compress(self: Compressor, x, start_pos: int = 0, proj=None):
     pos = cached_index(_positions_of, start_pos, n, r, device=x.device)  # [n, 1]: each entry's block start
     return _rotate(c, pos, self.rotary_dim, self.inv_freq).to(x.dtype)
 
+# %% ../nbs/02_compressor.ipynb #c5dab750
+def _keep_float64_table(self, fn, recurse=True):
+    "Moves and casts (`.to`, `.cuda()`, `.float()`, `.bfloat16()`) move the rotary table but keep it float64."
+    nn.Module._apply(self, fn, recurse)
+    self.inv_freq = self._inv_freq64.to(self.inv_freq.device)
+    return self
+
+
+Compressor._apply = _keep_float64_table
+
 # %% ../nbs/02_compressor.ipynb #1899a697
 @patch
 def _compress_packed(self: Compressor, x, pack):
@@ -360,16 +370,6 @@ def _compress_packed(self: Compressor, x, pack):
     c = _gated_pool(a, g, self.ape, self.overlap, pack.entry_j == 0 if self.overlap else None)
     c = torch.nn.functional.rms_norm(c, (d,), self.norm_weight.to(c.dtype), self.eps)
     return _rotate(c, (r * pack.entry_j).view(n, 1), self.rotary_dim, self.inv_freq).to(x.dtype)
-
-# %% ../nbs/02_compressor.ipynb #c5dab750
-def _keep_float64_table(self, fn, recurse=True):
-    "Moves and casts (`.to`, `.cuda()`, `.float()`, `.bfloat16()`) move the rotary table but keep it float64."
-    nn.Module._apply(self, fn, recurse)
-    self.inv_freq = self._inv_freq64.to(self.inv_freq.device)
-    return self
-
-
-Compressor._apply = _keep_float64_table
 
 # %% ../nbs/02_compressor.ipynb #43ad7a04
 class CSAIndexer(nn.Module):
