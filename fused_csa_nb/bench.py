@@ -400,7 +400,7 @@ def step_profile(layer, inputs, train: bool = True, warmup: int = 3, iters: int 
     counts = {}
     row["kernel_ms"] = gpu_kernel_ms(lambda: run(*inputs), counts=counts)
     row["launches"] = counts.get("launches")
-    row["graphed_ms"], err = _graphed_ms(run, warmup, iters)
+    row["graphed_ms"], err = _graphed_ms(lambda: run(*inputs), warmup, iters)
     row |= dict(graphed_error=err) if err else {}
     row["compiled_ms"] = None
     if compiled:
