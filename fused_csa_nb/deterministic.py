@@ -759,8 +759,11 @@ _CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of t
 # the indexer d_k's accumulation by default: "segments" (measured on the H200) until `tools/det_sweep.py`'s indexer
 # section shows "fixed_point" faster at the 65K shape
 _DET_INDEX_DEFAULT = "segments"
-# the segment sum's parts for the indexer `d_k` ("Fewer bytes" above): fp32 in pair order until the H200 says otherwise
-_DET_INDEX_PARTS = dict(part_dtype=torch.float32, sorted_parts=False)
+# the segment sum's parts for the indexer `d_k` ("Fewer bytes" above): fp32 in pair order until the H200 says otherwise;
+# its tiles, warps and pieces (`_segment_sum`; `seg_BLOCK_D` divides the indexer's head dim)
+_DET_INDEX_PARTS = dict(
+    part_dtype=torch.float32, sorted_parts=False, seg_BLOCK_P=16, seg_BLOCK_D=_BLOCK_D, seg_warps=4, seg_split=None
+)
 
 
 def _index_score_grad(target, predict, scale):
@@ -803,11 +806,14 @@ def _deterministic_index_dk(
     `accumulate`: `"segments"` or `"fixed_point"` (None: `_DET_INDEX_DEFAULT`); `num_warps`: the kernel's warps;
     `with_dq`: also `d_index_q [B, S, H, D]` (`q`'s dtype), from one program per row walking its slot blocks in turn
     (the same `d_k`, `d_w`), the whole indexer backward without cuDNN's: returns `(d_k, d_w, d_q)`;
-    `parts`: the segment sum's `part_dtype` (fp32 or bf16) and `sorted_parts` (default `_DET_INDEX_PARTS`)."""
+    `parts`: the segment sum's `part_dtype` (fp32 or bf16), `sorted_parts` and its `seg_BLOCK_P`, `seg_BLOCK_D`,
+    `seg_warps`, `seg_split` (`_segment_sum`'s tiles, warps and pieces; default `_DET_INDEX_PARTS`)."""
     fixed = check_choice("accumulate", accumulate or _DET_INDEX_DEFAULT, _ACCUMULATE) == "fixed_point"
     pv = {**_DET_INDEX_PARTS, **parts}
     if set(pv) != set(_DET_INDEX_PARTS) or pv["part_dtype"] not in _PART_DTYPES:
-        raise ValueError(f"`parts` must be `part_dtype` (one of {_PART_DTYPES}) and `sorted_parts`, got {parts}")
+        raise ValueError(
+            f"`parts` must be among {sorted(_DET_INDEX_PARTS)} (`part_dtype` one of {_PART_DTYPES}), got {parts}"
+        )
     srt = bool(pv["sorted_parts"]) and not fixed
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
@@ -848,7 +854,8 @@ def _deterministic_index_dk(
             D=d, BLOCK_H=bh, BLOCK_K=64, UPCAST=up, FIXED=fixed, SORTED=srt, num_warps=num_warps,
         )  # fmt: skip
         if not fixed:
-            _segment_sum(seg, part, acc, srt)
+            seg_args = (pv["seg_BLOCK_P"], pv["seg_BLOCK_D"], pv["seg_warps"], pv["seg_split"])
+            _segment_sum(seg, part, acc, srt, *seg_args)
     return done()
 
 # %% ../nbs/04_deterministic.ipynb #da0e06a0

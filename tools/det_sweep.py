@@ -397,9 +397,10 @@ def step_section(o) -> None:
     if o.seg:  # the segment sum's settings from --segments, in every variant (the indexer's keeps its own)
         bp, bd, w, sp = (int(x) for x in o.seg.split(","))
         seg = dict(seg_BLOCK_P=bp, seg_BLOCK_D=bd, seg_warps=w, seg_split=sp or None)
+        seg_i = dict(seg, seg_BLOCK_D=min(bd, 128))  # the indexer's parts are 128 wide
         for label, (attn, index) in list(STEP_VARIANTS.items()):
-            STEP_VARIANTS[label] = ({**attn, **seg}, index)
-        print(f"every variant's attention segment sum: {seg}")
+            STEP_VARIANTS[label] = ({**attn, **seg}, {**index, **seg_i})
+        print(f"every variant's segment sums: {seg} (the indexer's: {seg_i})")
     unknown = [n for n in names if n not in STEP_VARIANTS]
     if unknown:
         raise SystemExit(f"--step-variants: unknown {unknown}; known: {list(STEP_VARIANTS)}")
@@ -591,8 +592,8 @@ def main():
     ap.add_argument(
         "--seg",
         default=None,
-        help="with --step: BLOCK_P,BLOCK_D,warps,split of the attention's segment sum in every variant "
-        "(split 0: whole), e.g. 64,128,8,256 from --segments",
+        help="with --step: BLOCK_P,BLOCK_D,warps,split of the segment sums (the attention's and the indexer's) in "
+        "every variant (split 0: whole), e.g. 64,128,8,256 from --segments",
     )
     ap.add_argument(
         "--step-budget",
