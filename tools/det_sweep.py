@@ -554,6 +554,8 @@ def segment_section(o) -> None:
                 for m in SEG_PROGRAMS:
                     det._programs = lambda dev, m=m: m * programs(dev) // 4
                     for (bp, bd), w, sp in itertools.product(SEG_TILES, SEG_WARPS, SEG_SPLITS):
+                        if d % bd:  # a tile wider than the parts (the indexer's are 128 wide)
+                            continue
                         tag = f"  {str(dt)[6:]:8s} sorted {srt!s:5s} {m:2d}/SM {bp:2d}x{bd:3d} {w} warps split {sp}:"
                         try:
                             ms, same, err = segment_row(seg, part, srt, (n, d), ref, bp, bd, w, sp, o.iters)
