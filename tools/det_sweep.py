@@ -54,7 +54,6 @@ when their share of `--budget` seconds has passed are skipped (said so); Triton'
 import argparse
 import contextlib
 import itertools
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -117,19 +116,6 @@ def problem(sq: int, heads: int = 64, topk: int = 640, seed: int = 0):
     return bench._bench_problem(sq, heads, topk, sq // 4, seed)
 
 
-def median_ms(fn, iters: int, warmup: int = 3) -> float:
-    "Median milliseconds of `fn()` over `iters` calls (CUDA events around each), after `warmup` calls."
-    for _ in range(warmup):
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev)
-
-
 def name(cfg: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cfg.items())
 
@@ -149,12 +135,12 @@ def measure(cfg, args, ref, iters):
     repeat = all(torch.equal(a, b) for r in runs[1:] for a, b in zip(runs[0], r))
     sims = [similarity(a, b) for a, b in zip(runs[0], ref)]
     del runs
-    return (median_ms(fn, iters), repeat, *sims)
+    return (bench.median_time_ms(fn, iters=iters), repeat, *sims)
 
 
 def sweep(args, configs, iters, t0, budget, label):
     ref = _sparse_bwd(*args)
-    cudnn = median_ms(lambda: _sparse_bwd(*args), iters)
+    cudnn = bench.median_time_ms(lambda: _sparse_bwd(*args), iters=iters)
     print(f"[{label}] cuDNN (non-deterministic) {cudnn:8.3f} ms")
     print(f"{'ms':>8} {'x cuDNN':>8} {'repeat':>6} {'sim dq':>10} {'sim dkv':>10} {'sim dsink':>10}  variant")
     rows = []
@@ -214,7 +200,7 @@ def index_cudnn(args, iters, label):
         dk = torch.zeros(args[2].shape, dtype=torch.float32, device="cuda")
         dq, dw, _ = indexer_bwd(*args, d_index_k=dk)
         ref = (dk.clone(), dw.float(), dq)
-        ms = median_ms(lambda: indexer_bwd(*args, d_index_k=dk), iters)
+        ms = bench.median_time_ms(lambda: indexer_bwd(*args, d_index_k=dk), iters=iters)
     except Exception as e:
         print(f"{label} FAILED {first_line(e)}")
         return None, None
@@ -243,7 +229,7 @@ def index_sweep(o, t0, budget):
             seg = runs[0] if seg is None else seg
             sim, out = similarity(runs[0][0], seg[0]), runs[0]
             del runs
-            ms = median_ms(fn, o.iters)
+            ms = bench.median_time_ms(fn, iters=o.iters)
         except Exception as e:  # a config that does not compile or run: say so, go on
             print(f"{'':>8} FAILED {first_line(e)}  {name(cfg)}")
             continue
@@ -394,7 +380,7 @@ def step_section(o) -> None:
     from fused_csa_nb.attention import CompressedSparseAttention
 
     names = list(STEP_VARIANTS) if o.step_variants == "all" else o.step_variants.split(",")
-    if o.seg:  # the segment sum's settings from --segments, in every variant (the indexer's keeps its own)
+    if o.seg:  # the segment sums' settings from --segments, in every variant (the indexer's tile capped at 128)
         bp, bd, w, sp = (int(x) for x in o.seg.split(","))
         seg = dict(seg_BLOCK_P=bp, seg_BLOCK_D=bd, seg_warps=w, seg_split=sp or None)
         seg_i = dict(seg, seg_BLOCK_D=min(bd, 128))  # the indexer's parts are 128 wide
@@ -526,7 +512,7 @@ def segment_row(seg, part, srt: bool, shape, ref, bp: int, bd: int, warps: int, 
     run()
     same = torch.equal(one, acc)
     err = (one.double() - ref).abs().max().item() / ref.abs().max().item()
-    return median_ms(run, iters), same, err
+    return bench.median_time_ms(run, iters=iters), same, err
 
 
 def segment_section(o) -> None:
