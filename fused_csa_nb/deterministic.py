@@ -814,6 +814,8 @@ def _deterministic_index_dk(
         raise ValueError(
             f"`parts` must be among {sorted(_DET_INDEX_PARTS)} (`part_dtype` one of {_PART_DTYPES}), got {parts}"
         )
+    if k.shape[-1] % pv["seg_BLOCK_D"]:  # the segment sum's grid has `D // seg_BLOCK_D` columns: 0 would sum nothing
+        raise ValueError(f"`seg_BLOCK_D` must divide the indexer keys' width {k.shape[-1]}, got {pv['seg_BLOCK_D']}")
     srt = bool(pv["sorted_parts"]) and not fixed
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
