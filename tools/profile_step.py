@@ -4,17 +4,21 @@ ops by self CPU time (training and eval), and fused-vs-native parity at 1,024 to
 
 Usage (on an SM90 GPU, about a minute): python tools/profile_step.py [--sq 4096] [--iters 30] [--top 25]
                                         [--kernels 15] [--precision bf16|fp8] [--mode both|train|eval]
-                                        [--deterministic] [--parity-sq 1024]
+                                        [--deterministic] [--parity-sq 1024] [--python N]
 
 `--kernels N`: also the N device kernels with the most GPU time per step (what a long step spends its time on, e.g.
 `--sq 262144 --precision fp8 --mode eval --iters 3 --parity-sq 0`: the FP8 selection's kernels at 262K tokens).
 `--precision`: the layer's `indexer_precision`; `--mode`: the training step, the inference step or both.
 `--deterministic`: the same for the layer with `deterministic=True` (the deterministic chapter's kernels, its
-`_DET_DEFAULT`; same weights and inputs): its host overhead, graphed time and launches per step."""
+`_DET_DEFAULT`; same weights and inputs): its host overhead, graphed time and launches per step.
+`--python N`: also a cProfile of N eager steps (the Python functions the host spends its time in)."""
 
 import argparse
 import collections
+import cProfile
 import dataclasses
+import io
+import pstats
 import sys
 import time
 import warnings
@@ -111,6 +115,30 @@ def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int 
         )
 
 
+def python_profile(layer, inputs, train: bool, steps: int, top: int) -> None:
+    """cProfile of `steps` eager steps: the `top` Python functions by own time and by cumulative time, per step (where
+    the host's time goes between launches: argument checks, Triton's launcher, the cuDNN wrappers, autograd)."""
+
+    def run():
+        layer.zero_grad(set_to_none=True)
+        _step(layer, inputs, train)
+
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(steps):
+        run()
+    pr.disable()
+    torch.cuda.synchronize()
+    for key in ("tottime", "cumulative"):
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats(key).print_stats(top)
+        print(f"  cProfile of {steps} eager steps by {key} (seconds over all steps):")
+        print("\n".join("    " + line for line in s.getvalue().splitlines() if line.strip()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sq", type=int, default=4096, help="tokens of the profiled ratio-4 step (batch 1)")
@@ -121,6 +149,7 @@ def main():
     ap.add_argument("--deterministic", action="store_true", help="profile the layer with deterministic=True")
     ap.add_argument("--kernels", type=int, default=0, help="device kernels listed by GPU time (0: none)")
     ap.add_argument("--precision", default="bf16", choices=("bf16", "fp8"), help="the layer's indexer_precision")
+    ap.add_argument("--python", type=int, default=0, help="cProfile this many eager steps (0: none)")
     ap.add_argument("--mode", default="both", choices=("both", "train", "eval"), help="which steps to profile")
     args = ap.parse_args()
     t_start = time.perf_counter()
@@ -148,6 +177,8 @@ def main():
             f"(busy eager {row['busy_eager']:.0%})"
         )
         launches(fused, inputs, train, args.steps, args.top, args.kernels)
+        if args.python:
+            python_profile(fused, inputs, train, args.python, args.top)
     del fused, inputs
     torch.cuda.empty_cache()
     if args.parity_sq:
