@@ -312,8 +312,12 @@ if triton is not None:
 _BLOCK_D = 64
 _ACCUMULATE = ("segments", "fixed_point")  # the ways to sum the dKV contributions (see below)
 _PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contributions (see "Fewer bytes" below)
-# the default: the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in one chunk; fixed point 8.44)
+# the default: the ds and dq kernels' tiles the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in
+# one chunk; fixed point 8.44); the parts bf16 in sorted order and the segment sum's tile 128 x 128, the fastest of
+# `det_sweep.py --segments` (on an H100, 2026-12-05: 4,096 rows' parts summed in 0.97 ms against 2.17 ms for fp32 parts
+# in pair order with the earlier 16 x 64 tile; one 65K chunk's in 1.40 against 3.19; no split, 4 warps)
 _DET_DEFAULT = dict(accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8)
+_DET_DEFAULT |= dict(part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4)
 
 
 def _det_blocks(h):
@@ -330,10 +334,10 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     """`_DET_DEFAULT` updated by `kw`, completed: `accumulate` (one of `_ACCUMULATE`) and the ds kernel's `BLOCK_K`,
     `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: the D loops unrolled; 2, 3, …:
     runtime loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`, `dq_BLOCK_D`
-    (must divide `D`, else 64) and `dq_num_warps`; the segment sum's `part_dtype` (one of `_PART_DTYPES`, default
-    fp32), `sorted_parts` (parts written in sorted order, default False), `seg_BLOCK_P` (16), `seg_BLOCK_D` (must
-    divide `D`, else 64), `seg_warps` (4), `seg_split` (segments in pieces of at most this many pairs, default None:
-    whole); `fuse_dq` (dq in the ds kernel's program, default False)."""
+    (must divide `D`, else 64) and `dq_num_warps`; the segment sum's `part_dtype` (one of `_PART_DTYPES`; the default
+    bf16), `sorted_parts` (parts written in sorted order; default True), `seg_BLOCK_P` (128), `seg_BLOCK_D` (must
+    divide `D`, else 64; 128), `seg_warps` (4), `seg_split` (segments in pieces of at most this many pairs, default
+    None: whole); `fuse_dq` (dq in the ds kernel's program, default False)."""
     v = {**_DET_DEFAULT, **kw}
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
@@ -759,10 +763,12 @@ _CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of t
 # the indexer d_k's accumulation by default: "segments" (measured on the H200) until `tools/det_sweep.py`'s indexer
 # section shows "fixed_point" faster at the 65K shape
 _DET_INDEX_DEFAULT = "segments"
-# the segment sum's parts for the indexer `d_k` ("Fewer bytes" above): fp32 in pair order until the H200 says otherwise;
-# its tiles, warps and pieces (`_segment_sum`; `seg_BLOCK_D` divides the indexer's head dim)
+# the segment sum's parts for the indexer `d_k` ("Fewer bytes" above), its tiles, warps and pieces (`_segment_sum`;
+# `seg_BLOCK_D` divides the indexer's head dim): bf16 in sorted order, 128 x 128, the fastest of `det_sweep.py
+# --segments` (on an H100, 2026-12-05: 4,096 rows' parts summed in 0.20 ms against 0.47 ms for fp32 parts in pair order
+# with the earlier 16 x 64 tile)
 _DET_INDEX_PARTS = dict(
-    part_dtype=torch.float32, sorted_parts=False, seg_BLOCK_P=16, seg_BLOCK_D=_BLOCK_D, seg_warps=4, seg_split=None
+    part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4, seg_split=None
 )
 
 
