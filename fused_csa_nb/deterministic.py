@@ -764,11 +764,11 @@ _CLIP = 3.720075976020836e-44  # exp(-100): the indexer backward's clipping of t
 # section shows "fixed_point" faster at the 65K shape
 _DET_INDEX_DEFAULT = "segments"
 # the segment sum's parts for the indexer `d_k` ("Fewer bytes" above), its tiles, warps and pieces (`_segment_sum`;
-# `seg_BLOCK_D` divides the indexer's head dim): bf16 in sorted order, 128 x 128, the fastest of `det_sweep.py
-# --segments` (on an H100, 2026-12-05: 4,096 rows' parts summed in 0.20 ms against 0.47 ms for fp32 parts in pair order
-# with the earlier 16 x 64 tile)
+# `seg_BLOCK_D` divides the indexer's head dim): bf16 in pair order, 128 x 128, the fastest of `det_sweep.py
+# --segments` (on an H100, 2026-12-05: 4,096 rows' parts summed in 0.23 ms against 0.47 ms for fp32 parts with the
+# earlier 16 x 64 tile; 0.27 ms sorted)
 _DET_INDEX_PARTS = dict(
-    part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4, seg_split=None
+    part_dtype=torch.bfloat16, sorted_parts=False, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4, seg_split=None
 )
 
 
