@@ -54,9 +54,8 @@ def _parents(e, depth: int = 3) -> str:
     return " < ".join(names) or "(top level)"
 
 
-def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int = 0) -> None:
-    """Profile `steps` eager steps: device kernels, host launch calls by name and the top ops by self CPU time, per
-    step; with `kernels_top` also that many device kernels by GPU time per step."""
+def warm_step(layer, inputs, train: bool):
+    "One eager step of `layer` as a function of no arguments, after three untimed steps (the GPU idle again)."
 
     def run():
         layer.zero_grad(set_to_none=True)
@@ -65,6 +64,14 @@ def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int 
     for _ in range(3):
         run()
     torch.cuda.synchronize()
+    return run
+
+
+def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int = 0) -> None:
+    """Profile `steps` eager steps: device kernels, host launch calls by name and the top ops by self CPU time, per
+    step; with `kernels_top` also that many device kernels by GPU time per step."""
+
+    run = warm_step(layer, inputs, train)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -119,13 +126,7 @@ def python_profile(layer, inputs, train: bool, steps: int, top: int) -> None:
     """cProfile of `steps` eager steps: the `top` Python functions by own time and by cumulative time, per step (where
     the host's time goes between launches: argument checks, Triton's launcher, the cuDNN wrappers, autograd)."""
 
-    def run():
-        layer.zero_grad(set_to_none=True)
-        _step(layer, inputs, train)
-
-    for _ in range(3):
-        run()
-    torch.cuda.synchronize()
+    run = warm_step(layer, inputs, train)
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(steps):
