@@ -257,19 +257,22 @@ def index_sweep(o, t0, budget):
 
 
 BF16 = dict(sorted_parts=True, part_dtype=torch.bfloat16)  # the parts of "Fewer bytes": sorted, bf16
+# the earlier defaults (before det_sweep --segments): fp32 parts in pair order, a 16 x 64 segment-sum tile
+FP32 = dict(part_dtype=torch.float32, sorted_parts=False, seg_BLOCK_P=16, seg_BLOCK_D=64)
 STEP_VARIANTS = {  # label → (`_DET_DEFAULT` updates, `_DET_INDEX_PARTS` updates): the step's deterministic kernels
-    "today": ({}, {}),
+    "today": ({}, {}),  # the defaults, `_DET_INDEX_DQ`'s indexer d_q included
+    "fp32-parts": (FP32, FP32),  # the earlier parts and tile (the same d_q)
     "sorted": (dict(sorted_parts=True), dict(sorted_parts=True)),  # bitwise today's (same sums, same order)
     "fused-dq": (dict(fuse_dq=True), {}),  # bitwise today's
     "sorted-bf16": (BF16, BF16),
     "sorted-bf16-fused-dq": (BF16 | dict(fuse_dq=True), BF16),
     "sorted-bf16-fused-dq-seg32x128": (BF16 | dict(fuse_dq=True, seg_BLOCK_P=32, seg_BLOCK_D=128), BF16),
     "fixed-point-fused-dq": (dict(accumulate="fixed_point", fuse_dq=True), dict(accumulate="fixed_point")),
-    # + the indexer's d_q from the deterministic kernel, cuDNN's indexer backward not called (`with_dq`: `_DET_INDEX_DQ
-    # = "deterministic"`, `_sparse_block_loss` takes the indexer backward from `_deterministic_index_dk(with_dq=True)`)
-    # ("bitwise today's" False: d_q is another sum, so the indexer `wq`'s gradient differs; d_k, d_w the same bits)
+    # the indexer's d_q from cuDNN's indexer backward (`with_dq=False`: `_DET_INDEX_DQ = "cudnn"`) or from the
+    # deterministic kernel (`with_dq=True`: "deterministic", cuDNN's indexer backward not called; the default)
+    # ("bitwise today's" False where d_q changes: the indexer `wq`'s gradient differs; d_k, d_w the same bits)
     "sorted-bf16-fused-dq+index-dq": (BF16 | dict(fuse_dq=True), BF16 | dict(with_dq=True)),
-    "today+index-dq": ({}, dict(with_dq=True)),
+    "today+cudnn-index-dq": ({}, dict(with_dq=False)),
 }
 GOAL = {4096: 1.3, 65536: 1.5}  # the issue's bound on deterministic / default step time
 
@@ -277,7 +280,8 @@ GOAL = {4096: 1.3, 65536: 1.5}  # the issue's bound on deterministic / default s
 @contextlib.contextmanager
 def step_variant(attn: dict, index: dict):
     """`_DET_DEFAULT` updated by `attn`, the indexer's defaults by `index` (its `accumulate` into `_DET_INDEX_DEFAULT`,
-    `with_dq` into `_DET_INDEX_DQ` through `_set_det_index_dq`: "deterministic" if true, else "cudnn"; the rest into
+    `with_dq` into `_DET_INDEX_DQ` through `_set_det_index_dq`: "deterministic" if true, "cudnn" if false, the default's
+    if absent; the rest into
     `_DET_INDEX_PARTS`), for the steps run inside (the layer reads them at each call); all restored on exit."""
     saved = det._DET_DEFAULT, det._DET_INDEX_DEFAULT, det._DET_INDEX_PARTS
     parts = {k: v for k, v in index.items() if k not in ("accumulate", "with_dq")}
@@ -293,8 +297,11 @@ def step_variant(attn: dict, index: dict):
 
 
 def index_dq(index: dict) -> str:
-    "The `_DET_INDEX_DQ` value of a variant's indexer settings: its `with_dq` says whether d_q is ours."
-    return "deterministic" if index.get("with_dq") else "cudnn"
+    """The `_DET_INDEX_DQ` value of a variant's indexer settings: its `with_dq` says whether d_q is ours (True) or
+    cuDNN's (False); without it, the default's."""
+    if "with_dq" not in index:
+        return det._DET_INDEX_DQ
+    return "deterministic" if index["with_dq"] else "cudnn"
 
 
 def step_fn(layer):
