@@ -315,9 +315,11 @@ _PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contribution
 # the default: the ds and dq kernels' tiles the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in
 # one chunk; fixed point 8.44); the parts bf16 in sorted order and the segment sum's tile 128 x 128, the fastest of
 # `det_sweep.py --segments` (on an H100, 2026-12-05: 4,096 rows' parts summed in 0.97 ms against 2.17 ms for fp32 parts
-# in pair order with the earlier 16 x 64 tile; one 65K chunk's in 1.40 against 3.19; no split, 4 warps)
-_DET_DEFAULT = dict(accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8)
-_DET_DEFAULT |= dict(part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4)
+# in pair order with the earlier 16 x 64 tile; one 65K chunk's in 1.52 against 3.19; no split, 4 warps)
+_DET_DEFAULT = dict(
+    accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8,
+    part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4,
+)  # fmt: skip
 
 
 def _det_blocks(h):
@@ -343,11 +345,11 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     if unknown:
         raise ValueError(f"unknown variant keys {unknown}")
     check_choice("accumulate", v["accumulate"], _ACCUMULATE)
-    if v.get("part_dtype", torch.float32) not in _PART_DTYPES:
+    if v["part_dtype"] not in _PART_DTYPES:
         raise ValueError(f"`part_dtype` must be one of {_PART_DTYPES}, got {v['part_dtype']!r}")
     _, bk, warps = _det_blocks(h)
     bd, bdq = v.get("BLOCK_D", _BLOCK_D), v.get("dq_BLOCK_D", 128 if d % 128 == 0 else _BLOCK_D)
-    bds = v.get("seg_BLOCK_D", _BLOCK_D)
+    bds = v["seg_BLOCK_D"]
     return dict(
         accumulate=v["accumulate"],
         BLOCK_K=v.get("BLOCK_K", bk),
@@ -357,12 +359,12 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
         dq_BLOCK_K=v.get("dq_BLOCK_K", bk),
         dq_BLOCK_D=bdq if d % bdq == 0 else _BLOCK_D,
         dq_num_warps=v.get("dq_num_warps", warps),
-        part_dtype=v.get("part_dtype", torch.float32),
-        sorted_parts=bool(v.get("sorted_parts", False)),
+        part_dtype=v["part_dtype"],
+        sorted_parts=bool(v["sorted_parts"]),
         fuse_dq=bool(v.get("fuse_dq", False)),
-        seg_BLOCK_P=v.get("seg_BLOCK_P", 16),
+        seg_BLOCK_P=v["seg_BLOCK_P"],
         seg_BLOCK_D=bds if d % bds == 0 else _BLOCK_D,
-        seg_warps=v.get("seg_warps", 4),
+        seg_warps=v["seg_warps"],
         seg_split=v.get("seg_split"),
     )
 
