@@ -11,6 +11,9 @@ line every 30 s for each notebook still running; the output of a failing noteboo
 with a line counting the code cells skipped by their flags, then `N passed, M failed` (notebooks). The exit
 code is non-zero when any notebook fails or none ran.
 
+`--timings PATH` (with `--store`) records each cell's wall time there, and before its tally the run prints each
+notebook's cell time and the slowest cells (`timings_summary`).
+
 `--store` (with `--flags gpu`, on an SM90+ GPU): the notebooks with `#| gpu` cells run through
 `tools/execute_nb.py --gpu` instead, which executes the same cells and also writes the outputs of the
 `#| gpu` cells back into the notebooks — one run is the GPU test and the docs' GPU evidence — and the sections
@@ -270,7 +273,31 @@ def self_test():
         assert [rc == 0 for _, rc in got] == [True, False, True] and pids[1] == pids[0] != pids[2], (got, pids)
         got, pids = case("os._exit(3)")
         assert got == [("a.ipynb", 0), ("b.ipynb", 3), ("c.ipynb", 0)] and pids[1] == pids[0] != pids[2], (got, pids)
+    with tempfile.TemporaryDirectory() as d:
+        t = Path(d) / "t.tsv"
+        t.write_text("a.ipynb\t3\tgpu\t2.50\nb.ipynb\t1\t-\t0.25\na.ipynb\t7\tgpu slow\t4.00\n", encoding="utf-8")
+        lines = timings_summary(t, top=2).splitlines()
+        assert lines[0] == "cell time by notebook (3 cells timed, 7 s):" and lines[1].split() == ["a.ipynb", "6.5", "s"]
+        assert [ln.split()[:3] for ln in lines[-2:]] == [["a.ipynb", "cell", "7"], ["a.ipynb", "cell", "3"]], lines
     print("run_tests self-test: ok")
+
+
+def timings_summary(path, top: int = 12) -> str:
+    """The lines that end a run with `--timings`: each notebook's cell seconds summed, largest first, then the `top`
+    slowest cells (`notebook cell-index flags seconds`), read from the file `execute_nb.py --timings` appends to (a
+    line per cell: notebook, cell index, flags, seconds, tab-separated): where the suite's time went in this run."""
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        nb, cell, fl, s = line.split("\t")
+        rows.append((nb, int(cell), fl, float(s)))
+    by_nb = {}
+    for nb, _, _, s in rows:
+        by_nb[nb] = by_nb.get(nb, 0.0) + s
+    out = [f"cell time by notebook ({len(rows)} cells timed, {sum(by_nb.values()):.0f} s):"]
+    out += [f"  {nb:32s} {s:7.1f} s" for nb, s in sorted(by_nb.items(), key=lambda kv: -kv[1])]
+    out.append(f"the {min(top, len(rows))} slowest cells:")
+    out += [f"  {nb:32s} cell {c:3d}  {fl:12s} {s:7.1f} s" for nb, c, fl, s in sorted(rows, key=lambda r: -r[3])[:top]]
+    return "\n".join(out)
 
 
 def main(argv=None):
@@ -368,6 +395,8 @@ def main(argv=None):
         report(run_one(nb, args.flags, args.store, extra) for nb in timed)
     if args.store and passed:
         PROGRESS.say(refresh_evidence(ENV))
+    if args.timings and Path(args.timings).is_file():
+        PROGRESS.say(timings_summary(args.timings))
     PROGRESS.stop.set()
     print(
         f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}); "
