@@ -246,8 +246,9 @@ def _rotate_complex(x, positions, rotary_dim, inv_freq):
         freq = torch.cat([freq.new_zeros((d - rotary_dim) // 2), freq])
     ang = positions.unsqueeze(-1) * freq  # float64 (type promotion), [..., d/2]
     cis = torch.polar(torch.ones_like(ang), ang).to(cplx)  # e^{i·ang}, rounded to `cplx`
-    # `view_as_complex` needs unit stride and an even offset: pairs (x0, x1) → x0 + i·x1
-    z = torch.view_as_complex(x.to(acc).contiguous().unflatten(-1, (-1, 2)))
+    # `view_as_complex` needs even strides and an even offset: a fresh copy (a slice of one row, e.g. channels 1 … of
+    # an odd row, is contiguous at an odd offset), pairs (x0, x1) → x0 + i·x1
+    z = torch.view_as_complex(x.to(acc, memory_format=torch.contiguous_format, copy=True).unflatten(-1, (-1, 2)))
     return torch.view_as_real(z * cis).flatten(-2).to(x.dtype)  # (x0 cos − x1 sin, x0 sin + x1 cos)
 
 # %% ../nbs/00_rotary.ipynb #e6c8eff0
