@@ -53,6 +53,7 @@ import argparse
 import os
 import re
 import signal
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -214,6 +215,29 @@ def _free(name):
         print(f"{name}: {torch.cuda.memory_allocated() / 2**20:.0f} MiB of CUDA memory still allocated after it")
 
 
+def warm_then_wait(warm, gate):
+    """Before `--one-process` runs its first notebook: the warm-up script `warm` (a path; its `warm()` returns a line
+    per piece, `tools/warm_kernels.py`) compiles the kernels the notebooks share while the runner's other notebooks
+    still run; then the process waits until the file `gate` exists (the runner writes it once they have ended), so that
+    no notebook measures while another shares the GPU. Lines `warm-up: …` say what each took; a failing warm-up says
+    why, and the notebooks run all the same (they compile what they need)."""
+    t0 = time.perf_counter()
+    if warm:
+        try:
+            lines = runpy.run_path(warm, run_name="__warm__")["warm"]()
+        except Exception as e:  # noqa: BLE001 — a failed warm-up costs only what it would have saved
+            lines = [f"{warm} failed ({type(e).__name__}: {e})"]
+        for line in lines:
+            print(f"warm-up: {line}", flush=True)
+        _free("the warm-up")
+    t1 = time.perf_counter()
+    while gate and not Path(gate).exists():
+        time.sleep(0.2)
+    print(
+        f"warm-up: {t1 - t0:.1f} s, then {time.perf_counter() - t1:.1f} s waiting for the other notebooks", flush=True
+    )
+
+
 def execute_in_turn(notebooks, mode, skip, benchmarks=None, timings=None, deadline=None):
     """The `notebooks` one after another in this process (`--one-process`), each in a shell of its own; a line
     `verdict NAME PASS` or `verdict NAME FAIL` after each (an exception in one, writing its sections say, fails that
@@ -322,6 +346,14 @@ def main(argv=None):
         "--deadline", type=float, default=None, help="seconds per notebook after which no further cell starts"
     )
     ap.add_argument(
+        "--warm",
+        default=None,
+        help="with --one-process: a script whose warm() compiles the notebooks' kernels first (tools/warm_kernels.py)",
+    )
+    ap.add_argument(
+        "--gate", default=None, help="with --one-process: wait for this file before the first notebook (after --warm)"
+    )
+    ap.add_argument(
         "--one-process",
         action="store_true",
         help="run the notebooks one after another in this process (not one process each), so that each "
@@ -344,7 +376,10 @@ def main(argv=None):
     mode = "gpu" if args.gpu else "cpu" if args.cpu else None
     if args.one_process and args.out:
         ap.error("--one-process writes each notebook in place: drop --out")
+    if (args.warm or args.gate) and not args.one_process:
+        ap.error("--warm and --gate go with --one-process")
     if args.one_process:
+        warm_then_wait(args.warm, args.gate)
         failed = execute_in_turn(args.notebooks, mode, skip, args.benchmarks, args.timings, args.deadline)
     elif len(args.notebooks) > 1:  # one process per notebook: a chapter re-running its export cells (the custom-op
         import subprocess  # registrations, say) must not change the package under the next chapter

@@ -26,7 +26,9 @@ is among the flags, so that no other notebook shares the GPU with their measurem
 timed` runs only the ones or the others (a GPU run split over two calls of a limited length). With `--store` the
 timed notebooks run one after another in one process (`run_together`): the cuDNN kernels they share are compiled
 once, not once per notebook (cuDNN's DSA kernels have no compile cache across processes); after a failure the rest
-run each in a process of its own. `--isolate` gives every notebook its own process.
+run each in a process of its own. That process starts with the other notebooks and compiles those kernels while they
+run (`tools/warm_kernels.py`), then waits for them to end before its first notebook (`--no-warm`: it starts after).
+`--isolate` gives every notebook its own process.
 """
 
 import argparse
@@ -36,6 +38,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -96,6 +99,7 @@ def has_gpu_cells(nb):
     return any(c["cell_type"] == "code" and "gpu" in cell_flags("".join(c["source"])) for c in cells)
 
 
+WARM = ROOT / "tools" / "warm_kernels.py"  # what the timed notebooks' process compiles while the others run
 ENV = None  # the notebooks' environment: set in main (CPU threads shared among the workers)
 HEARTBEAT = 30.0  # seconds between the `... running` lines of a notebook still running
 
@@ -178,21 +182,31 @@ def run_one(nb, flags, store, extra=()):
     return nb, p.returncode, time.perf_counter() - t0, (p.stdout + p.stderr).strip()
 
 
-def run_together(nbs, flags, extra=()):
-    """The stored run's timed notebooks `nbs` one after another in one process (`execute_nb.py --one-process`), so
-    that each reuses what the ones before it compiled and loaded (the cuDNN kernels, compiled anew in every process;
-    the CUDA context; the imports). Yields `(nb, returncode, seconds, output)` as each ends, read from the process's
-    `executing NAME` / `verdict NAME PASS|FAIL` lines. After a failure (which may leave the CUDA context unusable) or
-    if the process dies, the notebooks it has not finished run again, each in a process of its own."""
-    by_name, done = {nb.name: nb for nb in nbs}, set()
-    p = subprocess.Popen(
-        store_cmd(nbs, flags, [*extra, "--one-process"]),
+def start_together(nbs, flags, extra=(), warm=None, gate=None):
+    """The process of `run_together`, started (`execute_nb.py --one-process`). With `warm` (a script, `WARM`) and
+    `gate` (a file path) it first compiles the kernels the notebooks share, then waits until `gate` exists before its
+    first notebook: started while the other notebooks run, it compiles during their time, and measures only once
+    `gate` says they have ended."""
+    more = ["--one-process"] + (["--warm", str(warm)] if warm else []) + (["--gate", str(gate)] if gate else [])
+    return subprocess.Popen(
+        store_cmd(nbs, flags, [*extra, *more]),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=ENV,
     )
+
+
+def run_together(nbs, flags, extra=(), p=None):
+    """The stored run's timed notebooks `nbs` one after another in one process (`execute_nb.py --one-process`), so
+    that each reuses what the ones before it compiled and loaded (the cuDNN kernels, compiled anew in every process;
+    the CUDA context; the imports). Yields `(nb, returncode, seconds, output)` as each ends, read from the process's
+    `executing NAME` / `verdict NAME PASS|FAIL` lines. After a failure (which may leave the CUDA context unusable) or
+    if the process dies, the notebooks it has not finished run again, each in a process of its own. `p`: the process,
+    started already by `start_together` (else started here)."""
+    by_name, done = {nb.name: nb for nb in nbs}, set()
+    p = p or start_together(nbs, flags, extra)
     cur, t0, lines = None, 0.0, []
     for line in p.stdout:
         start = re.match(r"^executing (\S+)$", line.rstrip("\n"))
@@ -210,7 +224,7 @@ def run_together(nbs, flags, extra=()):
                 break
         else:
             lines.append(line)
-            if "of CUDA memory still allocated after it" in line:  # what the next notebook starts with
+            if line.startswith("warm-up:") or "of CUDA memory still allocated after it" in line:  # what it starts with
                 PROGRESS.say("      " + line.rstrip("\n"))
     rc = p.wait()
     if cur is not None:  # the process ended inside a notebook
@@ -236,9 +250,8 @@ def _scratch_nb(path, *cells):
 def self_test():
     """`run_together` on scratch notebooks (no GPU needed): one process for all when they pass, each its own
     namespace, the one before let go; after a failure, and after the process dies inside a notebook, the rest in
-    fresh processes."""
-    import tempfile
-
+    fresh processes; started early (`start_together`), it warms up and runs nothing before its gate; and
+    `timings_summary`."""
     global ENV, PROGRESS
     ENV, PROGRESS = dict(os.environ), Progress(9)
     PROGRESS.say = lambda line: None  # the verdicts are asserted, not printed
@@ -273,6 +286,19 @@ def self_test():
         assert [rc == 0 for _, rc in got] == [True, False, True] and pids[1] == pids[0] != pids[2], (got, pids)
         got, pids = case("os._exit(3)")
         assert got == [("a.ipynb", 0), ("b.ipynb", 3), ("c.ipynb", 0)] and pids[1] == pids[0] != pids[2], (got, pids)
+    with tempfile.TemporaryDirectory() as d:  # started early: it warms up, then waits for the gate
+        said, ran, gate = [], Path(d) / "ran", Path(d) / "gate"
+        PROGRESS.say = said.append
+        (Path(d) / "warm.py").write_text("def warm():\n    return ['scratch piece: 0.0 s']\n", encoding="utf-8")
+        nbs = [_scratch_nb(Path(d) / "w.ipynb", f"import time; open({str(ran)!r}, 'w').write(repr(time.time()))")]
+        p = start_together(nbs, "gpu", (), Path(d) / "warm.py", gate)
+        time.sleep(2.0)
+        t_gate = time.time()
+        gate.touch()
+        got = [(nb.name, rc) for nb, rc, _, _ in run_together(nbs, "gpu", (), p)]
+        assert got == [("w.ipynb", 0)] and float(ran.read_text()) >= t_gate, (got, said)
+        assert "      warm-up: scratch piece: 0.0 s" in said, said
+        PROGRESS.say = lambda line: None
     with tempfile.TemporaryDirectory() as d:
         t = Path(d) / "t.tsv"
         t.write_text("a.ipynb\t3\tgpu\t2.50\nb.ipynb\t1\t-\t0.25\na.ipynb\t7\tgpu slow\t4.00\n", encoding="utf-8")
@@ -340,6 +366,12 @@ def main(argv=None):
         "one after another, so that each does not compile again what the ones before it compiled)",
     )
     ap.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="with --store: start the timed notebooks' process only after the others (by default it starts with them "
+        "and compiles their shared kernels meanwhile, tools/warm_kernels.py, then waits for them to end)",
+    )
+    ap.add_argument(
         "--self-test", action="store_true", help="check the runner's one-process group on scratch notebooks"
     )
     ap.add_argument("paths", nargs="*", help="notebooks to test (default: all in nbs/)")
@@ -386,11 +418,23 @@ def main(argv=None):
             if not ok:
                 PROGRESS.say("\n".join("      " + line for line in out.splitlines()[-60:]))
 
-    with ThreadPoolExecutor(max(1, args.workers)) as ex:  # each verdict as its notebook ends (a cut run keeps them)
-        futures = [ex.submit(run_one, n, args.flags, args.store, extra) for n in rest]
-        report(f.result() for f in as_completed(futures))
-    if args.store and not args.isolate and len(timed) > 1:
-        report(run_together(timed, args.flags, extra))
+    together = args.store and not args.isolate and len(timed) > 1
+    early = gate = None
+    if together and rest and not args.no_warm:  # the timed ones' process compiles their kernels during the others
+        gate = Path(tempfile.mkdtemp(prefix="run_tests_")) / "others-ended"
+        early = start_together(timed, args.flags, extra, WARM, gate)
+    try:
+        with ThreadPoolExecutor(max(1, args.workers)) as ex:  # each verdict as its notebook ends (a cut run keeps them)
+            futures = [ex.submit(run_one, n, args.flags, args.store, extra) for n in rest]
+            report(f.result() for f in as_completed(futures))
+    except BaseException:
+        if early is not None:
+            early.kill()
+        raise
+    if gate is not None:
+        gate.touch()
+    if together:
+        report(run_together(timed, args.flags, extra, early))
     else:
         report(run_one(nb, args.flags, args.store, extra) for nb in timed)
     if args.store and passed:
