@@ -219,8 +219,9 @@ def warm_then_wait(warm, gate):
     """Before `--one-process` runs its first notebook: the warm-up script `warm` (a path; its `warm()` returns a line
     per piece, `tools/warm_kernels.py`) compiles the kernels the notebooks share while the runner's other notebooks
     still run; then the process waits until the file `gate` exists (the runner writes it once they have ended), so that
-    no notebook measures while another shares the GPU. Lines `warm-up: …` say what each took; a failing warm-up says
-    why, and the notebooks run all the same (they compile what they need)."""
+    no notebook measures while another shares the GPU. Lines `warm-up: …` say what each took. Where a piece failed
+    (it may have left the CUDA context unusable), the process ends with exit code 3 before any notebook, and the
+    runner runs them each in a process of its own, as after a failed notebook."""
     t0 = time.perf_counter()
     if warm:
         try:
@@ -229,6 +230,9 @@ def warm_then_wait(warm, gate):
             lines = [f"{warm} failed ({type(e).__name__}: {e})"]
         for line in lines:
             print(f"warm-up: {line}", flush=True)
+        if any(" failed (" in line for line in lines):
+            print("warm-up: a piece failed: the notebooks run in processes of their own", flush=True)
+            sys.exit(3)
         _free("the warm-up")
     t1 = time.perf_counter()
     while gate and not Path(gate).exists():

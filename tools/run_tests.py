@@ -298,6 +298,10 @@ def self_test():
         got = [(nb.name, rc) for nb, rc, _, _ in run_together(nbs, "gpu", (), p)]
         assert got == [("w.ipynb", 0)] and float(ran.read_text()) >= t_gate, (got, said)
         assert "      warm-up: scratch piece: 0.0 s" in said, said
+        (Path(d) / "warm.py").write_text("def warm():\n    return ['scratch piece: failed (RuntimeError: x)']\n")
+        p = start_together(nbs, "gpu", (), Path(d) / "warm.py", gate)  # a failed warm-up: the notebook runs alone
+        got = [(nb.name, rc) for nb, rc, _, _ in run_together(nbs, "gpu", (), p)]
+        assert got == [("w.ipynb", 0)] and p.wait() == 3, (got, said)
         PROGRESS.say = lambda line: None
     with tempfile.TemporaryDirectory() as d:
         t = Path(d) / "t.tsv"
