@@ -52,8 +52,8 @@ settings.ini).
 import argparse
 import os
 import re
-import signal
 import runpy
+import signal
 import sys
 import time
 from pathlib import Path
