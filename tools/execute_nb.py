@@ -217,20 +217,20 @@ def _free(name):
 
 def warm_then_wait(warm, gate):
     """Before `--one-process` runs its first notebook: the warm-up script `warm` (a path; its `warm()` returns a line
-    per piece, `tools/warm_kernels.py`) compiles the kernels the notebooks share while the runner's other notebooks
-    still run; then the process waits until the file `gate` exists (the runner writes it once they have ended), so that
-    no notebook measures while another shares the GPU. Lines `warm-up: …` say what each took. Where a piece failed
-    (it may have left the CUDA context unusable), the process ends with exit code 3 before any notebook, and the
-    runner runs them each in a process of its own, as after a failed notebook."""
+    per piece and whether every piece ran, `tools/warm_kernels.py`) compiles the kernels the notebooks share while the
+    runner's other notebooks still run; then the process waits until the file `gate` exists (the runner writes it once
+    they have ended), so that no notebook measures while another shares the GPU. Lines `warm-up: …` say what each
+    took. Where a piece failed (it may have left the CUDA context unusable), the process ends with exit code 3 before
+    any notebook, and the runner runs them each in a process of its own, as after a failed notebook."""
     t0 = time.perf_counter()
     if warm:
         try:
-            lines = runpy.run_path(warm, run_name="__warm__")["warm"]()
+            lines, ok = runpy.run_path(warm, run_name="__warm__")["warm"]()
         except Exception as e:  # noqa: BLE001 — a failed warm-up costs only what it would have saved
-            lines = [f"{warm} failed ({type(e).__name__}: {e})"]
+            lines, ok = [f"{warm} failed ({type(e).__name__}: {e})"], False
         for line in lines:
             print(f"warm-up: {line}", flush=True)
-        if any(" failed (" in line for line in lines):
+        if not ok:
             print("warm-up: a piece failed: the notebooks run in processes of their own", flush=True)
             sys.exit(3)
         _free("the warm-up")

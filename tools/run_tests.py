@@ -289,7 +289,7 @@ def self_test():
     with tempfile.TemporaryDirectory() as d:  # started early: it warms up, then waits for the gate
         said, ran, gate = [], Path(d) / "ran", Path(d) / "gate"
         PROGRESS.say = said.append
-        (Path(d) / "warm.py").write_text("def warm():\n    return ['scratch piece: 0.0 s']\n", encoding="utf-8")
+        (Path(d) / "warm.py").write_text("def warm():\n    return ['scratch piece: 0.0 s'], True\n", encoding="utf-8")
         nbs = [_scratch_nb(Path(d) / "w.ipynb", f"import time; open({str(ran)!r}, 'w').write(repr(time.time()))")]
         p = start_together(nbs, "gpu", (), Path(d) / "warm.py", gate)
         time.sleep(2.0)
@@ -298,7 +298,7 @@ def self_test():
         got = [(nb.name, rc) for nb, rc, _, _ in run_together(nbs, "gpu", (), p)]
         assert got == [("w.ipynb", 0)] and float(ran.read_text()) >= t_gate, (got, said)
         assert "      warm-up: scratch piece: 0.0 s" in said, said
-        (Path(d) / "warm.py").write_text("def warm():\n    return ['scratch piece: failed (RuntimeError: x)']\n")
+        (Path(d) / "warm.py").write_text("def warm():\n    return ['scratch piece: failed (RuntimeError: x)'], False\n")
         p = start_together(nbs, "gpu", (), Path(d) / "warm.py", gate)  # a failed warm-up: the notebook runs alone
         got = [(nb.name, rc) for nb, rc, _, _ in run_together(nbs, "gpu", (), p)]
         assert got == [("w.ipynb", 0)] and p.wait() == 3, (got, said)

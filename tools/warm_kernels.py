@@ -26,9 +26,10 @@ from fused_csa_nb import bench
 from fused_csa_nb.attention import CompressedSparseAttention
 
 
-def _layer(ratio: int, sq: int, device="cuda", **cfg):
-    "The bench chapter's fused layer (`bench.layer_pair`) with config fields `cfg` replaced, and its inputs."
-    _, fused, inputs = bench.layer_pair(ratio, sq, device=device)
+def _layer(ratio: int, sq: int, device="cuda", precision="bf16", **cfg):
+    """The bench chapter's fused layer (`bench.layer_pair`, its `precision`) with config fields `cfg` replaced, and its
+    inputs."""
+    _, fused, inputs = bench.layer_pair(ratio, sq, device=device, precision=precision)
     if cfg:
         layer = CompressedSparseAttention(dataclasses.replace(fused.cfg, **cfg), ratio)
         layer.load_state_dict(fused.state_dict())
@@ -36,9 +37,9 @@ def _layer(ratio: int, sq: int, device="cuda", **cfg):
     return fused, inputs
 
 
-def _steps(ratio: int, sq: int, device="cuda", **cfg):
-    "A training and an inference step of a ratio-`ratio` fused layer."
-    layer, inputs = _layer(ratio, sq, device, **cfg)
+def _steps(ratio: int, sq: int, device="cuda", **kw):
+    "A training and an inference step of a ratio-`ratio` fused layer (`kw`: `_layer`'s)."
+    layer, inputs = _layer(ratio, sq, device, **kw)
     for train in (True, False):
         bench._step(layer, inputs, train)
 
@@ -69,18 +70,19 @@ def _decode(sq: int, device="cuda", steps: int = 3):
 
 PIECES = {  # label → what it runs
     "ratio 0, 4, 128 (bf16)": lambda sq, dev: [_steps(r, sq, dev) for r in (0, 4, 128)],
-    "ratio 4, FP8 selection": lambda sq, dev: _steps(4, sq, dev, indexer_precision="fp8"),
+    "ratio 4, FP8 selection": lambda sq, dev: _steps(4, sq, dev, precision="fp8"),
     "ratio 4, deterministic": lambda sq, dev: _steps(4, sq, dev, deterministic=True),
     "ratio 4, packed (THD)": _packed,
     "ratio 4, decode": _decode,
 }
 
 
-def warm(sq: int = 1024, device="cuda") -> list[str]:
+def warm(sq: int = 1024, device="cuda") -> tuple[list[str], bool]:
     """Run every piece of `PIECES` on `sq` tokens on `device` (`"cpu"`: the CPU stand-ins' check of the pieces, inside
-    `testing.stand_in_kernels`) → a line per piece (its time, or why it failed); the CUDA cache
-    emptied after, the random-number generators' states as they were (the notebooks after it draw what they drew)."""
-    lines = []
+    `testing.stand_in_kernels`) → `(a line per piece: its time, or why it failed; whether every piece ran)`; the CUDA
+    cache emptied after, the random-number generators' states as they were (the notebooks after it draw what they
+    drew)."""
+    lines, ok = [], True
     with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if device != "cpu" else []):
         for label, piece in PIECES.items():
             t0 = time.perf_counter()
@@ -90,10 +92,11 @@ def warm(sq: int = 1024, device="cuda") -> list[str]:
                     torch.cuda.synchronize()
                 lines.append(f"{label}: {time.perf_counter() - t0:.1f} s")
             except Exception as e:  # noqa: BLE001 — a warm-up that fails costs only what it would have saved
+                ok = False
                 lines.append(f"{label}: failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
     if device != "cpu":
         torch.cuda.empty_cache()
-    return lines
+    return lines, ok
 
 
 def main(argv=None) -> int:
@@ -107,15 +110,14 @@ def main(argv=None) -> int:
         from fused_csa_nb.testing import stand_in_kernels
 
         with stand_in_kernels():
-            lines = warm(256, device="cpu")
-        print("\n".join(lines))
-        return int(any(" failed (" in line for line in lines))
-    if not torch.cuda.is_available():
+            lines, ok = warm(256, device="cpu")
+    elif not torch.cuda.is_available():
         print("warm_kernels: no CUDA device: nothing to compile", file=sys.stderr)
         return 1
-    for line in warm(args.sq):
-        print(line)
-    return 0
+    else:
+        lines, ok = warm(args.sq)
+    print("\n".join(lines))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
