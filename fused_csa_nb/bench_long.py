@@ -598,7 +598,9 @@ def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent)
     steps per median (a third of them, at least 3, for the padded batch); `log`: called with the row after each
     measurement.
     Returns `dict(lengths, tokens, max_len, pack_ms, pack_mib, padded_ms, padded_mib, docs_ms,
-    one_doc=dict(T, thd_ms, sbhd_ms))`: medians in ms, peaks in MiB above what was allocated before the step."""
+    one_doc=dict(T, thd_ms, sbhd_ms))`: medians in ms, peaks in MiB above what was allocated before the step;
+    `padded_ms` and `padded_mib` are `None` when the padded batch does not fit in the GPU's memory (an H100's 80 GB at
+    the default 65,536 tokens), and `gpu_gib` then holds the GPU's memory."""
     lens = pack_lengths(total, seed=seed)
     layer = long_context_layer(4, 16, hidden=1024, q_lora=512)[0]
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
@@ -607,9 +609,14 @@ def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent)
     row["pack_ms"], row["pack_mib"] = _timed(lambda: _pack_step(layer, ins, cu, m), iters)
     log(row)
     pad = [t.new_zeros(m, len(lens), *t.shape[1:]) for t in ins]  # documents padded to the longest
-    row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3))
+    try:
+        row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3))
+    except torch.OutOfMemoryError:  # padding costs memory a pack does not: on a smaller GPU that is the result
+        row["padded_ms"] = row["padded_mib"] = None
+        row["gpu_gib"] = torch.cuda.get_device_properties(0).total_memory / 2**30
     log(row)
     pad = None
+    torch.cuda.empty_cache()
     docs = {}
     for n in sorted(set(lens)):  # each length once, then summed
         one = [t[:n].unsqueeze(1) for t in ins]
@@ -638,7 +645,12 @@ def packed_markdown(row: dict, gpu: str | None = None) -> str:
     Returns the Markdown section: its `## Packed sequences (THD)` heading, the lengths, a table and a line on one
     document."""
     gpu = gpu or measured_on()
-    o = row["one_doc"]
+    o, ms = row["one_doc"], row["padded_ms"]
+    padded = (
+        f"out of memory ({row['gpu_gib']:.0f} GiB GPU) | – | –"
+        if ms is None
+        else f"{ms:.1f} | {row['padded_mib']:.0f} | {ms / row['pack_ms']:.2f}×"
+    )
     L = [
         f"{_PACKED_HEADER}: a pack against padding (ratio-4 training step, fused, H = 64, top-512, bf16, {gpu})",
         "",
@@ -649,9 +661,7 @@ def packed_markdown(row: dict, gpu: str | None = None) -> str:
         "| layout | step ms | peak MiB | pack speed-up |",
         "|---|---|---|---|",
         f"| one pack (THD) | {row['pack_ms']:.1f} | {row['pack_mib']:.0f} | 1.0× |",
-        f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {row['padded_ms']:.1f} | "
-        f"{row['padded_mib']:.0f} | "
-        f"{row['padded_ms'] / row['pack_ms']:.2f}× |",
+        f"| padded to the longest (SBHD, b = {len(row['lengths'])}) | {padded} |",
         f"| each document alone, summed | {row['docs_ms']:.1f} | – | {row['docs_ms'] / row['pack_ms']:.2f}× |",
         "",
         f"One document of {o['T']:,} tokens: THD {o['thd_ms']:.2f} ms, SBHD {o['sbhd_ms']:.2f} ms "
