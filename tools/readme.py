@@ -13,14 +13,15 @@ No measured number is typed into the notebook by hand: a figure is marked with t
 
     <!--bench:HEADING|ROW|COLUMN-->141.3<!--/-->
 
-`HEADING`: the start of the `## ` heading of the section (without `## `); `ROW`: `column=value` pairs joined by `;`
-that pick one row of one of the section's tables (`=`: the cell equals the value; `^=`: it starts with it);
-`COLUMN`: the header of the column to read, optionally followed by `#n`: the n-th number in the cell (`#1` of
-`40.07 (30.52–49.62)` is `40.07`). The marks are HTML comments, so the notebook's page on the docs site shows the
-figure; the README gets the figure without its marks. `python tools/readme.py` refreshes the figures in
-`nbs/index.ipynb` (the file is rewritten only when one changed), then renders the README; `--check` writes nothing
-and fails when either is stale, as CI's no-diff step does. A mark that names no section, no table, no row or several
-rows fails, naming itself: a figure never goes stale silently.
+`HEADING`: the start of the `## ` heading of the section (without `## `); `ROW`: `column=value` pairs joined by `;` that
+pick one row of one of the section's tables (`=`: the cell equals the value; `^=`: it starts with it); `COLUMN`: the
+header of the column to read, optionally followed by `#n`: the n-th number in the cell (`#1` of `40.07 (30.52–49.62)` is
+`40.07`). `ROW` `@gpu` (any `COLUMN`) reads the GPU the section was measured on: `H200` of its line `Measured … on
+NVIDIA H200 (sm_90)`, else of the file's lines before its first section. The marks are HTML comments, so the notebook's
+page on the docs site shows the figure; the README gets the figure without its marks. `python tools/readme.py` refreshes
+the figures in `nbs/index.ipynb` (the file is rewritten only when one changed), then renders the README; `--check`
+writes nothing and fails when either is stale, as CI's no-diff step does. A mark that names no section, no table, no row
+or several rows fails, naming itself: a figure never goes stale silently.
 """
 
 import json
@@ -73,6 +74,12 @@ def bench_value(text: str, heading: str, row: str, column: str) -> str:
     blocks = [b for b in re.split(r"(?m)^(?=## )", text) if b.startswith("## " + heading.strip())]
     if len(blocks) != 1:
         raise ValueError(f"{want}: {len(blocks)} sections of BENCHMARKS.md start with '## {heading.strip()}'")
+    if row.strip() == "@gpu":  # the GPU the section was measured on: its own line, else the file's first lines
+        pre = re.split(r"(?m)^## ", text)[0]
+        names = set(re.findall(r"\bon NVIDIA (\w+)", blocks[0])) or set(re.findall(r"\bon NVIDIA (\w+)", pre))
+        if len(names) != 1:
+            raise ValueError(f"{want}: {len(names)} GPUs named ('on NVIDIA …') for its section (expected one)")
+        return names.pop()
     tests, hits = _row_test(row), []
     for table in _tables(blocks[0]):
         head = table[0]
@@ -161,7 +168,12 @@ def self_test():
     assert unmarked(refresh(f"a {m}<!--/--> µs", bench)) == "a 85.3 µs"  # the README's text
     two = "<!--bench:Decoding|way^=bf|range#1--><!--/--> / <!--bench:Decoding|way^=bf|range#3--><!--/-->"
     assert unmarked(refresh(two, bench)) == "40.07 / 49.62"
+    gpu = "<!--bench:Decoding|@gpu|name--><!--/-->"
+    assert unmarked(refresh(gpu, "Measured on NVIDIA H200 (sm_90).\n\n" + bench[4:])) == "H200"  # the file's line
+    on_h100 = bench.replace("Run at commit", "Measured on NVIDIA H100 80GB HBM3 (sm_90). Run at commit")
+    assert unmarked(refresh(gpu, "Measured on NVIDIA H200.\n" + on_h100)) == "H100"  # the section's own line first
     for bad, says in (
+        (gpu, "0 GPUs named"),
         ("<!--bench:Decoding|ratio=4|call µs--><!--/-->", "2 rows"),
         ("<!--bench:Decoding|ratio=5|call µs--><!--/-->", "0 rows"),
         ("<!--bench:Nothing|ratio=4|call µs--><!--/-->", "0 sections"),
