@@ -92,18 +92,37 @@ def self_test():
     assert "| tests (`python tools/run_tests.py`) | 232 | 30 |" in section(run, "2026-01-01"), section(
         run, "2026-01-01"
     )
-    for bad, why in (
+    assert_refused(
+        parse,
         (SAMPLE.replace("30 passed, 0 failed", "29 passed, 1 failed"), "the run failed"),
         (SAMPLE.replace("=== done (398s)\n", ""), "the `=== done...` line"),
         (SAMPLE.replace("commit 0123abc\n", ""), "the `commit ...` line"),
-    ):
+    )
+    print("ci_section self-test: ok")
+
+
+def assert_refused(parse, *cases):
+    "Each `(log, why)` of `cases` refused by `parse` with a `ValueError` that says `why` (the self-tests' refusals)."
+    for bad, why in cases:
         try:
             parse(bad)
         except ValueError as e:
             assert why in str(e), (why, e)
         else:
             raise AssertionError(f"accepted a log without {why}")
-    print("ci_section self-test: ok")
+
+
+def read_run(path: str, parse, tool: str):
+    """`(parse(text of path), its day)`, the day the file's modification day; `None` after printing why the log was
+    refused (`tool`: the script's name, in the message)."""
+    log = Path(path)
+    try:
+        return parse(log.read_text(encoding="utf-8", errors="replace")), datetime.date.fromtimestamp(
+            log.stat().st_mtime
+        ).isoformat()
+    except (OSError, ValueError) as e:
+        print(f"{tool}: {path}: {e}", file=sys.stderr)
+        return None
 
 
 def main(argv=None) -> int:
@@ -115,13 +134,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"), help="the Markdown file to merge the section into")
     ap.add_argument("--date", default=None, help="the run's date (default: the log file's modification day)")
     args = ap.parse_args(argv)
-    log = Path(args.log)
-    try:
-        run = parse(log.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError) as e:
-        print(f"ci_section: {args.log}: {e}", file=sys.stderr)
+    got = read_run(args.log, parse, "ci_section")
+    if got is None:
         return 1
-    day = args.date or datetime.date.fromtimestamp(log.stat().st_mtime).isoformat()
+    run, day = got[0], args.date or got[1]
     from fused_csa_nb.cli import BENCH_SECTIONS, _write_section
 
     assert HEADER.startswith(BENCH_SECTIONS["ci"])

@@ -13,10 +13,11 @@ a figure in the README comes only from a run that passed.
 """
 
 import argparse
-import datetime
 import re
 import sys
 from pathlib import Path
+
+from ci_section import assert_refused, read_run  # the same refusals and log reading as the CI section's
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the package of this checkout
@@ -93,17 +94,12 @@ def self_test():
     md = section(run, "0123abc", "NVIDIA H200", "2026-01-01")
     assert md.startswith(HEADER) and "| gpu | 3 | 3 | 391 | 89 s compiling, then 110 s waiting" in md, md
     assert "on NVIDIA H200:" in md  # readme.py's `@gpu` mark reads the GPU from this line
-    for bad, why in (
+    assert_refused(
+        parse,
         (SAMPLE.replace("3 passed, 0 failed", "2 passed, 1 failed"), "the run failed"),
         (SAMPLE.replace("3 notebooks in 391 s", "done"), "the `N notebooks in T s"),
         (SAMPLE.replace("3 passed, 0 failed\n", ""), "the `N passed, M failed` line"),
-    ):
-        try:
-            parse(bad)
-        except ValueError as e:
-            assert why in str(e), (why, e)
-        else:
-            raise AssertionError(f"accepted a log without {why}")
+    )
     print("suite_section self-test: ok")
 
 
@@ -118,16 +114,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"), help="the Markdown file to merge the section into")
     ap.add_argument("--date", default=None, help="the run's date (default: the log file's modification day)")
     args = ap.parse_args(argv)
-    log = Path(args.log)
-    try:
-        run = parse(log.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError) as e:
-        print(f"suite_section: {args.log}: {e}", file=sys.stderr)
+    got = read_run(args.log, parse, "suite_section")
+    if got is None:
         return 1
+    run, day = got[0], args.date or got[1]
     if not re.fullmatch(r"[0-9a-f]{7,40}", args.commit) or not args.gpu.startswith("NVIDIA "):
         print("suite_section: --commit must be a hex SHA and --gpu start with 'NVIDIA '", file=sys.stderr)
         return 1
-    day = args.date or datetime.date.fromtimestamp(log.stat().st_mtime).isoformat()
     from fused_csa_nb.cli import _replace_text, merge_section
 
     out = Path(args.out)
