@@ -431,16 +431,19 @@ def main(argv=None):
         with ThreadPoolExecutor(max(1, args.workers)) as ex:  # each verdict as its notebook ends (a cut run keeps them)
             futures = [ex.submit(run_one, n, args.flags, args.store, extra) for n in rest]
             report(f.result() for f in as_completed(futures))
-    except BaseException:
+        if gate is not None:
+            gate.touch()
+        if together:
+            report(run_together(timed, args.flags, extra, early))
+        else:
+            report(run_one(nb, args.flags, args.store, extra) for nb in timed)
+    except BaseException:  # an interrupted run leaves no process of its own behind
         if early is not None:
             early.kill()
         raise
-    if gate is not None:
-        gate.touch()
-    if together:
-        report(run_together(timed, args.flags, extra, early))
-    else:
-        report(run_one(nb, args.flags, args.store, extra) for nb in timed)
+    finally:  # nor the gate's folder
+        if gate is not None:
+            shutil.rmtree(gate.parent, ignore_errors=True)
     if args.store and passed:
         PROGRESS.say(refresh_evidence(ENV))
     if args.timings and Path(args.timings).is_file():
