@@ -589,7 +589,7 @@ def _timed(fn, iters):
     torch.cuda.synchronize()
     return ms, (torch.cuda.max_memory_allocated() - base) / 2**20
 
-
+# %% ../nbs/07_bench_long.ipynb #5b7e3c91
 def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent) -> dict:
     """The packed-sequence benchmark (see above) on the current GPU: a ratio-4 fused training step over a pack of
     documents (THD) against the same documents padded to the longest (SBHD) and run one at a time.
