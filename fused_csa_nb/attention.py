@@ -28,7 +28,7 @@ from fused_csa_nb.context_parallel import (
 )
 from .decode_kernels import _step_projections
 from .layer_checks import _check_cache, _check_once, _layer_backend
-from .layout import QueryRows
+from .layout import QueryRows, _take_rows
 from .compressor import Compressor, CSAIndexer
 from .rotary import layer_rotary
 from .replay import decode_step
@@ -163,7 +163,10 @@ def forward(
     segments = self._segments(query, pack)  # [(local rows, QueryRows)]: one, or two (zigzag)
     keys, sink = self._keys(key, x, qr, segments), self._sink()
     train, loss = self.training and torch.is_grad_enabled(), self._wants_indexer_loss()
-    res = [self.backend.attend(query[r], k, rows, sink, train=train, loss=loss) for (r, rows), k in zip(segments, keys)]
+    res = [
+        self.backend.attend(_take_rows(query, r), k, rows, sink, train=train, loss=loss)
+        for (r, rows), k in zip(segments, keys)
+    ]
     out = res[0][0] if len(res) == 1 else torch.cat([o for o, _ in res])
     losses = [part for _, part in res if part is not None]
     return (out if pack is None else out[:, 0]), (sum(losses[1:], losses[0]) if losses else None)
@@ -211,12 +214,12 @@ def _local_keys(self: CompressedSparseAttention, kv, x, qr, start: int, kv_halo,
     comp = self.compressor._compress(x_ext, s0, cp)
     if comp is None:
         return kv_ext, None, None  # one device, sq < ratio: no compressed entry
-    comp = comp[keep]
+    comp = _take_rows(comp, keep)
     if self.indexer is None:
         return kv_ext, comp, None
     q_i, k_i, w_i = self.indexer._index(x_ext, qr_ext, s0, ip)
-    k_i = k_i[keep] if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
-    return kv_ext, comp, (q_i[rows], k_i, w_i[rows])
+    k_i = _take_rows(k_i, keep) if self._wants_indexer_loss() else k_i[keep].detach()  # no loss: no indexer gradient
+    return kv_ext, comp, (_take_rows(q_i, rows), k_i, _take_rows(w_i, rows))
 
 # %% ../nbs/06_attention.ipynb #8f93adbc
 @patch
@@ -232,9 +235,9 @@ def _keys(self: CompressedSparseAttention, key, x, qr, segments, proj=None) -> l
     x_halos = _halos(x, r, segments, self.cp_group) if r == 4 else none
     local = [
         self._local_keys(
-            kv[rows_of],
-            None if x is None else x[rows_of],
-            None if qr is None else qr[rows_of],
+            _take_rows(kv, rows_of),
+            _take_rows(x, rows_of),
+            _take_rows(qr, rows_of),
             rows.start,
             kh,
             xh,

@@ -223,11 +223,12 @@ def _block_bshd(t, t0, t1):
 # %% ../nbs/04_fused.ipynb #fdf40327
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     """A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)`
-    (the queries quantised here, in one pass on CUDA: `reference._fp8_rows_e4m3`)."""
+    (the queries quantised here, in one pass on CUDA: `reference._fp8_rows_e4m3`); written where a row sees the entry
+    only (`_indexer_fwd`'s `visible_only`): the top-k and the loss read nothing else."""
     if k_fp8 is None:
-        return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset)
+        return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset, visible_only=True)
     q8, qs = _fp8_rows_e4m3(q_i)
-    return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
+    return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1], visible_only=True)
 
 
 def _keys_bad(k_indexer):
@@ -262,9 +263,7 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
     scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
     lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
-    flat = scores.view(b * (t1 - t0), n_comp)
-    flat[:, : min(n_comp, (off + t1) // ratio)].add_(0.0)  # one zero for the radix, in the columns a row sees
-    sel = _radix_topk(flat, lengths, index_topk, signed_zeros=False).view(b, t1 - t0, index_topk)
+    sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk).view(b, t1 - t0, index_topk)
     poison = _rows_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0, k_bad=k_bad)
     return q_i, w_i, scores, sel, sel, poison
 

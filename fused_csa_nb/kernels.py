@@ -159,7 +159,7 @@ def _topk_launch(plan):
 
 # %% ../nbs/03_kernels.ipynb #1728bdce
 # the package's one guarded triton import, and its one interpreter detector (chapter *Launch*)
-from .launch import _launch_triton, _need_triton, _pow2, tl, triton
+from .launch import _launch_triton, _need_triton, _pow2, _triton_runs_on, tl, triton
 
 # %% ../nbs/03_kernels.ipynb #6a8eec0d
 if triton is not None:
@@ -359,6 +359,17 @@ def _aligned(t):
     return t if t is None or t.data_ptr() % 16 == 0 else t.clone()
 
 
+def _same_visible(a, b, ratio: int, q_causal_offsets=None) -> bool:
+    """Whether two indexer outputs `[B, S_q, S_k]` agree bit for bit where a row sees the entry, `j < (offset_b + t +
+    1) // ratio` (`q_causal_offsets [B]`, `None`: 0), whatever they hold elsewhere (a one-time check: a host read)."""
+    if a.shape != b.shape:
+        return False
+    bs, sq, sk = a.shape
+    off = 0 if q_causal_offsets is None else q_causal_offsets.view(bs, 1, 1).long()
+    t, j = torch.arange(sq, device=a.device).view(1, sq, 1), torch.arange(sk, device=a.device)
+    return bool(((a == b) | (j >= (off + t + 1) // ratio)).all())
+
+
 def _fp8(q_scale, k_scale):
     """The FP8 keywords of `indexer_forward_wrapper`
     (per-row fp32 descales, 16-byte aligned; `k_scale` gains its KV-head dim), or none."""
@@ -370,9 +381,9 @@ def _fp8(q_scale, k_scale):
 @_op(
     "indexer_fwd",
     "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets, "
-    "Tensor? q_scale=None, Tensor? k_scale=None) -> Tensor",
+    "Tensor? q_scale=None, Tensor? k_scale=None, bool visible_only=False) -> Tensor",
 )
-def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
+def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None, visible_only=False):
     q, k, w, fp8 = _aligned(q), _aligned(k).unsqueeze(2), _aligned(w), _fp8(q_scale, k_scale)
     rec = _sm90_cache("indexer_fwd", q.device)
 
@@ -385,22 +396,34 @@ def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_
 
     if rec is None:  # not SM90: the wrapper
         return public()
-    key = (q.device, ratio, q_causal_offsets is not None, *((t.dtype, t.shape, t.stride()) for t in (q, k, w)))
+    key = (
+        q.device,
+        ratio,
+        q_causal_offsets is not None,
+        visible_only,
+        *((t.dtype, t.shape, t.stride()) for t in (q, k, w)),
+    )
 
     def direct(fn):  # the arguments the SM90 wrapper launches its compiled kernel with (bound launches, above)
         b, sq, sk = q.shape[0], q.shape[1], k.shape[1]
-        out, c = torch.full((b, sq, sk), float("-inf"), dtype=torch.float32, device=q.device), _CU["cutlass"]
+        new = torch.empty if visible_only else functools.partial(torch.full, fill_value=float("-inf"))
+        out, c = new((b, sq, sk), dtype=torch.float32, device=q.device), _CU["cutlass"]
         qs, ks = fp8.get("q_scale"), fp8.get("k_scale")
         i32 = c.Int32
         fn(q, k, w, qs, ks, out, None, i32(1), i32(sq), i32(sk), c.Float32(sm_scale), None, None, q_causal_offsets,
            _stream(q.device))  # fmt: skip
         return out
 
-    return _bound_call("indexer_fwd", key, public, lambda: rec.last, direct)
+    same = (
+        functools.partial(_same_visible, ratio=ratio, q_causal_offsets=q_causal_offsets)
+        if visible_only
+        else torch.equal
+    )
+    return _bound_call("indexer_fwd", key, public, lambda: rec.last, direct, same)
 
 
 @_indexer_fwd_op.register_fake
-def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
+def _(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None, visible_only=False):
     return q.new_empty((q.shape[0], q.shape[1], k.shape[1]), dtype=torch.float32)
 
 # %% ../nbs/03_kernels.ipynb #0a25d99b
@@ -745,10 +768,12 @@ def cudnn_sparse_attn_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale: f
     return _sparse_bwd(q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length)
 
 # %% ../nbs/03_kernels.ipynb #2594c128
-def _indexer_fwd(q, k, w, ratio, sm_scale, q_offset=0, q_scale=None, k_scale=None):
+def _indexer_fwd(q, k, w, ratio, sm_scale, q_offset=0, q_scale=None, k_scale=None, visible_only=False):
     """Indexer scores `[B, S_q, S_k]` fp32 on checked BSHD tensors; `q_offset`: an int or a `(B,)` int32 tensor; with
-    `q_scale [B,S_q,H]`, `k_scale [B,S_k]` the FP8 kernel on e4m3 `q`, `k`."""
-    return _run("indexer_fwd", q, k, w, ratio, sm_scale, _offsets(q_offset, q.shape[0], q.device), q_scale, k_scale)
+    `q_scale [B,S_q,H]`, `k_scale [B,S_k]` the FP8 kernel on e4m3 `q`, `k`; `visible_only`: the entries a row does not
+    see are left unwritten (any value) instead of `-inf` — for a caller that reads only the visible ones (the top-k)."""
+    qco = _offsets(q_offset, q.shape[0], q.device)
+    return _run("indexer_fwd", q, k, w, ratio, sm_scale, qco, q_scale, k_scale, visible_only)
 
 
 def _check_fp8_scales(q, k, q_scale, k_scale, q_rows, k_rows):
@@ -929,14 +954,36 @@ def indexer_fwd_thd(
     )
     return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco, q_scale, k_scale)
 
+# %% ../nbs/03_kernels.ipynb #8c17ef5b
+if triton is not None:
+
+    @triton.jit
+    def _plus_zero_kernel(v_ptr, len_ptr, N, BLOCK: tl.constexpr):
+        "Row `program_id(0)` of `v [rows, N]` fp32: the zeros among its first `len[row]` columns written `+0.0`."
+        r = tl.program_id(0).to(tl.int64)
+        n = tl.minimum(tl.load(len_ptr + r), N)
+        for c0 in range(0, n, BLOCK):
+            cols = c0 + tl.arange(0, BLOCK)
+            x = tl.load(v_ptr + r * N + cols, mask=cols < n, other=1.0)
+            tl.store(v_ptr + r * N + cols, tl.zeros_like(x), mask=(cols < n) & (x == 0.0))  # -0.0 == 0.0
+
+
+def _plus_zero_(values, lengths):
+    """In place: `-0.0` → `+0.0` in the first `lengths[r]` columns of each row of `values [rows, n]` fp32 (contiguous;
+    `lengths [rows]` int32) — one Triton pass that writes only zeros; elsewhere `add_(0.0)` on every value."""
+    if not (_triton_runs_on(values) and values.is_contiguous() and lengths.is_contiguous()):
+        return values.add_(0.0)
+    _launch_triton(_plus_zero_kernel, (values.shape[0],), values, lengths, values.shape[1], BLOCK=1024, num_warps=4)
+    return values
+
 # %% ../nbs/03_kernels.ipynb #4a28336c
 def _radix_topk(values, lengths, top_k, deterministic: bool = True, signed_zeros: bool = True):
     """Radix top-k ids `[rows, top_k]` int32 (`-1` fill) on checked `values [rows, n]` fp32 and `lengths [rows]` int32;
-    the tie rule (smaller column wins; `-0.0` made `+0.0` in `values`, in place); `deterministic`:
-    ascending ids, repeatable; `signed_zeros=False`: `values` holds no `-0.0` (its kernel wrote `+0.0`), one launch
-    less."""
+    the tie rule (smaller column wins; `-0.0` made `+0.0` in the columns it reads, in place: `_plus_zero_`);
+    `deterministic`: ascending ids, repeatable; `signed_zeros=False`: `values` holds no `-0.0` (its kernel wrote
+    `+0.0`), one launch less."""
     if signed_zeros:
-        values.add_(0.0)  # the radix orders +0 above -0: one zero, as the native sort has it
+        _plus_zero_(values, lengths)  # the radix orders +0 above -0: one zero, as the native sort has it
     return _pad_idx(_run("radix_topk", values, lengths, min(top_k, values.shape[1]), deterministic), top_k)
 
 

@@ -360,6 +360,11 @@ def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int
         )
     return _window_slots(n, batch_size, window, start, halo, check_device("device", device))
 
+# %% ../nbs/00_layout.ipynb #3152dc64
+def _take_rows(t, rows: slice):
+    "`t[rows]` along dim 0, or `t` itself (no autograd node) where `rows` takes every row of it; `None` stays `None`."
+    return t if t is None or rows.indices(t.shape[0]) == (0, t.shape[0], 1) else t[rows]
+
 # %% ../nbs/00_layout.ipynb #b34c6f58
 class PackRows(NamedTuple):
     "The documents of a packed (THD) call and the compressed entries of a ratio-`ratio` layer over them (see above)."

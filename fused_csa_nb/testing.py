@@ -153,7 +153,7 @@ def _dequant(q, k, q_scale, k_scale):
     return q.float() * q_scale.unsqueeze(-1), k.float() * k_scale.unsqueeze(-1)
 
 
-def _stand_in_indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None):
+def _stand_in_indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None, visible_only=False):
     q, k = _dequant(q, k, q_scale, k_scale)
     s = _index_logits(q, k, w, sm_scale)
     return s.masked_fill(~_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
