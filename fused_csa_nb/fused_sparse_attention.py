@@ -249,11 +249,10 @@ def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_vi
 
 
 def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None, k_bad=None):
-    """Query rows `[t0, t1)` of the row
-    set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32, selected entry ids
-    [b,c,index_topk] int32 (-1 padded), their columns in `scores` [b,c,index_topk], poison [b,c]
-    fp32)`. The kernel by row kind: a sequence or a shard (global positions `rows.start +
-    t`) — the SBHD indexer; a pack — the THD one (below).
+    """Query rows `[t0, t1)` of the row set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32 (SBHD rows:
+    defined where a row sees the entry), selected entry ids [b,c,index_topk] int32 (-1 padded), their columns in
+    `scores` [b,c,index_topk], poison [b,c] fp32)`. The kernel by row kind: a sequence or a shard (global positions
+    `rows.start + t`) — the SBHD indexer; a pack — the THD one (below).
     `k_i [b, n_comp, Di]`: `k_indexer` as BSHD (once per call); `k_fp8`: `_fp8_rows_e4m3(k_i)` for FP8 selection
     scores; `k_bad`: `_keys_bad(k_indexer)` (once per call)."""
     if rows.thd:
@@ -639,7 +638,7 @@ class _Block(NamedTuple):
 
     q_i: torch.Tensor  # [b, c, Hi, Di]
     w_i: torch.Tensor  # [b, c, Hi]
-    scores: torch.Tensor  # [b, c, n_comp] fp32
+    scores: torch.Tensor  # [b, c, n_comp] fp32, written where a row sees the entry (undefined elsewhere)
     sel: torch.Tensor  # [b, c, index_topk] int32, -1 padded: entry ids (of k_i)
     cols: torch.Tensor  # [b, c, index_topk] their columns in `scores` (= sel, but document-local in a pack)
     out: torch.Tensor  # [c·b, H, 512]
