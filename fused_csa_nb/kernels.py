@@ -377,7 +377,7 @@ def _fp8(q_scale, k_scale):
         return {}
     return dict(precision="fp8", q_scale=_aligned(q_scale), k_scale=_aligned(k_scale).unsqueeze(-1))
 
-
+# %% ../nbs/03_kernels.ipynb #c1ac358c
 @_op(
     "indexer_fwd",
     "(Tensor q, Tensor k, Tensor w, int ratio, float sm_scale, Tensor? q_causal_offsets, "
