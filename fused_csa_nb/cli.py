@@ -820,7 +820,7 @@ def _write_section(path: str, md: str, key: str):
         old = ""
     _replace_text(path, merge_section(old, md, BENCH_SECTIONS[key]))
 
-
+# %% ../nbs/09_cli.ipynb #bce84a6c
 def _measure(key: str, args, progress) -> str:
     "The markdown of section `key`, measured on the GPU with the (checked) options of `args`."
     if key == "decode":

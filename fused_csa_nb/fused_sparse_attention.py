@@ -230,7 +230,7 @@ def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     q8, qs = _fp8_rows_e4m3(q_i)
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1], visible_only=True)
 
-
+# %% ../nbs/04_fused.ipynb #523c739f
 def _keys_bad(k_indexer):
     """The keys' part of the non-finite rule, once per call for all its blocks: `decode_kernels._bad_entry_counts`
     where Triton runs, else `None` (the reference's ops take the keys with each block)."""
@@ -247,7 +247,7 @@ def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_vi
         return _indexer_input_poison(q_i, k_i, w_i, ratio, q_offset)
     return _packed_input_poison(q_i, k_i, w_i, row_base, row_visible)
 
-
+# %% ../nbs/04_fused.ipynb #912f492f
 def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None, k_bad=None):
     """Query rows `[t0, t1)` of the row set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32 (SBHD rows:
     defined where a row sees the entry), selected entry ids [b,c,index_topk] int32 (-1 padded), their columns in

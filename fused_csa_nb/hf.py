@@ -710,7 +710,7 @@ class _Forward:
     def __call__(self, *args, **kwargs):
         return _csa_attention_forward(self.attn, *args, **kwargs)
 
-
+# %% ../nbs/10_hf.ipynb #3da9c108
 class _RestoredGuard:
     """Forward pre-hook (with kwargs) of a `DeepseekV4Attention` that `restore_hf_attention` switched back: HF's own
     attention refuses to continue a cache whose tokens the bridge stored. HF's cache then holds only their count and
@@ -749,7 +749,7 @@ class _LastLogitsHook:
                 "'left'), or keep every column's logits (logits_to_keep=0) and read each row's last real one"
             )
 
-
+# %% ../nbs/10_hf.ipynb #2984a285
 def _hooks(module, cls):
     "The ids of `module`'s forward pre-hooks that are `cls` instances."
     return [k for k, h in module._forward_pre_hooks.items() if isinstance(h, cls)]
