@@ -58,6 +58,7 @@ ARITHMETIC = {
     ("04_fused.ipynb", "64 GiB"): "the scores sq²/4 · 4 B at 262,144 tokens",
     ("07_bench_long.ipynb", "64 GiB"): "4 · H · 512 · 2 B per token at 262,144 tokens",
     ("00_layout.ipynb", "64 MiB"): "INDEX_CACHE_BYTES, a constant",
+    ("00_layout.ipynb", "256 MiB"): "the query's gradient 4,096 · 64 · 512 · 2 B",
     ("01_reference.ipynb", "2.5 GiB"): "the gathered keys sq · K · D · 2 B",
     ("05_context_parallel.ipynb", "127 KiB"): "a halo's bytes from its shape",
 }
