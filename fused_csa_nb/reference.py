@@ -585,21 +585,25 @@ if triton is not None:
         tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=m)
 
 # %% ../nbs/01_reference.ipynb #2ffaf945
-def _fp8_rows_pass(x: torch.Tensor, rotate: bool, quantize: bool, dtype=torch.bfloat16):
+def _fp8_rows_pass(
+    x: torch.Tensor, rotate: bool, quantize: bool, dtype=torch.bfloat16, block_rows: int | None = None, num_warps=4
+):
     """One `_fp8_rows_kernel` pass over the rows of `x [..., n]` (CUDA, or the interpreter; `rotate`: `n` a power of
     two) → with `quantize` `(x8 [..., n]` holding the e4m3 values in `dtype` — bf16 (default) or float8_e4m3fn —,
-    `scale [...]` float32), else the rotated rows `[..., n]` float32."""
+    `scale [...]` float32), else the rotated rows `[..., n]` float32. `block_rows`, `num_warps`: a program's rows (a
+    power of two; `None`: 16 rows of 128 rotated, 32 not) and warps — the same values for any (`tools/fp8_rows_sweep.py`
+    times them)."""
     n, e4m3 = x.shape[-1], quantize and dtype == torch.float8_e4m3fn
     flat = x.reshape(-1, n).contiguous()
     r, bn = flat.shape[0], _pow2(n)
     y = torch.empty(flat.shape, dtype=dtype if quantize else torch.float32, device=x.device)
     scale = torch.empty(r, dtype=torch.float32, device=x.device) if quantize else y  # y: not read
-    br = max(1, min(16, 2048 // bn) if rotate else min(32, 4096 // bn))  # a float64 tile is twice the size
+    br = block_rows or max(1, min(16, 2048 // bn) if rotate else min(32, 4096 // bn))  # float64 tiles: twice the size
     if r:
         _launch_triton(
             _fp8_rows_kernel, (_cdiv(r, br),), flat, y.view(torch.uint8) if e4m3 else y, scale, r, n, n**-0.5,
             MIN_AMAX=FP8_MIN_AMAX, BLOCK_R=br, BLOCK_N=bn, LOG_N=bn.bit_length() - 1, ROTATE=rotate, QUANTIZE=quantize,
-            E4M3=e4m3,
+            E4M3=e4m3, num_warps=num_warps,
         )  # fmt: skip
     return (y.view(x.shape), scale.view(x.shape[:-1])) if quantize else y.view(x.shape)
 
