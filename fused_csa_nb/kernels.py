@@ -47,7 +47,7 @@ from fused_csa_nb.launch import (
     _tape_call,
     _workspace,
 )
-from .layout import _pad_heads, _pad_idx, cached_index
+from .layout import _pad_heads, _pad_idx, _visible_of, cached_index
 
 # %% auto #0
 __all__ = ['flash_mla_sparse_fwd', 'cudnn_sparse_attn_bwd', 'indexer_fwd', 'indexer_fwd_thd', 'radix_topk', 'compactify',
@@ -367,7 +367,7 @@ def _same_visible(a, b, ratio: int, q_causal_offsets=None) -> bool:
     bs, sq, sk = a.shape
     off = 0 if q_causal_offsets is None else q_causal_offsets.view(bs, 1, 1).long()
     t, j = torch.arange(sq, device=a.device).view(1, sq, 1), torch.arange(sk, device=a.device)
-    return bool(((a == b) | (j >= (off + t + 1) // ratio)).all())
+    return bool(((a == b) | (j >= _visible_of(off + t, ratio))).all())  # layout's causal rule
 
 
 def _fp8(q_scale, k_scale):
