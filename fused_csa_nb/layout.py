@@ -362,8 +362,13 @@ def window_slots(n: int, batch_size: int, window: int, start: int = 0, halo: int
 
 # %% ../nbs/00_layout.ipynb #3152dc64
 def _take_rows(t, rows: slice):
-    "`t[rows]` along dim 0, or `t` itself (no autograd node) where `rows` takes every row of it; `None` stays `None`."
-    return t if t is None or rows.indices(t.shape[0]) == (0, t.shape[0], 1) else t[rows]
+    """`t[rows]` along dim 0, or `t` itself (no autograd node) where `rows` takes every row of it (from row 0, step 1,
+    to the end or past it); `None` stays `None`. Plain comparisons, which `torch.compile` traces (`slice.indices` it
+    does not)."""
+    if t is None:
+        return None
+    every = rows.start in (None, 0) and rows.step in (None, 1) and (rows.stop is None or rows.stop >= t.shape[0])
+    return t if every else t[rows]
 
 # %% ../nbs/00_layout.ipynb #b34c6f58
 class PackRows(NamedTuple):
