@@ -301,11 +301,10 @@ def check_device(name: str, device, allow_none: bool = True) -> torch.device | N
         what = "a torch.device, a device string" + (", a CUDA ordinal or None" if allow_none else " or a CUDA ordinal")
         raise TypeError(f"`{name}` must be {what}, got {_describe(device)} ({type(device).__name__})")
     index = check_int(name, device)
-    try:
-        dev = torch.device(index)
-    except RuntimeError as e:
+    try:  # one message whether this torch build knows CUDA (no device) or not (no accelerator)
+        return _usable(name, torch.device(index))
+    except (RuntimeError, ValueError) as e:
         raise ValueError(f"`{name}`={index} (a CUDA ordinal) names no device here: {e}") from None
-    return _usable(name, dev)
 
 # %% ../nbs/00_checks.ipynb #0b9edb0f
 _INDEX_CHECKS = [os.environ.get("FUSED_CSA_CHECK_INDICES", "0").strip().lower() in ("1", "true", "yes", "on")]
