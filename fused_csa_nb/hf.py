@@ -493,7 +493,7 @@ def _check_rope_limit(attn, S: int, past):
             f"{limit} positions only; use rope_type 'yarn' or 'linear', or restore_hf_attention(model)"
         )
 
-
+# %% ../nbs/10_hf.ipynb #629a3164
 def _csa_attention_forward(
     self,
     hidden_states,

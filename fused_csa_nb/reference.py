@@ -561,6 +561,9 @@ if triton is not None:
         sign = (y.to(tl.int32, bitcast=True) >> 24) & 0x80
         return tl.where(bad[:, None], 0x7F, mag | sign).to(tl.uint8)
 
+# %% ../nbs/01_reference.ipynb #e9253d59
+if triton is not None:
+
     @triton.jit
     def _fp8_rows_kernel(
         x_ptr, y_ptr, scale_ptr, R, N, inv_sqrt_n,
