@@ -499,14 +499,13 @@ def _sparse_teacher_and_predict(cfg, q, kv, lse_attn, sink, scores, sel, cols, b
         cfg.scale,
         cfg.lim.score_head_multiple,
     )[0]
-    unsupported = ~support
     target = tgt[:, :k].reshape(c, b, k).transpose(0, 1)  # → [b, c, k]
-    target = target.nan_to_num(0.0).masked_fill(unsupported, 0.0)
+    target = torch.where(support, target.nan_to_num(0.0), 0.0)  # one kernel, a fresh tensor (no clone + fill)
     if cfg.fp8:
-        log_p = torch.log(_sparse_indexer_predict(q_i, k_i, w_i, sel, cfg.isc)).masked_fill(unsupported, float("-inf"))
+        log_p = torch.where(support, torch.log(_sparse_indexer_predict(q_i, k_i, w_i, sel, cfg.isc)), float("-inf"))
     else:
-        logits = torch.gather(scores, 2, cols.clamp(min=0).long()).masked_fill(unsupported, float("-inf"))
-        log_p = torch.log_softmax(logits, -1).masked_fill(unsupported, float("-inf"))
+        logits = torch.where(support, torch.gather(scores, 2, cols.clamp(min=0).long()), float("-inf"))
+        log_p = torch.where(support, torch.log_softmax(logits, -1), float("-inf"))
     return target.contiguous(), log_p.exp().contiguous(), log_p, support
 
 # %% ../nbs/04_fused.ipynb #53e2396f
@@ -748,7 +747,7 @@ class _LossSum:
             loss = cfg.coeff * self.total * self.one[0]  # Σ KL / the pack's real rows
         else:
             loss = cfg.coeff * self.total / (b * cfg.rows.seq_len)
-        loss = (loss + self.bad).masked_fill(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"))
+        loss = torch.where(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"), loss + self.bad)
         return loss, (self.rows[0].t, self.rows[1].t, self.dk.to(ins.k_indexer.dtype).transpose(0, 1))
 
 # %% ../nbs/04_fused.ipynb #5b1e0bc3
