@@ -614,21 +614,53 @@ def _(q, k, w, ratio, sm_scale, q_causal_offsets):
     "float sm_scale, float loss_coeff) -> (Tensor, Tensor, Tensor)",
 )
 def _indexer_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
-    dk = torch.empty(k.shape, dtype=torch.float32, device=k.device)  # the kernel zeroes it: its fp32 accumulator
-    r = _lib("dsa").indexer_backward_wrapper(
-        q,
-        w,
-        k,
-        target.clone(),
-        predict,
-        indices,
-        grad_loss,
-        sm_scale=sm_scale,
-        loss_coeff=loss_coeff,
-        topk_indices_global=False,
-        d_index_k=dk,
-    )
-    return r["d_index_q"], r["d_weights"], dk  # (the kernel overwrites its target copy)
+    dsa, ts = _lib("dsa"), tuple(t.contiguous() for t in (q, w, k, target, predict, indices))
+    q, w, k, target, predict, indices = ts
+
+    def outputs():  # d_q, d_w in the inputs' dtypes; d_k fp32: the kernel zeroes it, its accumulator
+        return torch.empty_like(q), torch.empty_like(w), torch.empty(k.shape, dtype=torch.float32, device=k.device)
+
+    if not _launch.USE_PLANS:
+        dq, dw, dk = outputs()
+        dsa.indexer_backward_wrapper(
+            q, w, k, target.clone(), predict, indices, grad_loss, sm_scale=sm_scale, loss_coeff=loss_coeff,
+            topk_indices_global=False, d_index_q=dq, d_weights=dw, d_index_k=dk,
+        )  # fmt: skip
+        return dq, dw, dk  # (the kernel overwrites its target copy with the score gradient)
+    key = (q.device, sm_scale, *((t.dtype, tuple(t.shape)) for t in ts))
+
+    def plan():
+        return _plan(
+            "indexer_bwd",
+            key,
+            lambda: dsa.IndexerBackward(
+                sample_index_q=q, sample_weights=w, sample_index_k=k, sample_d_index_q=q, sample_d_weights=w,
+                sample_d_index_k=outputs()[2], sample_attn_score=target, sample_index_score=predict,
+                sample_topk_indices=indices, sm_scale=sm_scale, topk_indices_global=False,
+            ),
+        )  # fmt: skip
+
+    def public():  # the plan's `execute`: it checks every tensor against the plan, then runs its compiled pipeline
+        dq, dw, dk = outputs()
+        plan().execute(q, w, k, dq, dw, dk, target.clone(), predict, indices, grad_loss, loss_coeff=loss_coeff,
+                       current_stream=_stream(q.device), workspace=_workspace(plan(), q.device))  # fmt: skip
+        return dq, dw, dk
+
+    def direct(launch):  # that pipeline on our outputs, with the gradient's scale `execute` gives it
+        dq, dw, dk = outputs()
+        run, scratch = launch
+        ws = torch.empty(scratch, dtype=torch.uint8, device=q.device) if scratch else None
+        scale = loss_coeff / (q.shape[0] * q.shape[1])  # the loss is a mean over the B·S rows
+        run(q, w, k, dq, dw, dk, target.clone(), predict, indices, grad_loss.view(1), scale, _stream(q.device),
+            workspace=ws)  # fmt: skip
+        return dq, dw, dk
+
+    def bind():
+        run = getattr(plan(), "_compiled_kernel", None)
+        return None if run is None else (run, plan().scratch_workspace_bytes())
+
+    with torch.cuda.device(q.device):
+        return _bound_call("indexer_bwd", key, public, bind, direct, _same_up_to_atomics)
 
 
 @_indexer_bwd_op.register_fake
