@@ -393,8 +393,6 @@ def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_
     rec = _sm90_cache("indexer_fwd", q.device)
 
     def public():
-        if rec is not None:
-            rec.last = None
         return _lib("dsa").indexer_forward_wrapper(
             q, k, w, ratio=ratio, sm_scale=sm_scale, **_qco(q_causal_offsets), **fp8
         )["scores"]
@@ -409,7 +407,8 @@ def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_
         *((t.dtype, t.shape, t.stride()) for t in (q, k, w)),
     )
 
-    def direct(fn):  # the arguments the SM90 wrapper launches its compiled kernel with (bound launches, above)
+    def direct(launch):  # the arguments the SM90 wrapper launches its compiled kernel with (bound launches, above)
+        (fn,) = launch
         b, sq, sk = q.shape[0], q.shape[1], k.shape[1]
         new = torch.empty if visible_only else functools.partial(torch.full, fill_value=float("-inf"))
         out, c = new((b, sq, sk), dtype=torch.float32, device=q.device), _CU["cutlass"]
@@ -424,7 +423,7 @@ def _indexer_fwd_op(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_
         if visible_only
         else torch.equal
     )
-    return _bound_call("indexer_fwd", key, public, lambda: rec.last, direct, same)
+    return _bound_call("indexer_fwd", key, *_recording([rec], public), direct, same)
 
 
 @_indexer_fwd_op.register_fake
@@ -459,6 +458,22 @@ def _sm90_cache(kind: str, device):
             _CU[("cache", kind)] = None
     return _CU[("cache", kind)] if _cuda_major(device.index) == 9 else None
 
+
+def _recording(recs, public):
+    """`(call, launched)` of a bound launch over cuDNN compile caches `recs` (`_sm90_cache`s): `call()` runs `public()`
+    with what they recorded cleared first; `launched()` → the kernels that call looked up, one per cache in order, or
+    `None` where one looked up none (`_bound_call`'s `public` and `bind`)."""
+
+    def call():
+        for rec in recs:
+            rec.last = None
+        return public()
+
+    def launched():
+        return None if any(rec.last is None for rec in recs) else tuple(rec.last for rec in recs)
+
+    return call, launched
+
 # %% ../nbs/03_kernels.ipynb #fca7d049
 def _same_up_to_atomics(a, b) -> bool:
     """Whether two results of a kernel that sums with float atomics — tuples of tensors — agree up to the order of
@@ -487,14 +502,6 @@ def _sparse_bwd_bound(key, public, q, kv, out, dout, lse, attn_sink, indices, sm
     if None in recs:
         return public()
 
-    def recorded():
-        for rec in recs:
-            rec.last = None
-        return public()
-
-    def kernels():  # what `public()` launched, or None
-        return None if any(rec.last is None for rec in recs) else tuple(rec.last for rec in recs)
-
     def direct(launch):  # the arguments cuDNN's SM90 entry point launches its three kernels with
         pre, main, post = launch
         (s_q, h, d), s_kv, stream = q.shape, kv.shape[0], _stream(q.device)
@@ -508,7 +515,7 @@ def _sparse_bwd_bound(key, public, q, kv, out, dout, lse, attn_sink, indices, sm
         post(acc, dkv[None, :, None], s_kv, stream)
         return dq, dkv, d_sink
 
-    return _bound_call("sparse_attn_bwd", key, recorded, kernels, direct, _same_up_to_atomics)
+    return _bound_call("sparse_attn_bwd", key, *_recording(recs, public), direct, _same_up_to_atomics)
 
 # %% ../nbs/03_kernels.ipynb #2b7de800
 @_op("radix_topk", "(Tensor values, Tensor lengths, int top_k, bool deterministic=True) -> Tensor")
@@ -556,17 +563,14 @@ def _sparse_score_bound(kind: str, public, q, k, second, indices, sm_scale: floa
     if rec is None or indices.dtype != torch.int32 or not indices.is_contiguous() or any(t.stride(-1) != 1 for t in ts):
         return public()
 
-    def recorded():
-        rec.last = None
-        return public()
-
-    def direct(fn):  # the arguments the SM90 entry points launch the compiled kernel with: `second` as [B, H, S]
+    def direct(launch):  # the arguments the SM90 entry points launch the compiled kernel with: `second` as [B, H, S]
+        (fn,) = launch
         out = torch.empty(*q.shape[:2], indices.shape[-1], dtype=torch.float32, device=q.device)
         fn(q, k.unsqueeze(2), indices, _stream(q.device), out, second.transpose(1, 2).contiguous(), None, None)
         return out
 
     key = (q.device, sm_scale, *((t.dtype, t.shape, t.stride()) for t in ts))
-    return _bound_call(kind, key, recorded, lambda: rec.last, direct)
+    return _bound_call(kind, key, *_recording([rec], public), direct)
 
 # %% ../nbs/03_kernels.ipynb #6e1a5f2b
 @_op(
@@ -617,16 +621,19 @@ def _indexer_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss
     dsa, ts = _lib("dsa"), tuple(t.contiguous() for t in (q, w, k, target, predict, indices))
     q, w, k, target, predict, indices = ts
 
-    def outputs():  # d_q, d_w in the inputs' dtypes; d_k fp32: the kernel zeroes it, its accumulator
-        return torch.empty_like(q), torch.empty_like(w), torch.empty(k.shape, dtype=torch.float32, device=k.device)
+    def dk():  # fp32: the kernel zeroes it, its accumulator
+        return torch.empty(k.shape, dtype=torch.float32, device=k.device)
+
+    def outputs():  # d_q, d_w in the inputs' dtypes, d_k
+        return torch.empty_like(q), torch.empty_like(w), dk()
 
     if not _launch.USE_PLANS:
-        dq, dw, dk = outputs()
+        dq, dw, d_k = outputs()
         dsa.indexer_backward_wrapper(
             q, w, k, target.clone(), predict, indices, grad_loss, sm_scale=sm_scale, loss_coeff=loss_coeff,
-            topk_indices_global=False, d_index_q=dq, d_weights=dw, d_index_k=dk,
+            topk_indices_global=False, d_index_q=dq, d_weights=dw, d_index_k=d_k,
         )  # fmt: skip
-        return dq, dw, dk  # (the kernel overwrites its target copy with the score gradient)
+        return dq, dw, d_k  # (the kernel overwrites its target copy with the score gradient)
     key = (q.device, sm_scale, *((t.dtype, tuple(t.shape)) for t in ts))
 
     def plan():
@@ -635,29 +642,29 @@ def _indexer_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss
             key,
             lambda: dsa.IndexerBackward(
                 sample_index_q=q, sample_weights=w, sample_index_k=k, sample_d_index_q=q, sample_d_weights=w,
-                sample_d_index_k=outputs()[2], sample_attn_score=target, sample_index_score=predict,
+                sample_d_index_k=dk(), sample_attn_score=target, sample_index_score=predict,
                 sample_topk_indices=indices, sm_scale=sm_scale, topk_indices_global=False,
             ),
         )  # fmt: skip
 
     def public():  # the plan's `execute`: it checks every tensor against the plan, then runs its compiled pipeline
-        dq, dw, dk = outputs()
-        plan().execute(q, w, k, dq, dw, dk, target.clone(), predict, indices, grad_loss, loss_coeff=loss_coeff,
-                       current_stream=_stream(q.device), workspace=_workspace(plan(), q.device))  # fmt: skip
-        return dq, dw, dk
+        (dq, dw, d_k), p = outputs(), plan()
+        p.execute(q, w, k, dq, dw, d_k, target.clone(), predict, indices, grad_loss, loss_coeff=loss_coeff,
+                  current_stream=_stream(q.device), workspace=_workspace(p, q.device))  # fmt: skip
+        return dq, dw, d_k
 
     def direct(launch):  # that pipeline on our outputs, with the gradient's scale `execute` gives it
-        dq, dw, dk = outputs()
-        run, scratch = launch
+        (dq, dw, d_k), (run, scratch) = outputs(), launch
         ws = torch.empty(scratch, dtype=torch.uint8, device=q.device) if scratch else None
         scale = loss_coeff / (q.shape[0] * q.shape[1])  # the loss is a mean over the B·S rows
-        run(q, w, k, dq, dw, dk, target.clone(), predict, indices, grad_loss.view(1), scale, _stream(q.device),
+        run(q, w, k, dq, dw, d_k, target.clone(), predict, indices, grad_loss.view(1), scale, _stream(q.device),
             workspace=ws)  # fmt: skip
-        return dq, dw, dk
+        return dq, dw, d_k
 
     def bind():
-        run = getattr(plan(), "_compiled_kernel", None)
-        return None if run is None else (run, plan().scratch_workspace_bytes())
+        p = plan()
+        run = getattr(p, "_compiled_kernel", None)
+        return None if run is None else (run, p.scratch_workspace_bytes())
 
     with torch.cuda.device(q.device):
         return _bound_call("indexer_bwd", key, public, bind, direct, _same_up_to_atomics)
