@@ -653,26 +653,36 @@ def _indexer_bwd_op(q, w, k, target, predict, indices, grad_loss, sm_scale, loss
                   current_stream=_stream(q.device), workspace=_workspace(p, q.device))  # fmt: skip
         return dq, dw, d_k
 
-    def direct(launch):  # that pipeline on our outputs, with the gradient's scale `execute` gives it
-        (dq, dw, d_k), (run, scratch) = outputs(), launch
-        ws = torch.empty(scratch, dtype=torch.uint8, device=q.device) if scratch else None
-        scale = loss_coeff / (q.shape[0] * q.shape[1])  # the loss is a mean over the B·S rows
-        run(q, w, k, dq, dw, d_k, target.clone(), predict, indices, grad_loss.view(1), scale, _stream(q.device),
-            workspace=ws)  # fmt: skip
-        return dq, dw, d_k
-
-    def bind():
-        p = plan()
-        run = getattr(p, "_compiled_kernel", None)
-        return None if run is None else (run, p.scratch_workspace_bytes())
-
     with torch.cuda.device(q.device):
-        return _bound_call("indexer_bwd", key, public, bind, direct, _same_up_to_atomics)
+        return _indexer_bwd_bound(key, plan, public, outputs, q, w, k, target, predict, indices, grad_loss, loss_coeff)
 
 
 @_indexer_bwd_op.register_fake
 def _(q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff):
     return torch.empty_like(q), torch.empty_like(w), torch.empty_like(k, dtype=torch.float32)
+
+# %% ../nbs/03_kernels.ipynb #ixbwdb01
+def _indexer_bwd_bound(key, plan, public, outputs, q, w, k, target, predict, indices, grad_loss, loss_coeff: float):
+    """`public()` — cuDNN's sparse indexer backward through its cached plan `plan()` (an `IndexerBackward`) of
+    contiguous `q [B, S, H, 128]`, `w [B, S, H]`, `k [B, S_k, 128]` bf16, `target`, `predict [B, S, K]` fp32, `indices
+    [B, S, K]` int32 and `grad_loss [1]` fp32, signature `key` — through the plan's compiled pipeline, bound (see *Bound
+    launches*) and compared with `_same_up_to_atomics`. `outputs()` → fresh `(d_q, d_w, d_k)` for one call.
+    Returns `(d_q, d_w, d_k fp32)`."""
+
+    def direct(launch):  # that pipeline on our outputs, with the gradient's scale `execute` gives it
+        (dq, dw, d_k), (run, scratch) = outputs(), launch
+        ws = torch.empty(scratch, dtype=torch.uint8, device=q.device) if scratch else None  # `_workspace`, size kept
+        scale = loss_coeff / (q.shape[0] * q.shape[1])  # the loss is a mean over the B·S rows
+        run(q, w, k, dq, dw, d_k, target.clone(), predict, indices, grad_loss.view(1), scale, _stream(q.device),
+            workspace=ws)  # fmt: skip
+        return dq, dw, d_k
+
+    def bind():  # the pipeline `execute` runs, and its scratch's size (read once, not per call)
+        p = plan()
+        run = getattr(p, "_compiled_kernel", None)
+        return None if run is None else (run, p.scratch_workspace_bytes())
+
+    return _bound_call("indexer_bwd", key, public, bind, direct, _same_up_to_atomics)
 
 # %% ../nbs/03_kernels.ipynb #87fdc956
 @_op(
