@@ -165,10 +165,15 @@ if triton is not None:
         two_e_ptr, row0, H, K, N, scale,
         D: tl.constexpr, DV: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
         BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, FIXED: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr,
-        ROWS64: tl.constexpr, SORTED: tl.constexpr,
+        ROWS64: tl.constexpr, SORTED: tl.constexpr, ROW_ORDER: tl.constexpr,
     ):  # fmt: skip
-        "`_det_ds_block` of query row `row0 + program_id(0)`, slot block `program_id(1)`."
-        r, kb = tl.program_id(0), tl.program_id(1)
+        """`_det_ds_block` of query row `row0 + program_id(0)`, slot block `program_id(1)`; with `ROW_ORDER` a 1-D grid,
+        program `i` the row `i // nkb`'s slot block `i % nkb` (`nkb` blocks a row): a row's blocks run side by side."""
+        if ROW_ORDER:
+            nkb = tl.cdiv(K, BLOCK_K)
+            r, kb = tl.program_id(0) // nkb, tl.program_id(0) % nkb
+        else:
+            r, kb = tl.program_id(0), tl.program_id(1)
         if HAS_TLEN:
             if kb * BLOCK_K >= tl.load(tlen_ptr + (row0 + r).to(tl.int64)):  # past the row's valid prefix:
                 return  # nothing reads these slots
@@ -217,11 +222,15 @@ if triton is not None:
     def _det_dq_kernel(
         kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, row0, H, K, N,
         D: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
-        UPCAST: tl.constexpr,
+        UPCAST: tl.constexpr, ROW_ORDER: tl.constexpr,
     ):  # fmt: skip
-        "`_det_dq_block` of query row `row0 + program_id(0)`, D block `program_id(1)`."
+        "`_det_dq_block` of query row `row0 + program_id(0)`, D block `program_id(1)` (`ROW_ORDER`: the ds kernel's)."
+        if ROW_ORDER:
+            r, db = tl.program_id(0) // (D // BLOCK_D), tl.program_id(0) % (D // BLOCK_D)
+        else:
+            r, db = tl.program_id(0), tl.program_id(1)
         _det_dq_block(
-            kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, tl.program_id(0), tl.program_id(1), row0, H, K, N,
+            kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, r, db, row0, H, K, N,
             D, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST,
         )  # fmt: skip
 
@@ -315,10 +324,11 @@ _PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contribution
 # the default: the ds and dq kernels' tiles the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in
 # one chunk; fixed point 8.44); the parts bf16 in sorted order and the segment sum's tile 128 x 128, the fastest of
 # `det_sweep.py --segments` (on an H100, 2026-12-05: 4,096 rows' parts summed in 0.97 ms against 2.17 ms for fp32 parts
-# in pair order with the earlier 16 x 64 tile; one 65K chunk's in 1.52 against 3.19; no split, 4 warps)
+# in pair order with the earlier 16 x 64 tile; one 65K chunk's in 1.52 against 3.19; no split, 4 warps); a row's slot
+# blocks launched side by side (`row_order`: the row's q and dout read from HBM once, not once a block)
 _DET_DEFAULT = dict(
     accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8,
-    part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4,
+    part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4, row_order=True,
 )  # fmt: skip
 
 
@@ -330,6 +340,7 @@ def _det_blocks(h):
 
 _DET_KEYS = {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages", "dq_BLOCK_K", "dq_BLOCK_D", "dq_num_warps"}
 _DET_KEYS |= {"part_dtype", "sorted_parts", "fuse_dq", "seg_BLOCK_P", "seg_BLOCK_D", "seg_warps", "seg_split"}
+_DET_KEYS |= {"row_order"}
 
 # %% ../nbs/04_deterministic.ipynb #e8b2f4a6
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
@@ -339,7 +350,8 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     (must divide `D`, else 64) and `dq_num_warps`; the segment sum's `part_dtype` (one of `_PART_DTYPES`; the default
     bf16), `sorted_parts` (parts written in sorted order; default True), `seg_BLOCK_P` (128), `seg_BLOCK_D` (must
     divide `D`, else 64; 128), `seg_warps` (4), `seg_split` (segments in pieces of at most this many pairs, default
-    None: whole); `fuse_dq` (dq in the ds kernel's program, default False)."""
+    None: whole); `fuse_dq` (dq in the ds kernel's program, default False); `row_order` (the ds and dq kernels'
+    programs in row order: a row's blocks one after another in a 1-D grid; default True)."""
     v = {**_DET_DEFAULT, **kw}
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
@@ -362,6 +374,7 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
         part_dtype=v["part_dtype"],
         sorted_parts=bool(v["sorted_parts"]),
         fuse_dq=bool(v.get("fuse_dq", False)),
+        row_order=bool(v.get("row_order", True)),
         seg_BLOCK_P=v["seg_BLOCK_P"],
         seg_BLOCK_D=bds if d % bds == 0 else _BLOCK_D,
         seg_warps=v["seg_warps"],
@@ -484,11 +497,13 @@ def _det_ds_dq(q, kv, dout, indices, topk_length, lsef, delta, ds, part, pos, ac
         _launch_triton(_det_fused_kernel, (r1 - r0,), *ins, dq, r0, h, k, n, sm_scale,
                        DQ_BLOCK_K=v["dq_BLOCK_K"], DQ_BLOCK_D=v["dq_BLOCK_D"], **meta)  # fmt: skip
         return
-    _launch_triton(_det_ds_kernel, (r1 - r0, _cdiv(k, v["BLOCK_K"])), *ins, r0, h, k, n, sm_scale, **meta)
-    _launch_triton(_det_dq_kernel, (r1 - r0, d // v["dq_BLOCK_D"]),
+    grid = lambda rows, blocks: (rows * blocks,) if v["row_order"] else (rows, blocks)  # see `_det_ds_kernel`
+    _launch_triton(_det_ds_kernel, grid(r1 - r0, _cdiv(k, v["BLOCK_K"])), *ins, r0, h, k, n, sm_scale,
+                   ROW_ORDER=v["row_order"], **meta)  # fmt: skip
+    _launch_triton(_det_dq_kernel, grid(r1 - r0, d // v["dq_BLOCK_D"]),
         kv, indices, tl_ptr, ds, dq, r0, h, k, n,
         D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
-        UPCAST=up, num_warps=v["dq_num_warps"],
+        UPCAST=up, ROW_ORDER=v["row_order"], num_warps=v["dq_num_warps"],
     )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #ed34c703

@@ -74,6 +74,7 @@ CONFIGS = [  # `_deterministic_sparse_bwd`'s variant keywords, most promising fi
     # "no spills": ptxas -v (sm_90a, Triton 3.9) reports none for the ds kernel; the old tiles spill ~70-200 bytes
     # the segment sum at the big tiles first: the default (6.96 ms in one chunk, 7.65 in 1 GiB chunks; fixed point 8.44)
     BIG | dict(accumulate="segments"),
+    BIG | dict(accumulate="segments", row_order=False),  # the earlier launch order: a 2-D grid
     # the chapter's "Fewer bytes" variants: sorted parts (bitwise the first), bf16 parts, dq fused into the ds program
     BIG | dict(accumulate="segments", sorted_parts=True),
     BIG | dict(accumulate="segments", sorted_parts=True, part_dtype=torch.bfloat16),
@@ -264,6 +265,7 @@ STEP_VARIANTS = {  # label → (`_DET_DEFAULT` updates, `_DET_INDEX_PARTS` updat
     "fp32-parts": (FP32, FP32),  # the earlier parts and tile (the same d_q)
     "sorted": (dict(sorted_parts=True), dict(sorted_parts=True)),  # bitwise today's (same sums, same order)
     "fused-dq": (dict(fuse_dq=True), {}),  # bitwise today's
+    "rows-grid": (dict(row_order=False), {}),  # the earlier launch order (2-D grid); bitwise today's
     "sorted-bf16": (BF16, BF16),
     "sorted-bf16-fused-dq": (BF16 | dict(fuse_dq=True), BF16),
     "sorted-bf16-fused-dq-seg32x128": (BF16 | dict(fuse_dq=True, seg_BLOCK_P=32, seg_BLOCK_D=128), BF16),
