@@ -325,7 +325,8 @@ _PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contribution
 # one chunk; fixed point 8.44); the parts bf16 in sorted order and the segment sum's tile 128 x 128, the fastest of
 # `det_sweep.py --segments` (on an H100, 2026-12-05: 4,096 rows' parts summed in 0.97 ms against 2.17 ms for fp32 parts
 # in pair order with the earlier 16 x 64 tile; one 65K chunk's in 1.52 against 3.19; no split, 4 warps); a row's slot
-# blocks launched side by side (`row_order`: the row's q and dout read from HBM once, not once a block)
+# blocks launched one after another (`row_order`, so that they can share the row's q and dout through the L2; the
+# chapter's bullet below says why, `det_sweep.py`'s `rows-grid` variant times the earlier order)
 _DET_DEFAULT = dict(
     accumulate="segments", BLOCK_K=128, num_warps=8, num_stages=3, dq_BLOCK_D=256, dq_num_warps=8,
     part_dtype=torch.bfloat16, sorted_parts=True, seg_BLOCK_P=128, seg_BLOCK_D=128, seg_warps=4, row_order=True,
