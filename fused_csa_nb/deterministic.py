@@ -375,7 +375,7 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
         part_dtype=v["part_dtype"],
         sorted_parts=bool(v["sorted_parts"]),
         fuse_dq=bool(v.get("fuse_dq", False)),
-        row_order=bool(v.get("row_order", True)),
+        row_order=bool(v["row_order"]),
         seg_BLOCK_P=v["seg_BLOCK_P"],
         seg_BLOCK_D=bds if d % bds == 0 else _BLOCK_D,
         seg_warps=v["seg_warps"],
