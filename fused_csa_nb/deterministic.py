@@ -160,6 +160,14 @@ if triton is not None:
 if triton is not None:
 
     @triton.jit
+    def _det_row_block(NB, ROW_ORDER: tl.constexpr):
+        "This program's (row, block): with `ROW_ORDER` a 1-D grid of `NB` blocks a row, a row's blocks side by side."
+        r, b = tl.program_id(0), tl.program_id(1)
+        if ROW_ORDER:
+            r, b = tl.program_id(0) // NB, tl.program_id(0) % NB
+        return r, b
+
+    @triton.jit
     def _det_ds_kernel(
         q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, part_ptr, pos_ptr, fx_ptr, bad_ptr,
         two_e_ptr, row0, H, K, N, scale,
@@ -169,11 +177,7 @@ if triton is not None:
     ):  # fmt: skip
         """`_det_ds_block` of query row `row0 + program_id(0)`, slot block `program_id(1)`; with `ROW_ORDER` a 1-D grid,
         program `i` the row `i // nkb`'s slot block `i % nkb` (`nkb` blocks a row): a row's blocks run side by side."""
-        if ROW_ORDER:
-            nkb = tl.cdiv(K, BLOCK_K)
-            r, kb = tl.program_id(0) // nkb, tl.program_id(0) % nkb
-        else:
-            r, kb = tl.program_id(0), tl.program_id(1)
+        r, kb = _det_row_block(tl.cdiv(K, BLOCK_K), ROW_ORDER)
         if HAS_TLEN:
             if kb * BLOCK_K >= tl.load(tlen_ptr + (row0 + r).to(tl.int64)):  # past the row's valid prefix:
                 return  # nothing reads these slots
@@ -225,10 +229,7 @@ if triton is not None:
         UPCAST: tl.constexpr, ROW_ORDER: tl.constexpr,
     ):  # fmt: skip
         "`_det_dq_block` of query row `row0 + program_id(0)`, D block `program_id(1)` (`ROW_ORDER`: the ds kernel's)."
-        if ROW_ORDER:
-            r, db = tl.program_id(0) // (D // BLOCK_D), tl.program_id(0) % (D // BLOCK_D)
-        else:
-            r, db = tl.program_id(0), tl.program_id(1)
+        r, db = _det_row_block(D // BLOCK_D, ROW_ORDER)
         _det_dq_block(
             kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, r, db, row0, H, K, N,
             D, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST,
