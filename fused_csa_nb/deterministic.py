@@ -68,6 +68,62 @@ if triton is not None:
             )  # the segment sum reads valid slots only
         return bad
 
+# %% ../nbs/04_deterministic.ipynb #e4e85a12
+if triton is not None:
+
+    @triton.jit
+    def _det_scores(
+        q_row, kv_ptr, do_row, H, hs, hm, rows, valid,
+        D: tl.constexpr, DV: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+        UPCAST: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr,
+    ):  # fmt: skip
+        """A row's `s = q·kᵀ` and `dp = dout·kᵀ` over a slot block (`[BLOCK_H, BLOCK_K]` fp32), `_det_sdp` over the D
+        blocks: unrolled, or with `PIPE` pipelined in `STAGES` stages (dout's columns, then q's others)."""
+        s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
+        dp = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
+        if PIPE:
+            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
+                s, dp = _det_sdp(
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, True
+                )
+            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
+                s, dp = _det_sdp(
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, False
+                )
+        else:  # unrolled
+            for d0 in tl.static_range(0, D, BLOCK_D):
+                s, dp = _det_sdp(
+                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, d0 < DV
+                )
+        return s, dp
+
+    @triton.jit
+    def _det_parts(
+        q_row, do_row, part_row, fx_ptr, H, hs, hm, rows, valid, prow, dsT, gpT, two_e,
+        D: tl.constexpr, DV: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr,
+        FIXED: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr,
+    ):  # fmt: skip
+        "`_det_put` over the D blocks, looped as `_det_scores`; returns `bad [BLOCK_K]` (`FIXED`: non-finite parts)."
+        bad = tl.zeros([BLOCK_K], dtype=tl.int32)
+        if PIPE:
+            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
+                bad = _det_put(
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, True, FIXED,
+                )  # fmt: skip
+            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
+                bad = _det_put(
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, False, FIXED,
+                )  # fmt: skip
+        else:
+            for d0 in tl.static_range(0, D, BLOCK_D):
+                bad = _det_put(
+                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
+                    D, DV, BLOCK_D, UPCAST, d0 < DV, FIXED,
+                )  # fmt: skip
+        return bad
+
 # %% ../nbs/04_deterministic.ipynb #75669456
 if triton is not None:
 
@@ -82,7 +138,7 @@ if triton is not None:
         """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`; the slots'
         dKV parts into `part [R·K, D]` (row `r·K + k`, or with `SORTED` row `pos[r·K + k]`: the pairs' sorted order),
         or with `FIXED` added as integers `round(c·2^e)` into `fx [N, D]` int64 (`2^e` at `two_e_ptr`), kv rows that get
-        a non-finite part marked in `bad [N]`; the D loops unrolled, or with `PIPE` pipelined in `STAGES` stages."""
+        a non-finite part marked in `bad [N]`; the D loops as `_det_scores`' and `_det_parts`'."""
         t = (row0 + r).to(tl.int64)
         ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
         hs = tl.arange(0, BLOCK_H)
@@ -96,22 +152,9 @@ if triton is not None:
             rows = rows.to(tl.int64)
         q_row = q_ptr + t * H * D  # the row's q and dout: int32 offsets from here
         do_row = do_ptr + t * H * DV
-        s = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
-        dp = tl.zeros([BLOCK_H, BLOCK_K], dtype=tl.float32)
-        if PIPE:  # runtime loops, software-pipelined: dout's columns, then q's others
-            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
-                s, dp = _det_sdp(
-                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, True
-                )
-            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
-                s, dp = _det_sdp(
-                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, False
-                )
-        else:  # unrolled
-            for d0 in tl.static_range(0, D, BLOCK_D):
-                s, dp = _det_sdp(
-                    q_row, kv_ptr, do_row, 0, H, hs, hm, rows, valid, d0, s, dp, D, DV, BLOCK_D, UPCAST, d0 < DV
-                )
+        s, dp = _det_scores(
+            q_row, kv_ptr, do_row, H, hs, hm, rows, valid, D, DV, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, PIPE, STAGES
+        )  # fmt: skip
         lsef = tl.load(lsef_ptr + t * H + hs, mask=hm, other=float("inf"))
         delta = tl.load(delta_ptr + t * H + hs, mask=hm, other=0.0)
         live = hm[:, None] & valid[None, :]
@@ -135,24 +178,10 @@ if triton is not None:
             part_row = part_ptr + r.to(tl.int64) * K * D
             prow = (ks * D)[:, None]
         two_e = tl.load(two_e_ptr)  # fp32 [1] (read, unused, by the segment variant)
-        bad = tl.zeros([BLOCK_K], dtype=tl.int32)
-        if PIPE:
-            for d0 in tl.range(0, DV, BLOCK_D, num_stages=STAGES):
-                bad = _det_put(
-                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
-                    D, DV, BLOCK_D, UPCAST, True, FIXED,
-                )  # fmt: skip
-            for d0 in tl.range(DV, D, BLOCK_D, num_stages=STAGES):
-                bad = _det_put(
-                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
-                    D, DV, BLOCK_D, UPCAST, False, FIXED,
-                )  # fmt: skip
-        else:
-            for d0 in tl.static_range(0, D, BLOCK_D):
-                bad = _det_put(
-                    q_row, do_row, part_row, fx_ptr, 0, H, hs, hm, rows, valid, prow, dsT, gpT, two_e, bad, d0,
-                    D, DV, BLOCK_D, UPCAST, d0 < DV, FIXED,
-                )  # fmt: skip
+        bad = _det_parts(
+            q_row, do_row, part_row, fx_ptr, H, hs, hm, rows, valid, prow, dsT, gpT, two_e,
+            D, DV, BLOCK_K, BLOCK_D, UPCAST, FIXED, PIPE, STAGES,
+        )  # fmt: skip
         if FIXED:
             tl.store(bad_ptr + rows, bad, mask=valid & (bad > 0))  # every writer writes 1
 
