@@ -607,7 +607,7 @@ def bench_deterministic(
     iters: int = 10,
     seed: int = 0,
 ) -> dict:
-    """H200 timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
+    """GPU timings (ms) of the sparse-attention backward, cuDNN (default) vs deterministic, and of the radix top-k of
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
     (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
     deterministic one's two accumulations at `_DET_DEFAULT`'s tiles (`det_<accumulate>_ms`, `sim_dkv_<accumulate>`,
