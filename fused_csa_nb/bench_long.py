@@ -107,6 +107,20 @@ def _vs_bf16(rows):
         r["vs_bf16"], r["peak_vs_bf16"] = r.get("vs_bf16") or vs, peak
     return rows
 
+# %% ../nbs/07_bench_long.ipynb #c1c5b60c
+def _unexpected_oom(rows, gpu_gib: float) -> list:
+    """The rows of `long_context_rows` (in its order) that ran out of memory though they should fit a GPU of `gpu_gib`
+    GiB: memory is linear in `sq`, so a row needs about its series' previous measured peak × the ratio of lengths; a
+    row with `error` whose estimate is within `gpu_gib`, or that has no measured row before it, is listed."""
+    prev, bad = {}, []
+    for r in rows:
+        p = prev.get(_series(r))
+        if "error" in r and not (p and p["peak_gib"] * r["sq"] / p["sq"] > gpu_gib):
+            bad.append(r)
+        elif "error" not in r:
+            prev[_series(r)] = r
+    return bad
+
 # %% ../nbs/07_bench_long.ipynb #db98232d
 def long_context_rows(
     seqlens=(16384, 65536, 131072, 262144),
@@ -186,10 +200,12 @@ def _peak(step) -> dict:
 
 
 def _oom(rows, e):
-    "Rows not measured for lack of memory: each one without `ms` says so (`error`)."
+    """Rows not measured for lack of memory (`e`: the `OutOfMemoryError`): each one without `ms` says so (`error`,
+    naming the GPU's memory, as the packed section does)."""
+    gib = torch.cuda.get_device_properties(0).total_memory / 2**30
     for r in rows:
         if "ms" not in r:
-            r["error"] = "out of memory: " + str(e).splitlines()[0][:120]
+            r["error"] = f"out of memory ({gib:.0f} GiB GPU)"
 
 
 def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
