@@ -316,13 +316,14 @@ def step_fn(layer):
     return run
 
 
-def step_tensors(layer, inputs) -> dict:
-    "Output, loss and every gradient (inputs' and weights') of one eager step, cloned."
+def step_tensors(layer, inputs, hold=None) -> dict:
+    """Output, loss and every gradient (inputs' and weights') of one eager step, copied to `hold` (a device; `None`:
+    where they are). A 65K step's tensors are gigabytes: the sweep holds those it compares on the CPU."""
     layer.zero_grad(set_to_none=True)
     out, loss, q, k = bench._step(layer, inputs)
     res = {"out": out, "loss": loss, "d_query": q.grad, "d_key": k.grad}
     res |= {f"d_{n}": p.grad for n, p in layer.named_parameters() if p.grad is not None}
-    res = {n: t.detach().clone() for n, t in res.items() if t is not None}
+    res = {n: t.detach().to(hold or t.device, copy=True) for n, t in res.items() if t is not None}
     layer.zero_grad(set_to_none=True)
     return res
 
@@ -343,8 +344,20 @@ def time_step(layer, inputs, iters: int) -> dict:
 
 def repeats(layer, inputs, ref: dict, n: int = 5) -> bool:
     """Whether `n` eager steps give `ref`'s tensors (`step_tensors`) bit for bit; one step's tensors held at a time (a
-    65K step's gradients are gigabytes)."""
-    return all(all(torch.equal(t, ref[k]) for k, t in step_tensors(layer, inputs).items()) for _ in range(n))
+    65K step's gradients are gigabytes), where `ref`'s are."""
+    hold = next(iter(ref.values())).device
+    return all(all(torch.equal(t, ref[k]) for k, t in step_tensors(layer, inputs, hold).items()) for _ in range(n))
+
+
+def chunked_similarity(a: torch.Tensor, b: torch.Tensor, chunk: int = 1 << 26) -> float:
+    """`testing.similarity` of two tensors of one shape (on any devices), its float64 sums taken over chunks of `chunk`
+    elements on the GPU: a 65K step's `d_query` in float64 would need 16 GiB a copy."""
+    a, b = a.detach().flatten(), b.detach().flatten()
+    ab = den = 0.0
+    for i in range(0, a.numel(), chunk):
+        x, y = (t[i : i + chunk].to("cuda", torch.float64) for t in (a, b))
+        ab, den = ab + float((x * y).sum()), den + float((x * x + y * y).sum())
+    return 1.0 if den == 0 else 2 * ab / den
 
 
 def kernel_table(layer, inputs, rows: int = 12) -> None:
@@ -415,7 +428,8 @@ def step_section(o) -> None:
             torch.cuda.synchronize()
             return
         base = time_step(fused, inputs, iters)
-        ref = step_tensors(fused, inputs)
+        hold = "cpu" if sq > 16384 else None  # the compared steps' tensors: on the CPU past 16K (see step_tensors)
+        ref = step_tensors(fused, inputs, hold)
         print(
             f"\n[step, {sq} tokens, ratio 4] default: graphed {fmt(base['graphed'])} ms, queued {base['queued']:.3f} ms"
         )
@@ -429,9 +443,9 @@ def step_section(o) -> None:
             try:
                 with step_variant(attn, index):
                     t = time_step(detl, inputs, iters)
-                    first = step_tensors(detl, inputs)
+                    first = step_tensors(detl, inputs, hold)
                     repeat = repeats(detl, inputs, first, 4)  # five runs in all
-                    sim = min(similarity(first[n], ref[n]) for n in ref)
+                    sim = min(chunked_similarity(first[n], ref[n]) for n in ref)
                     same = "-" if today is None else all(torch.equal(first[n], today[n]) for n in today)
                     today = first if label == "today" else today  # the others: bitwise today's step?
                     del first
