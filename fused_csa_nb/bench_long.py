@@ -199,13 +199,17 @@ def _peak(step) -> dict:
     return dict(peak_gib=peak / 2**30, step_gib=(peak - base) / 2**30)
 
 
+def _gpu_gib() -> float:
+    "The memory of CUDA device 0 in GiB, which a row that ran out of memory names."
+    return torch.cuda.get_device_properties(0).total_memory / 2**30
+
+
 def _oom(rows, e):
     """Rows not measured for lack of memory (`e`: the `OutOfMemoryError`): each one without `ms` says so (`error`,
     naming the GPU's memory, as the packed section does)."""
-    gib = torch.cuda.get_device_properties(0).total_memory / 2**30
     for r in rows:
         if "ms" not in r:
-            r["error"] = f"out of memory ({gib:.0f} GiB GPU)"
+            r["error"] = f"out of memory ({_gpu_gib():.0f} GiB GPU)"
 
 
 def _long_context_row(ratio, sq, heads, topk, block_bytes, precision, mode, warmup, iters) -> dict:
@@ -629,7 +633,7 @@ def packed_rows(total: int = 65536, seed: int = 0, iters: int = 10, log=_silent)
         row["padded_ms"], row["padded_mib"] = _timed(lambda: _step(layer, pad, True), max(3, iters // 3))
     except torch.OutOfMemoryError:  # padding costs memory a pack does not: on a smaller GPU that is the result
         row["padded_ms"] = row["padded_mib"] = None
-        row["gpu_gib"] = torch.cuda.get_device_properties(0).total_memory / 2**30
+        row["gpu_gib"] = _gpu_gib()
     log(row)
     pad = None
     torch.cuda.empty_cache()
