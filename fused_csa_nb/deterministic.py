@@ -836,6 +836,19 @@ def _index_dk_bound(q, w, g, valid, sm_scale):
     gs = nan0(torch.where(valid, g.abs(), 0.0).double()).sum(-1)  # [B, S]
     return nan0(a * gs * abs(sm_scale)).flatten()
 
+# %% ../nbs/04_deterministic.ipynb #b53e2af0
+def _index_parts(parts: dict, width: int) -> dict:
+    """`_deterministic_index_dk`'s `parts` over `_DET_INDEX_PARTS` → the settings; a `ValueError` for a key that is not
+    one, a `part_dtype` the segment sum does not take, or a `seg_BLOCK_D` that does not divide the keys' `width`."""
+    pv = {**_DET_INDEX_PARTS, **parts}
+    if set(pv) != set(_DET_INDEX_PARTS) or pv["part_dtype"] not in _PART_DTYPES:
+        raise ValueError(
+            f"`parts` must be among {sorted(_DET_INDEX_PARTS)} (`part_dtype` one of {_PART_DTYPES}), got {parts}"
+        )
+    if width % pv["seg_BLOCK_D"]:  # the segment sum's grid has `D // seg_BLOCK_D` columns: 0 would sum nothing
+        raise ValueError(f"`seg_BLOCK_D` must divide the indexer keys' width {width}, got {pv['seg_BLOCK_D']}")
+    return pv
+
 # %% ../nbs/04_deterministic.ipynb #d1c4a7e2
 def _deterministic_index_dk(
     q,
@@ -863,13 +876,7 @@ def _deterministic_index_dk(
     `parts`: the segment sum's `part_dtype` (fp32 or bf16), `sorted_parts` and its `seg_BLOCK_P`, `seg_BLOCK_D`,
     `seg_warps`, `seg_split` (`_segment_sum`'s tiles, warps and pieces; default `_DET_INDEX_PARTS`)."""
     fixed = check_choice("accumulate", accumulate or _DET_INDEX_DEFAULT, _ACCUMULATE) == "fixed_point"
-    pv = {**_DET_INDEX_PARTS, **parts}
-    if set(pv) != set(_DET_INDEX_PARTS) or pv["part_dtype"] not in _PART_DTYPES:
-        raise ValueError(
-            f"`parts` must be among {sorted(_DET_INDEX_PARTS)} (`part_dtype` one of {_PART_DTYPES}), got {parts}"
-        )
-    if k.shape[-1] % pv["seg_BLOCK_D"]:  # the segment sum's grid has `D // seg_BLOCK_D` columns: 0 would sum nothing
-        raise ValueError(f"`seg_BLOCK_D` must divide the indexer keys' width {k.shape[-1]}, got {pv['seg_BLOCK_D']}")
+    pv = _index_parts(parts, k.shape[-1])
     srt = bool(pv["sorted_parts"]) and not fixed
     b, s, h, d = q.shape
     sk, kk, dev = k.shape[1], indices.shape[2], q.device
