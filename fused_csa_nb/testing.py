@@ -360,23 +360,40 @@ def interpreted_kernels(*names: str):
             torch.library.register_kernel(f"fused_csa::{n}", "cpu", STAND_INS[n])
 
 # %% ../nbs/03_testing.ipynb #81c25c97
-def similarity(a: torch.Tensor, b: torch.Tensor) -> float:
+_CHUNK = 1 << 26  # elements a chunk: float64 copies of 512 MiB at most, never of a whole long-context gradient
+
+
+def _chunks(a: torch.Tensor, b: torch.Tensor, chunk: int):
+    "Matching float64 chunks of `a` and `b` flattened, on their devices (`ValueError` unless as many elements)."
+    a, b = a.detach().flatten(), b.detach().flatten()
+    if a.numel() != b.numel():
+        raise ValueError(f"`a` and `b` must have as many elements, got {a.numel()} and {b.numel()}")
+    for i in range(0, a.numel(), chunk):
+        yield a[i : i + chunk].double(), b[i : i + chunk].double()
+
+
+def similarity(a: torch.Tensor, b: torch.Tensor, chunk: int = _CHUNK) -> float:
     """`2Σab / Σ(a²+b²)` of two tensors of one shape, in float64
     (1.0 for identical tensors; 1.0 when both are all zero).
 
     `a` a floating tensor, any shape; `b` a tensor of `a`'s shape
-    (the order does not matter). Returns a Python float."""
-    a, b = a.detach().double().flatten(), b.detach().double().flatten()
-    den = float((a * a + b * b).sum())
-    return 1.0 if den == 0 else float(2 * (a * b).sum()) / den
+    (the order does not matter); `chunk`: elements summed at a time. Returns a Python float."""
+    ab = den = 0.0
+    for x, y in _chunks(a, b, chunk):
+        ab, den = ab + float((x * y).sum()), den + float((x * x + y * y).sum())
+    return 1.0 if den == 0 else 2 * ab / den
 
 
-def max_rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    """`max|a − b| / max|b|` in float64 (`b` is the reference; 0.0 for empty tensors).
+def max_rel_err(a: torch.Tensor, b: torch.Tensor, chunk: int = _CHUNK) -> float:
+    """`max|a − b| / max|b|` in float64 (`b` is the reference; 0.0 for empty tensors; NaN where either has one).
 
-    `a` the tensor under test, any shape and dtype; `b` the reference, `a`'s shape. Returns a Python float."""
-    a, b = a.detach().double(), b.detach().double()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300)) if b.numel() else 0.0
+    `a` the tensor under test, any shape and dtype; `b` the reference, `a`'s shape; `chunk`: elements at a time.
+    Returns a Python float."""
+    err, ref = [], []
+    for x, y in _chunks(a, b, chunk):
+        err.append((x - y).abs().max())
+        ref.append(y.abs().max())
+    return float(torch.stack(err).max() / torch.stack(ref).max().clamp_min(1e-300)) if err else 0.0
 
 # %% ../nbs/03_testing.ipynb #aa92459c
 def _fn_spec(fn):

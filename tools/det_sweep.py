@@ -349,17 +349,6 @@ def repeats(layer, inputs, ref: dict, n: int = 5) -> bool:
     return all(all(torch.equal(t, ref[k]) for k, t in step_tensors(layer, inputs, hold).items()) for _ in range(n))
 
 
-def chunked_similarity(a: torch.Tensor, b: torch.Tensor, chunk: int = 1 << 26) -> float:
-    """`testing.similarity` of two tensors of one shape (on any devices), its float64 sums taken over chunks of `chunk`
-    elements on the GPU: a 65K step's `d_query` in float64 would need 16 GiB a copy."""
-    a, b = a.detach().flatten(), b.detach().flatten()
-    ab = den = 0.0
-    for i in range(0, a.numel(), chunk):
-        x, y = (t[i : i + chunk].to("cuda", torch.float64) for t in (a, b))
-        ab, den = ab + float((x * y).sum()), den + float((x * x + y * y).sum())
-    return 1.0 if den == 0 else 2 * ab / den
-
-
 def kernel_table(layer, inputs, rows: int = 12) -> None:
     "The CUDA kernels of one eager step by total time (torch.profiler), the first `rows`."
     run = step_fn(layer)
@@ -445,7 +434,7 @@ def step_section(o) -> None:
                     t = time_step(detl, inputs, iters)
                     first = step_tensors(detl, inputs, hold)
                     repeat = repeats(detl, inputs, first, 4)  # five runs in all
-                    sim = min(chunked_similarity(first[n], ref[n]) for n in ref)
+                    sim = min(similarity(first[n], ref[n]) for n in ref)  # float64 in chunks, where the tensors are
                     same = "-" if today is None else all(torch.equal(first[n], today[n]) for n in today)
                     today = first if label == "today" else today  # the others: bitwise today's step?
                     del first
