@@ -248,6 +248,11 @@ def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_vi
     return _packed_input_poison(q_i, k_i, w_i, row_base, row_visible)
 
 # %% ../nbs/04_fused.ipynb #912f492f
+def _signed_zeros(scores) -> bool:
+    "Whether the indexer's `scores` may hold `-0.0` (`KernelLimits.indexer_signed_zeros` of its device)."
+    return kernel_limits(sm_major(scores.device)).indexer_signed_zeros
+
+
 def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None, k_bad=None):
     """Query rows `[t0, t1)` of the row set `rows` → `(q_i [b,c,Hi,Di], w_i [b,c,Hi], scores [b,c,E] fp32 (SBHD rows:
     defined where a row sees the entry), selected entry ids [b,c,index_topk] int32 (-1 padded), their columns in
@@ -262,7 +267,8 @@ def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio,
     q_i, w_i = _block_bshd(q_indexer, t0, t1), _block_bshd(weights, t0, t1)
     scores = _selection_scores(q_i, k_i, w_i, ratio, isc, off + t0, k_fp8)
     lengths = _visible_lengths(off + t0, off + t1, b, ratio, n_comp, scores.device)
-    sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk).view(b, t1 - t0, index_topk)
+    sel = _radix_topk(scores.view(b * (t1 - t0), n_comp), lengths, index_topk, signed_zeros=_signed_zeros(scores))
+    sel = sel.view(b, t1 - t0, index_topk)
     poison = _rows_poison(q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, off + t0, k_bad=k_bad)
     return q_i, w_i, scores, sel, sel, poison
 
@@ -343,7 +349,7 @@ def _select_block_thd(
     else:
         q8, qs = _fp8_rows_e4m3(q)
         scores = _indexer_fwd_thd(q8, k_fp8[0][0], w, ratio, isc, *thd, qs, k_fp8[1][0])
-    cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk)
+    cols = _radix_topk(scores, pack.row_visible[t0:t1].int(), index_topk, signed_zeros=_signed_zeros(scores))
     sel = torch.where(cols >= 0, cols + pack.row_base[t0:t1, None].int(), -1)
     poison = _rows_poison(
         q_indexer[t0:t1], k_indexer, weights[t0:t1], ratio, 0, pack.row_base[t0:t1], pack.row_visible[t0:t1], k_bad

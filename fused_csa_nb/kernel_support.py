@@ -279,7 +279,7 @@ class KernelLimits:
     the sparse indexer backward; `index_head_dim`: the indexer's head dim; `indexer_bwd_topk_multiple`: the granularity
     of the sparse indexer backward's K (padded to a multiple); `min_bwd_heads`: the least query heads of the sparse
     attention backward; `score_head_multiple`: `sparse_attn_score_recompute`
-    pads the query heads to a multiple of it."""
+    pads the query heads to a multiple of it; `indexer_signed_zeros`: whether the indexer forward may write `-0.0`."""
 
     query_heads: tuple = (64, 128)
     head_dims: tuple = (512, 576)
@@ -293,9 +293,13 @@ class KernelLimits:
     indexer_bwd_topk_multiple: int = 128
     min_bwd_heads: int = 2
     score_head_multiple: int = 8
+    indexer_signed_zeros: bool = False
 
 
-KERNEL_LIMITS = {9: KernelLimits(), 10: KernelLimits(topk_multiple=64, fp8_index_heads=(), index_bwd_heads=(32, 64))}
+KERNEL_LIMITS = {
+    9: KernelLimits(),
+    10: KernelLimits(topk_multiple=64, fp8_index_heads=(), index_bwd_heads=(32, 64), indexer_signed_zeros=True),
+}
 
 
 def kernel_limits(sm_major: int) -> KernelLimits:
