@@ -804,6 +804,32 @@ PAGE_INFO = """(width) => {
 }"""
 
 
+def _index_letters() -> str:
+    "The letters a word of the site's search index starts with (`_docs/search/search_index.json`)."
+    docs = json.loads((OUT / "search" / "search_index.json").read_text())["docs"]
+    text = " ".join(d.get("title", "") + " " + d.get("text", "") for d in docs).lower()
+    return "".join(sorted(set(re.findall(r"\b([a-z])", text))))
+
+
+def _dead_letters(page) -> list:
+    """A query of one letter offers results for every letter a word of the index starts with. One bad term can make
+    the search (lunr) throw on every query sharing its first letter: `cu(0,` did for every query starting with c."""
+    dead, items = [], "document.querySelectorAll('.md-search-result__item').length"
+    for ch in _index_letters():
+        page.fill("input.md-search__input", "")
+        page.wait_for_function(f"() => {items} === 0", timeout=5000)
+        page.keyboard.type(ch)
+        try:
+            page.wait_for_function(f"() => {items} > 0", timeout=5000)
+        except Exception:
+            dead.append(ch)
+    return (
+        [f"search offers nothing for queries starting with {''.join(dead)!r} (a term breaking the index?)"]
+        if dead
+        else []
+    )
+
+
 def _interactions(page):
     "The search box, a copy button and the chapter menu (at 390 px) work on the index page."
     problems = []
@@ -816,6 +842,7 @@ def _interactions(page):
     hrefs = page.eval_on_selector_all(".md-search-result__item a", "as => as.map(a => a.getAttribute('href'))")
     if not any(re.search(r"/config\.html(\?[^#]*)?(#csaconfig)?$", h) for h in hrefs):
         problems.append(f"search for 'CSAConfig' does not offer its API entry (results: {hrefs[:5]})")
+    problems += _dead_letters(page)
     page.keyboard.press("Escape")
     button = page.locator("clipboard-copy").first
     if button.count():
