@@ -57,6 +57,7 @@ from fused_csa_nb.kernel_support import (
     _check_devices,
     _dsa,
     _flash_mla,
+    _limits,
     kernel_limits,
     padded_num_heads,
     round_up,
@@ -250,7 +251,7 @@ def _rows_poison(q_i, k_i, w_i, ratio: int, q_offset: int, row_base=None, row_vi
 # %% ../nbs/04_fused.ipynb #912f492f
 def _signed_zeros(scores) -> bool:
     "Whether the indexer's `scores` may hold `-0.0` (`KernelLimits.indexer_signed_zeros` of its device)."
-    return kernel_limits(sm_major(scores.device)).indexer_signed_zeros
+    return _limits(sm_major(scores.device)).indexer_signed_zeros
 
 
 def _select_block(q_indexer, k_indexer, k_i, weights, t0, t1, index_topk, ratio, isc, rows, k_fp8=None, k_bad=None):

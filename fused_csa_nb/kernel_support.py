@@ -314,6 +314,11 @@ def kernel_limits(sm_major: int) -> KernelLimits:
             f"`sm_major`={sm_major}: the fused kernels need compute capability >= "
             f"{min(KERNEL_LIMITS)}.0 (SM{min(KERNEL_LIMITS)}0)"
         )
+    return _limits(sm_major)
+
+
+def _limits(sm_major: int) -> KernelLimits:
+    "`kernel_limits` unchecked, for internal code on a device whose major is known to be in the table (no validator)."
     return KERNEL_LIMITS[max(k for k in KERNEL_LIMITS if k <= sm_major)]
 
 
