@@ -301,7 +301,7 @@ KERNEL_LIMITS = {
     10: KernelLimits(topk_multiple=64, fp8_index_heads=(), index_bwd_heads=(32, 64), indexer_signed_zeros=True),
 }
 
-
+# %% ../nbs/03_kernel_support.ipynb #5b7c3e2a
 def kernel_limits(sm_major: int) -> KernelLimits:
     """The `KernelLimits` of compute-capability major `sm_major`
     (the newest entry at or below it); `ValueError` below SM90.

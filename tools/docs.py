@@ -823,11 +823,9 @@ def _dead_letters(page) -> list:
             page.wait_for_function(f"() => {items} > 0", timeout=5000)
         except Exception:
             dead.append(ch)
-    return (
-        [f"search offers nothing for queries starting with {''.join(dead)!r} (a term breaking the index?)"]
-        if dead
-        else []
-    )
+    if not dead:
+        return []
+    return [f"search offers nothing for queries starting with {''.join(dead)!r} (a term breaking the index?)"]
 
 
 def _interactions(page):
