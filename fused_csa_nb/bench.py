@@ -305,10 +305,37 @@ def layer_parity(native, fused, inputs) -> dict:
             res["d_" + name] = similarity(pf.grad, pn.grad)
     return res
 
+# %% ../nbs/07_bench.ipynb #cupti002
+def _cupti_teardown(cuda: str | None = None) -> bool:
+    """Set `TEARDOWN_CUPTI=1` for the process unless the environment sets it, on a CUDA build of 12.6 or later (`cuda`:
+    its version, default `torch.version.cuda`). Returns whether profiler sessions now end by detaching CUPTI."""
+    cuda = torch.version.cuda if cuda is None else cuda
+    if cuda and tuple(int(p) for p in cuda.split(".")[:2]) >= (12, 6):
+        os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    return os.environ.get("TEARDOWN_CUPTI") == "1"
+
+
+def _profiled_events(fn) -> list:
+    """The `torch.profiler` events of one call `fn()`: its CPU ops and launch calls and, where CUDA is available, the
+    kernels, copies and memsets it put on the GPU (the device synchronised inside the session), CUPTI detached at the
+    end (`_cupti_teardown`). `fn` runs once: warm it up first."""
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    cuda = torch.cuda.is_available()
+    if cuda:
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+        _cupti_teardown()
+    with warnings.catch_warnings():  # torch's notice (raised when the events are read), not about `fn`
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+        with torch.profiler.profile(activities=acts) as prof:
+            fn()
+            if cuda:
+                torch.cuda.synchronize()
+        return list(prof.events())
+
 # %% ../nbs/07_bench.ipynb #61b3e857
 def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     """Milliseconds of GPU kernels (and copies) that one call `fn()` launches:
-    the sum of their durations (`torch.profiler`).
+    the sum of their durations (`torch.profiler`, through `_profiled_events`).
 
     `fn`: the call to profile; `warmup`: calls before the profiled one; `counts`: a dict that receives `launches`, the
     number of kernels, copies and memsets the call put on the GPU.
@@ -317,18 +344,13 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with warnings.catch_warnings():  # torch's notice (raised when the events are read), not about `fn`
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        with torch.profiler.profile(activities=acts) as prof:
-            fn()
-            torch.cuda.synchronize()
-        dev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    ev = _profiled_events(fn)
+    dev = [e for e in ev if e.device_type == torch.autograd.DeviceType.CUDA]
     if counts is not None:
         counts["launches"] = len(dev)
     if dev:
         return sum(e.time_range.elapsed_us() for e in dev) / 1e3
-    return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
+    return sum(e.self_device_time_total for e in ev) / 1e3
 
 # %% ../nbs/07_bench.ipynb #gpubnd01
 def _error_line(e: BaseException) -> str:

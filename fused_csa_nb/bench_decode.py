@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import datetime
-import warnings
 
 import torch
 
 from .attention import CompressedSparseAttention
-from .bench import _silent, median_time_ms, median_times_ms
+from .bench import _profiled_events, _silent, median_time_ms, median_times_ms
 from .graphs import _OpCounter, capture_decode
 from .replay import _restored
 from .bench_long import long_context_layer
@@ -45,13 +44,8 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
         res["ops"] = c.n
         if query.is_cuda:
             torch.cuda.synchronize()
-            acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-            with _restored([cache], tensors=True), warnings.catch_warnings():  # torch's notice, when events are read
-                warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-                with torch.profiler.profile(activities=acts) as prof:
-                    step()
-                    torch.cuda.synchronize()
-                ev = prof.events()
+            with _restored([cache], tensors=True):
+                ev = _profiled_events(step)  # CUPTI detached after it: the rows' later timings are the host's own
             res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
             res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
     return res

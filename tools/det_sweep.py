@@ -603,6 +603,7 @@ def main():
     )
     o = ap.parse_args()
     t0 = o.t0 = time.time()
+    bench._cupti_teardown()  # the profiles below detach CUPTI at their end: later launches cost what they did
     torch.backends.cuda.matmul.allow_tf32 = False
     if o.segments:
         segment_section(o)

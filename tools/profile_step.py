@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's p
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from fused_csa_nb.bench import _step, layer_pair, layer_parity, step_profile  # noqa: E402
+from fused_csa_nb.bench import _cupti_teardown, _step, layer_pair, layer_parity, step_profile  # noqa: E402
 
 LAUNCH_CALLS = (
     "cudaLaunchKernel",
@@ -154,6 +154,7 @@ def main():
     ap.add_argument("--mode", default="both", choices=("both", "train", "eval"), help="which steps to profile")
     args = ap.parse_args()
     t_start = time.perf_counter()
+    _cupti_teardown()  # each profile below detaches CUPTI at its end: eager steps timed after it stay the host's
     warnings.filterwarnings("ignore", "The AccumulateGrad node's stream")  # autograd's note after a graph capture
     dev = torch.cuda.get_device_name()
     print(
