@@ -338,7 +338,7 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     the sum of their durations (`torch.profiler`, through `_profiled_events`).
 
     `fn`: the call to profile; `warmup`: calls before the profiled one; `counts`: a dict that receives `launches`, the
-    number of kernels, copies and memsets the call put on the GPU.
+    number of kernels, copies and memsets the call put on the GPU, and `by_kernel`, their ms by name.
     Returns the summed GPU time of the profiled call in ms."""
     _need_cuda("gpu_kernel_ms")
     for _ in range(warmup):
@@ -347,7 +347,9 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     ev = _profiled_events(fn)
     dev = [e for e in ev if e.device_type == torch.autograd.DeviceType.CUDA]
     if counts is not None:
-        counts["launches"] = len(dev)
+        counts["launches"], counts["by_kernel"] = len(dev), {}
+        for e in dev:
+            counts["by_kernel"][e.name] = counts["by_kernel"].get(e.name, 0.0) + e.time_range.elapsed_us() / 1e3
     if dev:
         return sum(e.time_range.elapsed_us() for e in dev) / 1e3
     return sum(e.self_device_time_total for e in ev) / 1e3

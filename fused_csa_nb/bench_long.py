@@ -148,9 +148,9 @@ def long_context_rows(
     With both precisions the ratio-4 rows are measured in pairs (`_paired_rows`): a bf16 and an FP8 layer of the same
     weights on the same inputs, their steps alternating, `vs_bf16` the median of the rounds' FP8/bf16 ratios.
     Returns one dict per row: `ms`, `peak_gib`, `step_gib` (above what was allocated before the step), `blocks`
-    (indexer query blocks), `ms_x2`/`peak_gib_x2`
-    (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), paired rows also `kernel_ms` and `busy` (GPU kernel
-    time of one step, and over the step time) and, FP8, `recall`, `recall_p01`, `mass_recall`, `mass_recall_min`;
+    (indexer query blocks), `ms_x2`/`peak_gib_x2` (growth per doubling), `vs_bf16`/`peak_vs_bf16` (FP8 rows), paired
+    rows also `kernel_ms`, `parts` and `busy` (GPU kernel time of one step, by part: `_kernel_parts`, and over the
+    step time) and, FP8, `recall`, `recall_p01`, `mass_recall`, `mass_recall_min`;
     or `error` (out of memory)."""
     if not torch.cuda.is_available():
         raise RuntimeError("long_context_rows needs a CUDA GPU")
@@ -256,6 +256,26 @@ def _paired_ratio(times) -> float:
     "The median over rounds of the second call's time over the first's (`_alternating_ms`' result)."
     return statistics.median(f / b for b, f in zip(*times))
 
+# %% ../nbs/07_bench_long.ipynb #kparts02
+_KERNEL_PARTS = (  # (a piece of a kernel's name, the part of the step it belongs to): the first match wins
+    ("indexer_forward", "indexer scores"),  # cuDNN's DSA kernels carry their module's name
+    ("indexer_top_k", "top-k"),
+    ("_fp8_rows", "FP8 rows"),
+    ("sparse_attn_fwd", "attention forward"),  # FlashMLA's sparse forward
+    ("sparse_attention_backward", "attention backward"),
+    ("score_recompute", "score recompute"),
+    ("indexer_backward", "indexer backward"),
+)
+
+
+def _kernel_parts(by_kernel: dict) -> dict:
+    """A profiled step's kernel ms by name (`gpu_kernel_ms`' `by_kernel`) → ms by part of the step (`_KERNEL_PARTS`,
+    the rest `other`), in the table's order, parts the step does not run left out."""
+    parts = dict.fromkeys([p for _, p in _KERNEL_PARTS] + ["other"], 0.0)
+    for name, ms in by_kernel.items():
+        parts[next((p for key, p in _KERNEL_PARTS if key in name), "other")] += ms
+    return {p: ms for p, ms in parts.items() if ms}
+
 # %% ../nbs/07_bench_long.ipynb #f8b2d4e9
 def _layer_recall(layer, inputs, topk: int, rows: int) -> dict:
     """The FP8 selection against the bf16 one on the last `rows` query rows of `layer`'s own indexer activations for
@@ -290,7 +310,9 @@ def _paired_rows(sq, heads, topk, block_bytes, mode, warmup, iters, recall_rows)
         steps = [lambda lyr=lyr: _step(lyr, inputs, train=mode == "train") for lyr in layers]
         for r, step in zip(rows, steps):
             r.update(_peak(step))
-            r["kernel_ms"] = gpu_kernel_ms(step, warmup=0)
+            counts = {}
+            r["kernel_ms"] = gpu_kernel_ms(step, warmup=0, counts=counts)
+            r["parts"] = _kernel_parts(counts["by_kernel"])
         times = _alternating_ms(steps, warmup, iters)
         for r, t in zip(rows, times):
             r["ms"] = statistics.median(t)
@@ -304,6 +326,29 @@ def _paired_rows(sq, heads, topk, block_bytes, mode, warmup, iters, recall_rows)
     torch.cuda.empty_cache()
     return rows
 
+# %% ../nbs/07_bench_long.ipynb #kparts04
+def _parts_markdown(rows: list[dict]) -> list[str]:
+    """The long-context section's lines on where a step's time goes: the paired rows (those with `parts`) at the
+    longest length they ran, one table line each (a part the step does not run: `–`); no lines when none has parts."""
+    rows = [r for r in rows if r.get("parts")]
+    if not rows:
+        return []
+    sq = max(r["sq"] for r in rows)
+    rows = [r for r in rows if r["sq"] == sq]
+    cols = [p for p in [q for _, q in _KERNEL_PARTS] + ["other"] if any(p in r["parts"] for r in rows)]
+    cell = lambda r, p: f"{r['parts'][p]:.1f}" if p in r["parts"] else "–"
+    return [
+        "",
+        f"Where a step's GPU time goes at s_q = {sq}: ms of one profiled step by part (`bench_long._kernel_parts`); "
+        "`other`: the compressor, the rotary, the projections, the indexer loss and the rest; `all`: every kernel.",
+        "",
+        "| step | indexer precision | " + " | ".join(cols) + " | all |",
+        "|---|---|" + "---|" * (len(cols) + 1),
+    ] + [
+        f"| {r['mode']} | {r['precision']} | " + " | ".join(cell(r, p) for p in cols) + f" | {r['kernel_ms']:.1f} |"
+        for r in rows
+    ]
+
 # %% ../nbs/07_bench_long.ipynb #3c905bac
 def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str | None = None) -> str:
     """The long-context section of `BENCHMARKS.md` from `long_context_rows` (and `blocked_parity`) results.
@@ -312,7 +357,8 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
     table (`None`: none); `gpu`: the GPU named in the text (`None`: CUDA device 0's name and `sm_XY` when CUDA is
     available).
     Returns the Markdown section: its `## Long context` heading, how it was measured, one table row per measured row
-    (an out-of-memory row says so) and, with `parity`, the parity table."""
+    (an out-of-memory row says so), the parts of the longest pair's steps (`_parts_markdown`)
+    and, with `parity`, the parity table."""
     if gpu is None and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         gpu = f"{p.name} (sm_{p.major}{p.minor})"
@@ -349,6 +395,7 @@ def long_context_markdown(rows: list[dict], parity: dict | None = None, gpu: str
             f"{head} {r['ms']:.1f} | {f(r.get('vs_bf16'), '.2f')} | {f(r.get('ms_x2'), '.2f')} | "
             f"{r['peak_gib']:.1f} | {f(r.get('peak_gib_x2'), '.2f')} | {f(r.get('busy'), '.0%')} | {rec} |"
         )
+    L += _parts_markdown(rows)
     if parity:
         L += [
             "",
