@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 
 from fused_csa_nb.attention import CompressedSparseAttention
-from fused_csa_nb.bench import median_time_ms
+from fused_csa_nb.bench import _cupti_teardown, median_time_ms
 from fused_csa_nb.context_parallel import cp_comm_bytes, cp_split, gather_seq, halo_from_prev
 from fused_csa_nb.testing import similarity
 from fused_csa_nb.config import CSAConfig
@@ -226,6 +226,7 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--out", default=None, help="write the results (rank 0) as JSON here")
     args = ap.parse_args(argv)
+    _cupti_teardown()  # nccl_ms profiles between rows: CUPTI detached after each, the next row's steps unslowed
     rank, world, group = setup()
     res = parity(args, rank, world, group) if args.what == "parity" else scale(args, rank, world, group)
     allres = [None] * world
