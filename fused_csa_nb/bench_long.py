@@ -266,12 +266,13 @@ _KERNEL_PARTS = (  # (a piece of a kernel's name, the part of the step it belong
     ("score_recompute", "score recompute"),
     ("indexer_backward", "indexer backward"),
 )
+_PARTS = tuple(p for _, p in _KERNEL_PARTS) + ("other",)  # the parts in the table's order
 
 
 def _kernel_parts(by_kernel: dict) -> dict:
     """A profiled step's kernel ms by name (`gpu_kernel_ms`' `by_kernel`) → ms by part of the step (`_KERNEL_PARTS`,
-    the rest `other`), in the table's order, parts the step does not run left out."""
-    parts = dict.fromkeys([p for _, p in _KERNEL_PARTS] + ["other"], 0.0)
+    the rest `other`), in the table's order (`_PARTS`), parts the step does not run left out."""
+    parts = dict.fromkeys(_PARTS, 0.0)
     for name, ms in by_kernel.items():
         parts[next((p for key, p in _KERNEL_PARTS if key in name), "other")] += ms
     return {p: ms for p, ms in parts.items() if ms}
@@ -335,7 +336,7 @@ def _parts_markdown(rows: list[dict]) -> list[str]:
         return []
     sq = max(r["sq"] for r in rows)
     rows = [r for r in rows if r["sq"] == sq]
-    cols = [p for p in [q for _, q in _KERNEL_PARTS] + ["other"] if any(p in r["parts"] for r in rows)]
+    cols = [p for p in _PARTS if any(p in r["parts"] for r in rows)]
     cell = lambda r, p: f"{r['parts'][p]:.1f}" if p in r["parts"] else "–"
     return [
         "",
