@@ -671,6 +671,43 @@ def bench_deterministic(
         )
     return r
 
+# %% ../nbs/07_bench.ipynb #runbm002
+def _kernel_rows(sq: int, graphs: bool, log) -> tuple[list, list]:
+    """`run_benchmarks`' kernel rows (`bench_sparse_attention` at H = 64, top-640 and H = 128, top-1152, `sq` rows)
+    and, with `graphs`, path A's overhead beside each (`path_a_overhead`); `log` is called with each row."""
+    kernels, overhead = [], []
+    for heads, topk in ((64, 640), (128, 1152)):
+        kernels.append(bench_sparse_attention(sq, heads, topk))
+        log(kernels[-1])
+        if graphs:
+            overhead.append(path_a_overhead(sq, heads, topk))
+            log(overhead[-1])
+    return kernels, overhead
+
+# %% ../nbs/07_bench.ipynb #runbm003
+def _ratio_rows(ratio: int, sq: int, log, graphs: bool = True, compile_rows=()) -> tuple[list, dict]:
+    """`run_benchmarks`' rows of one compression `ratio` at `sq` tokens: a training and an inference row (`bench_layer`,
+    native and fused; with `graphs` also `step_profile`'s, compiled where `(ratio, mode)` is in `compile_rows`, `None`:
+    every mode) and the parity row (`layer_parity`); `log` is called with each row. The layers are freed at the end."""
+    native, fused, inputs = layer_pair(ratio, sq)
+    rows = []
+    for train in (True, False):
+        mode = "train" if train else "eval"
+        row = dict(ratio=ratio, sq=sq, heads=64, mode=mode)
+        row["native"] = bench_layer(native, inputs, train, warmup=1, iters=3)
+        row["fused"] = bench_layer(fused, inputs, train, iters=30)
+        if graphs:
+            row["native_steps"] = step_profile(native, inputs, train, warmup=1, iters=3, compiled=False)
+            compiled = compile_rows is None or (ratio, mode) in compile_rows
+            row["fused_steps"] = step_profile(fused, inputs, train, compiled=compiled)
+        rows.append(row)
+        log(row)
+    par = dict(ratio=ratio, sq=sq, heads=64, **layer_parity(native, fused, inputs))
+    log(par)
+    del native, fused, inputs
+    torch.cuda.empty_cache()
+    return rows, par
+
 # %% ../nbs/07_bench.ipynb #56742e08
 def run_benchmarks(
     sq: int = 4096,
@@ -708,32 +745,11 @@ def run_benchmarks(
         overhead=[],
         deterministic=[],
     )
-    for heads, topk in ((64, 640), (128, 1152)):
-        r = bench_sparse_attention(sq, heads, topk)
-        res["kernels"].append(r)
-        log(r)
-        if graphs:
-            r = path_a_overhead(sq, heads, topk)
-            res["overhead"].append(r)
-            log(r)
+    res["kernels"], res["overhead"] = _kernel_rows(sq, graphs, log)
     for ratio in (0, 4) if quick else (0, 4, 128):
-        native, fused, inputs = layer_pair(ratio, sq)
-        for train in (True, False):
-            row = dict(ratio=ratio, sq=sq, heads=64, mode="train" if train else "eval")
-            row["native"] = bench_layer(native, inputs, train, warmup=1, iters=3)
-            row["fused"] = bench_layer(fused, inputs, train, iters=30)
-            if graphs:
-                row["native_steps"] = step_profile(native, inputs, train, warmup=1, iters=3, compiled=False)
-                mode = "train" if train else "eval"
-                compile_it = not quick and (compile_rows is None or (ratio, mode) in compile_rows)
-                row["fused_steps"] = step_profile(fused, inputs, train, compiled=compile_it)
-            res["layers"].append(row)
-            log(row)
-        par = dict(ratio=ratio, sq=sq, heads=64, **layer_parity(native, fused, inputs))
+        rows, par = _ratio_rows(ratio, sq, log, graphs, () if quick else compile_rows)
+        res["layers"] += rows
         res["parity"].append(par)
-        log(par)
-        del native, fused, inputs
-        torch.cuda.empty_cache()
     for n in deterministic_seqlens[:1] if quick else deterministic_seqlens:
         r = deterministic_step(n)
         res["deterministic"].append(r)
