@@ -72,13 +72,15 @@ def _rewind(cache, context):
     cache.pos.fill_(context)
     cache.host_lengths[:] = [context] * cache.batch_size
 
-# %% ../nbs/07_bench_decode.ipynb #7ae53d6b
-def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
-    "One `decode_rows` row: a fresh layer and filled cache, `s_new` new tokens per sequence per step."
+# %% ../nbs/07_bench_decode.ipynb #decset01
+def _decode_setup(ratio, prec, b, ctx, s_new, room, seed):
+    """A fresh fused V4-Flash layer (`ratio`, indexer precision `prec`; bf16, eval, on the GPU; weights from
+    `torch.manual_seed(seed)`), its cache of `b` sequences filled to `ctx` tokens (`_filled_cache`, room for `room`
+    more) and one step's inputs `(query, key, x, qr)` of `s_new` tokens per sequence (bf16, generator `seed + 1`)."""
     torch.manual_seed(seed)
     layer = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn", indexer_precision=prec), ratio)
     layer = layer.cuda().bfloat16().eval()
-    cfg, cache = layer.cfg, _filled_cache(layer, b, ctx, seed, room=s_new * (warmup + iters + 8))
+    cfg, cache = layer.cfg, _filled_cache(layer, b, ctx, seed, room=room)
     g = torch.Generator(device="cuda").manual_seed(seed + 1)
     mk = lambda *s: torch.randn(*s, generator=g, device="cuda", dtype=torch.bfloat16)
     static = (
@@ -87,6 +89,13 @@ def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
         mk(s_new, b, cfg.hidden_size),
         mk(s_new, b, cfg.q_lora_rank),
     )
+    return layer, cache, static
+
+# %% ../nbs/07_bench_decode.ipynb #7ae53d6b
+def _decode_row(ratio, prec, b, ctx, s_new, iters, warmup, seed):
+    "One `decode_rows` row: a fresh layer and filled cache, `s_new` new tokens per sequence per step."
+    room = s_new * (warmup + iters + 8)
+    layer, cache, static = _decode_setup(ratio, prec, b, ctx, s_new, room, seed)
     with torch.no_grad():
         with cache.eager_steps():
             eager = median_time_ms(lambda: layer(*static, cache=cache), warmup=warmup, iters=iters)

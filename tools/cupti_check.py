@@ -26,10 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's p
 
 import torch  # noqa: E402
 
-from fused_csa_nb.attention import CompressedSparseAttention  # noqa: E402
 from fused_csa_nb.bench import _graphed_ms, _step, gpu_kernel_ms, layer_pair, median_time_ms  # noqa: E402
-from fused_csa_nb.bench_decode import _filled_cache, _rewind  # noqa: E402
-from fused_csa_nb.config import CSAConfig  # noqa: E402
+from fused_csa_nb.bench_decode import _decode_setup, _rewind  # noqa: E402
 
 
 def main():
@@ -46,12 +44,7 @@ def main():
         layer.zero_grad(set_to_none=True)
         _step(layer, inputs, True)
 
-    torch.manual_seed(0)
-    dl = CompressedSparseAttention(CSAConfig.v4_flash(dsa_kernel_backend="cudnn"), 4).cuda().bfloat16().eval()
-    cache = _filled_cache(dl, 1, args.context, room=2048)
-    cfg = dl.cfg
-    shapes = ((cfg.num_heads, cfg.head_dim), (1, cfg.head_dim), (cfg.hidden_size,), (cfg.q_lora_rank,))
-    new = [torch.randn(1, 1, *s, device="cuda", dtype=torch.bfloat16) for s in shapes]  # one token's inputs
+    dl, cache, new = _decode_setup(4, "bf16", 1, args.context, 1, room=2048, seed=0)  # one token's inputs: `new`
 
     @torch.no_grad()
     def call():
