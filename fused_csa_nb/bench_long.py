@@ -16,7 +16,7 @@ from .attention import CompressedSparseAttention
 from .bench import _silent, _step, gpu_kernel_ms, measured_on, median_time_ms
 from .checks import check_int
 from .fused_sparse_attention import indexer_topk
-from .kernels import _indexer_fwd
+from .kernels import _indexer_fwd, _run
 from .reference import _fp8_rows_e4m3
 from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
 from .layout import indexer_block_rows
@@ -259,6 +259,7 @@ def _paired_ratio(times) -> float:
 # %% ../nbs/07_bench_long.ipynb #kparts02
 _KERNEL_PARTS = (  # (a piece of a kernel's name, the part of the step it belongs to): the first match wins
     ("indexer_forward", "indexer scores"),  # cuDNN's DSA kernels carry their module's name
+    ("_index_scores_kernel", "indexer scores"),  # the FP8 scores: the package's own kernel (index-kernels chapter)
     ("indexer_top_k", "top-k"),
     ("_fp8_rows", "FP8 rows"),
     ("sparse_attn_fwd", "attention forward"),  # FlashMLA's sparse forward
@@ -266,7 +267,7 @@ _KERNEL_PARTS = (  # (a piece of a kernel's name, the part of the step it belong
     ("score_recompute", "score recompute"),
     ("indexer_backward", "indexer backward"),
 )
-_PARTS = tuple(p for _, p in _KERNEL_PARTS) + ("other",)  # the parts in the table's order
+_PARTS = (*dict.fromkeys(p for _, p in _KERNEL_PARTS), "other")  # the parts in the table's order, once each
 
 
 def _kernel_parts(by_kernel: dict) -> dict:
@@ -280,14 +281,15 @@ def _kernel_parts(by_kernel: dict) -> dict:
 # %% ../nbs/07_bench_long.ipynb #f8b2d4e9
 def _layer_recall(layer, inputs, topk: int, rows: int) -> dict:
     """The FP8 selection against the bf16 one on the last `rows` query rows of `layer`'s own indexer activations for
-    `inputs` (the cuDNN indexer in both precisions, the FP8 rows as the layer makes them): `_fp8_quality`'s keys."""
+    `inputs` (the scores as the selection makes them: cuDNN's bf16 indexer, the package's FP8 kernel on the FP8 rows):
+    `_fp8_quality`'s keys."""
     with torch.no_grad():
         q, k, w = layer.indexer(inputs[2], inputs[3])
         sq = q.shape[0]
         q, k, w = (t.transpose(0, 1).contiguous() for t in (q[-rows:], k, w[-rows:]))
         (q8, qs), (k8, ks) = _fp8_rows_e4m3(q), _fp8_rows_e4m3(k)
         s_bf = _indexer_fwd(q, k, w, layer.ratio, layer.cfg.index_scale, sq - q.shape[1])
-        s_f8 = _indexer_fwd(q8, k8, w, layer.ratio, layer.cfg.index_scale, sq - q.shape[1], qs, ks)
+        s_f8 = _fp8_scores(q8, k8, w, layer.ratio, layer.cfg.index_scale, sq - q.shape[1], qs, ks)
         return _fp8_quality(s_bf, s_f8, topk)
 
 
@@ -510,9 +512,18 @@ def _fp8_quality(s_bf, s_f8, topk: int) -> dict:
     )
 
 
+def _fp8_scores(q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale):
+    """The selection's FP8 scores (`index_kernels._index_scores`) of BSHD FP8 rows, `-inf` where a row does not see the
+    entry (the kernel leaves those unwritten), as `_indexer_fwd` gives them: for the comparisons below."""
+    s = _run("index_scores", q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale)
+    t, j = torch.arange(s.shape[1], device=s.device), torch.arange(s.shape[2], device=s.device)
+    return s.masked_fill(j >= ((q_offset + t + 1) // ratio)[:, None], float("-inf"))
+
+
 def _fp8_block(q_i, k_i, w_i, off, topk, iters):
     """One block's FP8-vs-bf16 figures (SBHD indexer tensors of `rows` query rows at positions `off …`); the FP8 rows
-    as the fused selection makes them (`reference._fp8_rows_e4m3`: one pass on CUDA)."""
+    and scores as the fused selection makes them (`reference._fp8_rows_e4m3`: one pass on CUDA; the package's FP8
+    score kernel, written where a row sees the entry), and cuDNN's FP8 indexer timed beside it."""
     q, k, w = (t.transpose(0, 1).contiguous() for t in (q_i, k_i, w_i))
     isc = q.shape[-1] ** -0.5
     with torch.no_grad():
@@ -520,13 +531,15 @@ def _fp8_block(q_i, k_i, w_i, off, topk, iters):
         quant = lambda: _fp8_rows_e4m3(q)
         q8, qs = quant()
         bf = lambda: _indexer_fwd(q, k, w, 4, isc, off)
-        f8 = lambda: _indexer_fwd(q8, k8, w, 4, isc, off, qs, ks)
+        f8 = lambda: _run("index_scores", q8, k8, w, 4, isc, off, qs, ks)
+        cudnn = lambda: _indexer_fwd(q8, k8, w, 4, isc, off, qs, ks)
         return dict(
             rows=q.shape[1],
             entries=k.shape[1],
-            **_fp8_quality(bf(), f8(), topk),
+            **_fp8_quality(bf(), _fp8_scores(q8, k8, w, 4, isc, off, qs, ks), topk),
             bf16_ms=median_time_ms(bf, iters=iters),
             fp8_ms=median_time_ms(f8, iters=iters),
+            cudnn_fp8_ms=median_time_ms(cudnn, iters=iters),
             quantise_ms=median_time_ms(quant, iters=iters),
         )
 
@@ -548,7 +561,8 @@ def fp8_selection_rows(
     `log`: called with each row as it is measured.
     Returns one dict per block: `source`, `rows`, `entries`, `sim_loss` (1 − similarity of the finite scores),
     `mask_equal` (the same `-inf` entries), the `testing.selection_quality` keys (its `rows` as `rows_compared`),
-    `bf16_ms`, `fp8_ms`, `quantise_ms`."""
+    `bf16_ms` (cuDNN's indexer), `fp8_ms` (the selection's FP8 kernel), `cudnn_fp8_ms` (cuDNN's FP8 indexer),
+    `quantise_ms`."""
     if not torch.cuda.is_available():
         raise RuntimeError("fp8_selection_rows needs a CUDA GPU")
     out = []
@@ -581,21 +595,22 @@ def fp8_selection_markdown(rows: list[dict], gpu: str | None = None) -> str:
     Returns a Markdown paragraph and table without a heading (it goes below the long-context tables)."""
     L = [
         "",
-        f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (cuDNN indexer, 64 "
-        "heads, top-512 on rows that see "
+        f"FP8 against bf16 selection scores ({gpu or measured_on()}), one query block (64 heads; bf16: cuDNN's "
+        "indexer, fp8: the package's FP8 score kernel, cuDNN's FP8 indexer timed beside it; top-512 on rows that see "
         "more entries; recall = shared top-k share, mass recall = bf16 softmax mass of the FP8 selection over that of "
         "the bf16 selection):",
         "",
         "| inputs | rows × entries | 1 − sim | −inf mask equal | recall mean / p01 | mass recall mean / min | bf16 ms "
-        "| fp8 ms | speed-up | quantise ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| fp8 ms | speed-up | quantise ms | cuDNN fp8 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         L.append(
             f"| {r['source']} | {r['rows']} × {r['entries']} | {r['sim_loss']:.1e} | "
             f"{'yes' if r['mask_equal'] else 'NO'} | "
             f"{r['recall']:.3f} / {r['recall_p01']:.3f} | {r['mass_recall']:.4f} / {r['mass_recall_min']:.4f} | "
-            f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} |"
+            f"{r['bf16_ms']:.2f} | {r['fp8_ms']:.2f} | {r['bf16_ms'] / r['fp8_ms']:.2f}× | {r['quantise_ms']:.2f} | "
+            f"{r['cudnn_fp8_ms']:.2f} |"
         )
     return "\n".join(L) + "\n"
 

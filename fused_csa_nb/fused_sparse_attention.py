@@ -19,7 +19,7 @@ from fused_csa_nb.checks import (
     check_scale,
     check_tensor,
 )
-from .launch import _triton_runs_on
+from .launch import _triton_runs_on, triton
 from fused_csa_nb.layout import (
     QueryRows,
     _check_int32_range,
@@ -47,6 +47,7 @@ from fused_csa_nb.kernels import (
     _indexer_fwd_thd,
     _need,
     _radix_topk,
+    _run,
     _sparse_indexer_predict,
     _sparse_bwd,
     _sparse_fwd,
@@ -63,6 +64,7 @@ from fused_csa_nb.kernel_support import (
     round_up,
     sm_major,
 )
+from .index_kernels import _index_scores  # noqa: F401 (defines `fused_csa::index_scores`)
 from .decode_kernels import _attn_index, _bad_entry_counts, _decode_scores, _input_poison
 from fused_csa_nb.reference import (
     INDEXER_PRECISIONS,
@@ -223,12 +225,15 @@ def _block_bshd(t, t0, t1):
 
 # %% ../nbs/04_fused.ipynb #fdf40327
 def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
-    """A block's selection scores `[b, c, n_comp]` fp32: bf16, or FP8 when `k_fp8 = (k8, k_scale)`
-    (the queries quantised here, in one pass on CUDA: `reference._fp8_rows_e4m3`); written where a row sees the entry
-    only (`_indexer_fwd`'s `visible_only`): the top-k and the loss read nothing else."""
+    """A block's selection scores `[b, c, n_comp]` fp32: bf16 (cuDNN's indexer), or FP8 when `k_fp8 = (k8, k_scale)`
+    (the queries quantised here, in one pass on CUDA: `reference._fp8_rows_e4m3`; on CUDA the package's own score
+    kernel, `index_kernels._index_scores`, elsewhere the indexer op); written where a row sees the entry only
+    (`_indexer_fwd`'s `visible_only`): the top-k and the loss read nothing else."""
     if k_fp8 is None:
         return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset, visible_only=True)
     q8, qs = _fp8_rows_e4m3(q_i)
+    if q_i.is_cuda and triton is not None:
+        return _run("index_scores", q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1], visible_only=True)
 
 # %% ../nbs/04_fused.ipynb #523c739f
