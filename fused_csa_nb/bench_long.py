@@ -19,7 +19,7 @@ from .fused_sparse_attention import indexer_topk
 from .kernels import _indexer_fwd, _run
 from .reference import _fp8_rows_e4m3
 from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
-from .layout import indexer_block_rows
+from .layout import indexer_block_rows, visible_counts
 from .config import CSAConfig
 
 # %% auto #0
@@ -516,8 +516,8 @@ def _fp8_scores(q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale):
     """The selection's FP8 scores (`index_kernels._index_scores`) of BSHD FP8 rows, `-inf` where a row does not see the
     entry (the kernel leaves those unwritten), as `_indexer_fwd` gives them: for the comparisons below."""
     s = _run("index_scores", q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale)
-    t, j = torch.arange(s.shape[1], device=s.device), torch.arange(s.shape[2], device=s.device)
-    return s.masked_fill(j >= ((q_offset + t + 1) // ratio)[:, None], float("-inf"))
+    seen = visible_counts(q_offset, q_offset + s.shape[1], ratio, device=s.device)
+    return s.masked_fill(torch.arange(s.shape[2], device=s.device) >= seen[:, None], float("-inf"))
 
 
 def _fp8_block(q_i, k_i, w_i, off, topk, iters):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from .kernels import _op
+from .layout import _visible_of
 from .launch import _INTERPRETED, _cdiv, _launch_triton, tl, triton
 
 # %% auto #0
@@ -66,7 +67,7 @@ def _index_scores(q, k, w, ratio, sm_scale, q_offset, q_scale=None, k_scale=None
     b, s, h, d = q.shape
     e = k.shape[1]
     out = torch.empty(b, s, e, dtype=torch.float32, device=q.device)
-    seen = min(e, (q_offset + s) // ratio)
+    seen = min(e, _visible_of(q_offset + s - 1, ratio))  # the entries the block's last row sees
     if seen > 0 and s > 0 and b > 0:
         scales = (q_scale, k_scale) if q_scale is not None else (w, w)  # unread without SCALES
         _launch_triton(_index_scores_kernel, (_cdiv(seen, _INDEX_TILE["BLOCK_E"]), _cdiv(s, _INDEX_TILE["BLOCK_M"]), b),
