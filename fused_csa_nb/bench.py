@@ -5,6 +5,7 @@
 # %% ../nbs/07_bench.ipynb #f106dad9
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import importlib
@@ -332,6 +333,31 @@ def _profiled_events(fn) -> list:
                 torch.cuda.synchronize()
         return list(prof.events())
 
+# %% ../nbs/07_bench.ipynb #gpuev001
+def _gpu_events(fn, around=contextlib.nullcontext) -> list:
+    """The events of a profile of one call `fn()` (`_profiled_events`, inside `around()`) that recorded GPU activity: a
+    profile that recorded none is taken once more (see above), and a second empty one raises `RuntimeError`."""
+    for _ in range(2):
+        with around():
+            ev = _profiled_events(fn)
+        if any(e.device_type == torch.autograd.DeviceType.CUDA for e in ev):
+            return ev
+    raise RuntimeError(
+        "two profiles of the call recorded no GPU activity: it launches nothing on the GPU, or the profiler missed it "
+        "(an earlier profile in this process that kept CUPTI attached can cause this)"
+    )
+
+# %% ../nbs/07_bench.ipynb #devms001
+def _device_ms(events, counts: dict | None = None) -> float:
+    """The summed duration (ms) of the GPU kernels, copies and memsets among `events` (`_profiled_events`); `counts`:
+    receives `launches` (how many) and `by_kernel` (ms by name). 0 where the events hold no GPU activity."""
+    dev = [(e.name, e.time_range.elapsed_us() / 1e3) for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    if counts is not None:
+        counts["launches"], counts["by_kernel"] = len(dev), {}
+        for name, ms in dev:
+            counts["by_kernel"][name] = counts["by_kernel"].get(name, 0.0) + ms
+    return sum(ms for _, ms in dev)
+
 # %% ../nbs/07_bench.ipynb #61b3e857
 def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
     """Milliseconds of GPU kernels (and copies) that one call `fn()` launches:
@@ -339,20 +365,13 @@ def gpu_kernel_ms(fn, warmup: int = 2, counts: dict | None = None) -> float:
 
     `fn`: the call to profile; `warmup`: calls before the profiled one; `counts`: a dict that receives `launches`, the
     number of kernels, copies and memsets the call put on the GPU, and `by_kernel`, their ms by name.
-    Returns the summed GPU time of the profiled call in ms."""
+    Returns the summed GPU time of the profiled call in ms; `RuntimeError` where two profiles record no GPU activity
+    (`_gpu_events`), never 0."""
     _need_cuda("gpu_kernel_ms")
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    ev = _profiled_events(fn)
-    dev = [e for e in ev if e.device_type == torch.autograd.DeviceType.CUDA]
-    if counts is not None:
-        counts["launches"], counts["by_kernel"] = len(dev), {}
-        for e in dev:
-            counts["by_kernel"][e.name] = counts["by_kernel"].get(e.name, 0.0) + e.time_range.elapsed_us() / 1e3
-    if dev:
-        return sum(e.time_range.elapsed_us() for e in dev) / 1e3
-    return sum(e.self_device_time_total for e in ev) / 1e3
+    return _device_ms(_gpu_events(fn), counts)
 
 # %% ../nbs/07_bench.ipynb #gpubnd01
 def _error_line(e: BaseException) -> str:

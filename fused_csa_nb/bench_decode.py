@@ -10,7 +10,7 @@ import datetime
 import torch
 
 from .attention import CompressedSparseAttention
-from .bench import _profiled_events, _silent, median_time_ms, median_times_ms
+from .bench import _gpu_events, _silent, median_time_ms, median_times_ms
 from .graphs import _OpCounter, capture_decode
 from .replay import _restored
 from .bench_long import long_context_layer
@@ -44,8 +44,7 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
         res["ops"] = c.n
         if query.is_cuda:
             torch.cuda.synchronize()
-            with _restored([cache], tensors=True):
-                ev = _profiled_events(step)  # CUPTI detached after it: the rows' later timings are the host's own
+            ev = _gpu_events(step, lambda: _restored([cache], tensors=True))  # CUPTI detached after it (see bench)
             res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
             res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
     return res
