@@ -278,6 +278,14 @@ def _kernel_parts(by_kernel: dict) -> dict:
         parts[next((p for key, p in _KERNEL_PARTS if key in name), "other")] += ms
     return {p: ms for p, ms in parts.items() if ms}
 
+# %% ../nbs/07_bench_long.ipynb #fp8sc001
+def _fp8_scores(q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale):
+    """The selection's FP8 scores (`index_kernels._index_scores`) of BSHD FP8 rows, `-inf` where a row does not see the
+    entry (the kernel leaves those unwritten), as `_indexer_fwd` gives them: for the comparisons below."""
+    s = _run("index_scores", q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale)
+    seen = visible_counts(q_offset, q_offset + s.shape[1], ratio, device=s.device)
+    return s.masked_fill(torch.arange(s.shape[2], device=s.device) >= seen[:, None], float("-inf"))
+
 # %% ../nbs/07_bench_long.ipynb #f8b2d4e9
 def _layer_recall(layer, inputs, topk: int, rows: int) -> dict:
     """The FP8 selection against the bf16 one on the last `rows` query rows of `layer`'s own indexer activations for
@@ -510,14 +518,6 @@ def _fp8_quality(s_bf, s_f8, topk: int) -> dict:
         mask_equal=bool(torch.equal(torch.isneginf(s_f8), torch.isneginf(s_bf))),
         **qual,
     )
-
-
-def _fp8_scores(q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale):
-    """The selection's FP8 scores (`index_kernels._index_scores`) of BSHD FP8 rows, `-inf` where a row does not see the
-    entry (the kernel leaves those unwritten), as `_indexer_fwd` gives them: for the comparisons below."""
-    s = _run("index_scores", q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale)
-    seen = visible_counts(q_offset, q_offset + s.shape[1], ratio, device=s.device)
-    return s.masked_fill(torch.arange(s.shape[2], device=s.device) >= seen[:, None], float("-inf"))
 
 
 def _fp8_block(q_i, k_i, w_i, off, topk, iters):

@@ -153,9 +153,14 @@ def _dequant(q, k, q_scale, k_scale):
     return q.float() * q_scale.unsqueeze(-1), k.float() * k_scale.unsqueeze(-1)
 
 
+def _plus_zero_logits(q, k, w, sm_scale):
+    "`reference._index_logits` with every zero score `+0.0`, as SM90's indexer kernel writes it."
+    return _index_logits(q, k, w, sm_scale).add_(0.0)  # -0.0 + 0.0 = +0.0
+
+
 def _stand_in_indexer_fwd(q, k, w, ratio, sm_scale, q_causal_offsets, q_scale=None, k_scale=None, visible_only=False):
     q, k = _dequant(q, k, q_scale, k_scale)
-    s = _index_logits(q, k, w, sm_scale).add_(0.0)  # a zero score is +0.0, as SM90's kernel writes it
+    s = _plus_zero_logits(q, k, w, sm_scale)
     return s.masked_fill(~_causal(s.shape[1], s.shape[2], ratio, s.device, q_causal_offsets), float("-inf"))
 
 
@@ -169,7 +174,7 @@ def _stand_in_indexer_fwd_thd(
         if q1 <= q0 or k1 <= k0:
             continue
         assert q1 - q0 <= max_q and k1 - k0 <= max_k, "stand-in THD indexer: a segment past max_seqlen_q/k"
-        s = _index_logits(q[None, q0:q1], k[None, k0:k1], w[None, q0:q1], sm_scale)[0].add_(0.0)
+        s = _plus_zero_logits(q[None, q0:q1], k[None, k0:k1], w[None, q0:q1], sm_scale)[0]
         t = torch.arange(q1 - q0)[:, None] + int(q_causal_offsets[d])
         out[q0:q1, : k1 - k0] = s.masked_fill(torch.arange(k1 - k0)[None] >= (t + 1) // ratio, float("-inf"))
     return out
