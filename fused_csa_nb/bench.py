@@ -334,13 +334,18 @@ def _profiled_events(fn) -> list:
         return list(prof.events())
 
 # %% ../nbs/07_bench.ipynb #gpuev001
+def _on_gpu(e) -> bool:
+    "Whether the profiler event `e` ran on the GPU: a kernel, copy or memset."
+    return e.device_type == torch.autograd.DeviceType.CUDA
+
+
 def _gpu_events(fn, around=contextlib.nullcontext) -> list:
     """The events of a profile of one call `fn()` (`_profiled_events`, inside `around()`) that recorded GPU activity: a
     profile that recorded none is taken once more (see above), and a second empty one raises `RuntimeError`."""
     for _ in range(2):
         with around():
             ev = _profiled_events(fn)
-        if any(e.device_type == torch.autograd.DeviceType.CUDA for e in ev):
+        if any(map(_on_gpu, ev)):
             return ev
     raise RuntimeError(
         "two profiles of the call recorded no GPU activity: it launches nothing on the GPU, or the profiler missed it "
@@ -351,7 +356,7 @@ def _gpu_events(fn, around=contextlib.nullcontext) -> list:
 def _device_ms(events, counts: dict | None = None) -> float:
     """The summed duration (ms) of the GPU kernels, copies and memsets among `events` (`_profiled_events`); `counts`:
     receives `launches` (how many) and `by_kernel` (ms by name). 0 where the events hold no GPU activity."""
-    dev = [(e.name, e.time_range.elapsed_us() / 1e3) for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    dev = [(e.name, e.time_range.elapsed_us() / 1e3) for e in events if _on_gpu(e)]
     if counts is not None:
         counts["launches"], counts["by_kernel"] = len(dev), {}
         for name, ms in dev:

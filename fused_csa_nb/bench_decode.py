@@ -10,7 +10,7 @@ import datetime
 import torch
 
 from .attention import CompressedSparseAttention
-from .bench import _gpu_events, _silent, median_time_ms, median_times_ms
+from .bench import _gpu_events, _on_gpu, _silent, median_time_ms, median_times_ms
 from .graphs import _OpCounter, capture_decode
 from .replay import _restored
 from .bench_long import long_context_layer
@@ -45,7 +45,7 @@ def decode_step_ops(layer, cache, query, key, x=None, qr=None) -> dict:
         if query.is_cuda:
             torch.cuda.synchronize()
             ev = _gpu_events(step, lambda: _restored([cache], tensors=True))  # CUPTI detached after it (see bench)
-            res["kernels"] = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
+            res["kernels"] = sum(map(_on_gpu, ev))
             res["launches"] = sum(1 for e in ev if "LaunchKernel" in e.name)
     return res
 
