@@ -417,8 +417,9 @@ def _segments(targets, n: int):
     """The `(row, slot)` pairs grouped by kv row, in a fixed order,
     all on the device: `targets [P]` (kv row, `n` = none)
     → `(keys, order, start, nseg)`: `keys`/`order` the stable sort (ties keep pair order), segment `s < nseg` covers
-    sorted positions `[start[s], start[s+1])` of kv row `keys[start[s]]`; `start [min(n, P) + 1]`, `nseg [1]`."""
-    keys, order = torch.sort(targets, stable=True)
+    sorted positions `[start[s], start[s+1])` of kv row `keys[start[s]]`; `start [min(n, P) + 1]`, `nseg [1]`; `keys`
+    int16 where `n < 2^15` (a radix sort of 16-bit keys makes half the passes of 32-bit ones), else `targets`' dtype."""
+    keys, order = torch.sort(targets.to(torch.int16) if n < 2**15 else targets, stable=True)
     first = torch.ones_like(keys, dtype=torch.bool)
     first[1:] = keys[1:] != keys[:-1]
     cs = torch.cumsum(first & (keys < n), 0)  # segments begun up to each position

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's p
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from fused_csa_nb.bench import _cupti_teardown, _step, layer_pair, layer_parity, step_profile  # noqa: E402
+from fused_csa_nb.bench import _cupti_teardown, _on_gpu, _step, layer_pair, layer_parity, step_profile  # noqa: E402
 
 LAUNCH_CALLS = (
     "cudaLaunchKernel",
@@ -79,7 +79,7 @@ def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int 
                 run()
             torch.cuda.synchronize()
     ev = prof.events()
-    kernels = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA)
+    kernels = sum(1 for e in ev if _on_gpu(e))
     calls = collections.Counter(e.name for e in ev if e.name in LAUNCH_CALLS)
     other = collections.Counter(
         e.name
@@ -104,7 +104,7 @@ def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int 
     if kernels_top:
         gpu = collections.Counter()
         for e in ev:
-            if e.device_type == torch.autograd.DeviceType.CUDA:
+            if _on_gpu(e):
                 gpu[e.name] += e.time_range.elapsed_us()
         total = sum(gpu.values())
         print(
