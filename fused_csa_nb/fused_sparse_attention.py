@@ -232,6 +232,8 @@ def _selection_scores(q_i, k_i, w_i, ratio, isc, q_offset, k_fp8):
     if k_fp8 is None:
         return _indexer_fwd(q_i, k_i, w_i, ratio, isc, q_offset, visible_only=True)
     q8, qs = _fp8_rows_e4m3(q_i)
+    # not `_triton_runs_on`: that is false while `torch.compile` traces, which would send compiled FP8 selection to
+    # cuDNN's FP8 indexer (another kernel, another rounding order); `_run` keeps the op there (it has a fake)
     if q_i.is_cuda and triton is not None:
         return _run("index_scores", q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1])
     return _indexer_fwd(q8, k_fp8[0], w_i, ratio, isc, q_offset, qs, k_fp8[1], visible_only=True)
