@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's p
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from fused_csa_nb.bench import _cupti_teardown, _on_gpu, _step, layer_pair, layer_parity, step_profile  # noqa: E402
+from fused_csa_nb.bench import _cupti_teardown, _device_ms, _step, layer_pair, layer_parity, step_profile  # noqa: E402
 
 LAUNCH_CALLS = (
     "cudaLaunchKernel",
@@ -79,7 +79,9 @@ def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int 
                 run()
             torch.cuda.synchronize()
     ev = prof.events()
-    kernels = sum(1 for e in ev if _on_gpu(e))
+    counts = {}
+    total = _device_ms(ev, counts)  # ms of the steps' kernels, copies and memsets; `counts`: how many, ms by name
+    kernels = counts["launches"]
     calls = collections.Counter(e.name for e in ev if e.name in LAUNCH_CALLS)
     other = collections.Counter(
         e.name
@@ -102,17 +104,9 @@ def launches(layer, inputs, train: bool, steps: int, top: int, kernels_top: int 
             for site, n in sites.most_common(12):
                 print(f"    {n / steps:5g}  {site}")
     if kernels_top:
-        gpu = collections.Counter()
-        for e in ev:
-            if _on_gpu(e):
-                gpu[e.name] += e.time_range.elapsed_us()
-        total = sum(gpu.values())
-        print(
-            f"  top {kernels_top} device kernels by GPU time (per step; all {total / steps / 1e3:.2f} ms): "
-            "ms  share  name"
-        )
-        for name, us in gpu.most_common(kernels_top):
-            print(f"    {us / steps / 1e3:8.3f} {us / total:6.1%}  {_short(name)}")
+        print(f"  top {kernels_top} device kernels by GPU time (per step; all {total / steps:.2f} ms): ms  share  name")
+        for name, ms in collections.Counter(counts["by_kernel"]).most_common(kernels_top):
+            print(f"    {ms / steps:8.3f} {ms / total:6.1%}  {_short(name)}")
     avg = sorted(prof.key_averages(), key=lambda a: a.self_cpu_time_total, reverse=True)[:top]
     print(f"  top {top} by self CPU time (per step): self_us  total_us  calls  name")
     for a in avg:
