@@ -9,6 +9,7 @@ import math
 from typing import NamedTuple
 
 import torch
+from fastcore.basics import patch
 
 from fused_csa_nb.checks import (
     first_order_only,
@@ -719,50 +720,73 @@ class _LossSum:
             )  # [b, sq, H]
             self.ckv = ins.kv_full[sq:].transpose(0, 1).contiguous()
 
-    def add(self, cfg, ins, blk: _Block, t0, t1):
-        "Add block `[t0, t1)`: its KL sum and its indexer gradients (kernels, no autograd)."
-        b = ins.query.shape[1]
-        with torch.no_grad():
-            if cfg.sparse_loss:
-                kl, g = _sparse_block_loss(
-                    cfg,
-                    ins.q[t0 * b : t1 * b],
-                    ins.kv,
-                    ins.attn_sink,
-                    blk.lse,
-                    blk.q_i,
-                    blk.w_i,
-                    ins.k_i,
-                    blk.scores,
-                    blk.sel,
-                    blk.cols,
-                    self.one,
-                    self.dk_out,
-                )
-            else:
-                kl, g = _dense_block_loss(
-                    cfg, ins.query, self.ckv, self.lse_full, blk.q_i, blk.w_i, ins.k_i, t0, t1, self.one, self.dk_out
-                )
-        self.total += kl
-        self.bad += blk.poison.sum()  # no sync
-        self.rows[0].put(t0, t1, g[0].transpose(0, 1))
-        self.rows[1].put(t0, t1, g[1].transpose(0, 1))
-        if self.dk is None:
-            self.dk = g[2]
+# %% ../nbs/04_fused.ipynb #1e1daf15
+@patch
+def add(self: _LossSum, cfg, ins, blk: _Block, t0, t1):
+    "Add block `[t0, t1)`: its KL sum and its indexer gradients (kernels, no autograd)."
+    b = ins.query.shape[1]
+    with torch.no_grad():
+        if cfg.sparse_loss:
+            kl, g = _sparse_block_loss(
+                cfg,
+                ins.q[t0 * b : t1 * b],
+                ins.kv,
+                ins.attn_sink,
+                blk.lse,
+                blk.q_i,
+                blk.w_i,
+                ins.k_i,
+                blk.scores,
+                blk.sel,
+                blk.cols,
+                self.one,
+                self.dk_out,
+            )
         else:
-            self.dk += self.dk_out
+            kl, g = _dense_block_loss(
+                cfg, ins.query, self.ckv, self.lse_full, blk.q_i, blk.w_i, ins.k_i, t0, t1, self.one, self.dk_out
+            )
+    self.total += kl
+    self.bad += blk.poison.sum()  # no sync
+    self.rows[0].put(t0, t1, g[0].transpose(0, 1))
+    self.rows[1].put(t0, t1, g[1].transpose(0, 1))
+    if self.dk is None:
+        self.dk = g[2]
+    else:
+        self.dk += self.dk_out
 
-    def finish(self, cfg, ins, lse):
-        "`(loss, (d_q_i, d_w_i, d_k_i) SBHD)`; as the native teacher: a NaN row, attention LSE or sink is a NaN loss."
-        b = ins.query.shape[1]
-        if cfg.per_token:
-            loss = cfg.coeff * self.total
-        elif cfg.rows.count is not None:
-            loss = cfg.coeff * self.total * self.one[0]  # Σ KL / the pack's real rows
-        else:
-            loss = cfg.coeff * self.total / (b * cfg.rows.seq_len)
-        loss = torch.where(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"), loss + self.bad)
-        return loss, (self.rows[0].t, self.rows[1].t, self.dk.to(ins.k_indexer.dtype).transpose(0, 1))
+# %% ../nbs/04_fused.ipynb #1bf46a11
+@patch
+def finish(self: _LossSum, cfg, ins, lse):
+    "`(loss, (d_q_i, d_w_i, d_k_i) SBHD)`; as the native teacher: a NaN row, attention LSE or sink is a NaN loss."
+    b = ins.query.shape[1]
+    if cfg.per_token:
+        loss = cfg.coeff * self.total
+    elif cfg.rows.count is not None:
+        loss = cfg.coeff * self.total * self.one[0]  # Σ KL / the pack's real rows
+    else:
+        loss = cfg.coeff * self.total / (b * cfg.rows.seq_len)
+    loss = torch.where(torch.isnan(lse).any() | torch.isnan(ins.attn_sink).any(), float("nan"), loss + self.bad)
+    return loss, (self.rows[0].t, self.rows[1].t, self.dk.to(ins.k_indexer.dtype).transpose(0, 1))
+
+# %% ../nbs/04_fused.ipynb #b10343af
+def _path_b_blocks(cfg, ins: _PathBInputs) -> tuple:
+    """Path B's forward over its query blocks (`_block_forward`, one block's temporaries at a time) → `(out, lse, idx,
+    tlen, acc)`: the FlashMLA rows `[sq·b, …]` (`idx` clamped to `>= 0` for cuDNN's backward) and the loss sum
+    (`_LossSum`, every block added; None when `cfg.coeff == 0`)."""
+    sq, b = ins.query.shape[:2]
+    blocks = _row_blocks(sq, cfg.block_rows)
+    rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]  # out, lse, idx, tlen
+    acc = _LossSum(cfg, ins, len(blocks) == 1) if cfg.coeff != 0.0 else None
+    for t0, t1 in blocks:
+        blk = _block_forward(cfg, ins, t0, t1)
+        if acc is not None:
+            acc.add(cfg, ins, blk, t0, t1)
+        blk.idx.clamp_(min=0)  # cuDNN backward: every slot a non-negative address
+        for r, x in zip(rows, (blk.out, blk.lse, blk.idx, blk.tlen)):
+            r.put(t0 * b, t1 * b, x)
+        del blk  # one block's temporaries at a time
+    return (*(r.t for r in rows), acc)
 
 # %% ../nbs/04_fused.ipynb #5b1e0bc3
 class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
@@ -784,18 +808,7 @@ class _CSAIndexerSparseAttnFunc(torch.autograd.Function):
             _fp8_rows_e4m3(k_i) if cfg.fp8 else None,  # the keys quantised once per call …
             _keys_bad(k_indexer),  # … and checked once
         )
-        blocks = _row_blocks(sq, cfg.block_rows)
-        rows = [_RowBuffer(sq * b, len(blocks) == 1) for _ in range(4)]  # out, lse, idx, tlen
-        acc = _LossSum(cfg, ins, len(blocks) == 1) if cfg.coeff != 0.0 else None
-        for t0, t1 in blocks:
-            blk = _block_forward(cfg, ins, t0, t1)
-            if acc is not None:
-                acc.add(cfg, ins, blk, t0, t1)
-            blk.idx.clamp_(min=0)  # cuDNN backward: every slot a non-negative address
-            for r, x in zip(rows, (blk.out, blk.lse, blk.idx, blk.tlen)):
-                r.put(t0 * b, t1 * b, x)
-            del blk  # one block's temporaries at a time
-        out, lse, idx, tlen = (r.t for r in rows)
+        out, lse, idx, tlen, acc = _path_b_blocks(cfg, ins)
         loss, grads = acc.finish(cfg, ins, lse) if acc is not None else (torch.zeros((), device=query.device), ())
         ctx.save_for_backward(ins.q, ins.kv, out, lse, attn_sink, idx, tlen, *grads)
         ctx.scale, ctx.shapes, ctx.has_grads = cfg.scale, (query.shape, kv_full.shape), acc is not None
