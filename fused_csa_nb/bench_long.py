@@ -19,7 +19,7 @@ from .fused_sparse_attention import indexer_topk
 from .kernels import _indexer_fwd, _run
 from .reference import _fp8_rows_e4m3
 from .testing import low_rank_indexer_inputs, max_rel_err, selection_quality, similarity
-from .layout import indexer_block_rows, visible_counts
+from .layout import _causal_visible, indexer_block_rows
 from .config import CSAConfig
 
 # %% auto #0
@@ -283,8 +283,7 @@ def _fp8_scores(q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale):
     """The selection's FP8 scores (`index_kernels._index_scores`) of BSHD FP8 rows, `-inf` where a row does not see the
     entry (the kernel leaves those unwritten), as `_indexer_fwd` gives them: for the comparisons below."""
     s = _run("index_scores", q8, k8, w, ratio, sm_scale, q_offset, q_scale, k_scale)
-    seen = visible_counts(q_offset, q_offset + s.shape[1], ratio, device=s.device)
-    return s.masked_fill(torch.arange(s.shape[2], device=s.device) >= seen[:, None], float("-inf"))
+    return s.masked_fill(~_causal_visible(q_offset, q_offset + s.shape[1], s.shape[2], ratio, s.device), float("-inf"))
 
 # %% ../nbs/07_bench_long.ipynb #f8b2d4e9
 def _layer_recall(layer, inputs, topk: int, rows: int) -> dict:

@@ -62,6 +62,12 @@ def _visible_of(pos, ratio: int):
     entries `j < (pos + 1) // ratio`."""
     return (pos + 1) // ratio
 
+# %% ../nbs/00_layout.ipynb #cv1d0a02
+def _causal_visible(t0: int, t1: int, n_comp: int, ratio: int, device, j0: int = 0, j1: int | None = None):
+    "`[t1-t0, j1-j0]` bool: compressed entry `j` visible to the query at global position `t` iff `j < (t+1)//ratio`."
+    j1 = n_comp if j1 is None else j1
+    return torch.arange(j0, j1, device=device)[None, :] < _visible(t0, t1, ratio, device=device)[:, None]
+
 # %% ../nbs/00_layout.ipynb #854380d0
 def compressed_topk_idxs(
     sq: int, batch_size: int, ratio: int, offset: int = 0, device=None, *, start: int = 0
@@ -80,9 +86,8 @@ def compressed_topk_idxs(
     check_int("start", start)
     device = check_device("device", device)
     n_comp = (start + sq) // ratio
-    j = torch.arange(n_comp, device=device).unsqueeze(0)
-    visible = j < visible_counts(start, start + sq, ratio, device=device).unsqueeze(1)
-    idx = torch.where(visible, j + offset, torch.full_like(j, -1))
+    j = torch.arange(n_comp, device=device)
+    idx = torch.where(_causal_visible(start, start + sq, n_comp, ratio, device), j + offset, -1)
     return idx.unsqueeze(0).expand(batch_size, sq, n_comp).contiguous()
 
 # %% ../nbs/00_layout.ipynb #50a8d8dc

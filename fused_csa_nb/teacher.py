@@ -13,7 +13,7 @@ from .checks import check_bool, check_float, check_index_values, check_int, chec
 
 # the package's one guarded triton import (chapter *Launch*)
 from .launch import _INTERPRETED, _cdiv, _launch_triton, _TRITON_IMPORT_ERROR, tl, triton
-from .layout import visible_counts
+from .layout import _causal_visible, visible_counts
 
 # %% auto #0
 __all__ = ['csa_teacher_lse', 'csa_indexer_loss', 'triton_status', 'triton_window_lse', 'triton_dense_teacher_lse',
@@ -102,12 +102,6 @@ def _acc_dtype(*ts):
     return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in ts) else torch.float32
 
 # %% ../nbs/02_teacher.ipynb #66960f7b
-def _causal_visible(t0, t1, n_comp, ratio, device, j0=0, j1=None):
-    "`[t1-t0, j1-j0]` bool: compressed entry `j` visible to query `t` iff `j < (t+1)//ratio`."
-    j1 = n_comp if j1 is None else j1
-    return torch.arange(j0, j1, device=device)[None, :] < visible_counts(t0, t1, ratio, device=device)[:, None]
-
-
 def _gather_rows(src_bnd, idx):
     "Rows of `src [b, n, D]` at `idx [b, c, k]` (`-1` → row 0, to be masked) → `[b, c, k, D]`."
     b = src_bnd.shape[0]
