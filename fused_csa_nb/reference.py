@@ -21,7 +21,7 @@ from fused_csa_nb.checks import (
     check_tensor,
 )
 from .launch import _cdiv, _launch_triton, _pow2, _triton_runs_on, tl, triton
-from .layout import _visible, cached_index, query_blocks, visible_counts
+from .layout import _causal_visible, _visible, cached_index, query_blocks, visible_counts
 from .rotary import apply_rotary_interleaved
 
 # %% auto #0
@@ -255,9 +255,7 @@ def indexer_scores(
         q = q_c.permute(1, 0, 2, 3).to(acc)  # [b, c, h, d]
         w = (w_c.permute(1, 0, 2).to(acc) * scale).unsqueeze(-2)  # [b, c, 1, h]
         s = torch.matmul(w, torch.relu(torch.matmul(q, k_t))).squeeze(-2)  # [b, c, n]
-        vis = visible_counts(t0, t0 + q_c.shape[0], ratio, device=q_c.device).view(1, -1, 1)
-        hidden = torch.arange(n, device=q_c.device).view(1, 1, -1) >= vis
-        return s.masked_fill(hidden, float("-inf"))
+        return s.masked_fill(~_causal_visible(t0, t0 + q_c.shape[0], n, ratio, q_c.device), float("-inf"))
 
     a = torch.empty((), dtype=acc).element_size()
     per_row = b * a * (3 * h * n + h * d + h + 3 * n)
