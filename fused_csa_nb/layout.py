@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import torch
+from fastcore.basics import patch
 
 from .checks import _INDEX_CHECKS, check_bool, check_device, check_index_values, check_int, check_tensor
 
@@ -398,46 +399,58 @@ class PackRows(NamedTuple):
     start, mask = 0, None
     n = seq_len = property(lambda self: self.doc.shape[0])  # T rows
 
-    def window(self, window: int, halo: int, b: int, device=None) -> torch.Tensor:
-        """Window rows `[1, T, window]` of the pack, inside each row's document (`-1`: none).
+# %% ../nbs/00_layout.ipynb #c4a1e7b6
+@patch
+def window(self: PackRows, window: int, halo: int, b: int, device=None) -> torch.Tensor:
+    """Window rows `[1, T, window]` of the pack, inside each row's document (`-1`: none).
 
-        `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused
-        (the pack's). Returns the int64 rows `[1, T, window]`."""
-        return _pack_window(self, window)
+    `window` W, the window width; `halo` unused (a pack has no halo); `b` unused (b = 1); `device` unused
+    (the pack's). Returns the int64 rows `[1, T, window]`."""
+    return _pack_window(self, window)
 
-    def all_rows(self, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
-        """Flat rows `[T, window (+ max_seqlen // ratio)]` int32:
-        the window, then every visible entry of the row's document.
 
-        `ratio` the layer's compression ratio (0 for none); `window` W,
-        the window width; `halo` the slot of entry 0 less
-        `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's). Returns
-        the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
-        groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
-        return _flat_global(torch.cat(groups, -1), num_slots)
+@patch
+def all_rows(self: PackRows, ratio: int, window: int, halo: int, b: int, num_slots: int, device=None) -> torch.Tensor:
+    """Flat rows `[T, window (+ max_seqlen // ratio)]` int32:
+    the window, then every visible entry of the row's document.
 
-    def entry_rows(self, ratio: int, slot0: int, b: int = 1, device=None) -> torch.Tensor:
-        """Every visible entry of each row's document as `kv_full` slots `[1, T, max_seqlen // ratio]`.
+    `ratio` the layer's compression ratio (0 for none); `window` W,
+    the window width; `halo` the slot of entry 0 less
+    `T` in `kv_full`; `b` unused (b = 1); `num_slots` the slots of `kv_full`; `device` unused (the pack's). Returns
+    the int32 flat rows `[T, window (+ max_seqlen // ratio)]`."""
+    groups = [_pack_window(self, window)] + ([_pack_entries(self, halo + self.n)] if ratio else [])
+    return _flat_global(torch.cat(groups, -1), num_slots)
 
-        `ratio` unused (the pack's own); `slot0` the slot of the pack's entry 0; `b`, `device` unused (b = 1, the pack's
-        device). Returns the int64 slots, `-1` beyond."""
-        return _pack_entries(self, slot0)
 
-    def entries(self, n_comp: int, ratio: int) -> int:
-        """The compressed entries one row can choose among: a document's, at most `max_seqlen // ratio`.
+@patch
+def entry_rows(self: PackRows, ratio: int, slot0: int, b: int = 1, device=None) -> torch.Tensor:
+    """Every visible entry of each row's document as `kv_full` slots `[1, T, max_seqlen // ratio]`.
 
-        `n_comp` the pack's entries (unused); `ratio` the compression
-        ratio (>= 1). Returns `max_seqlen // ratio`, an int."""
-        return self.max_seqlen // ratio
+    `ratio` unused (the pack's own); `slot0` the slot of the pack's entry 0; `b`, `device` unused (b = 1, the pack's
+    device). Returns the int64 slots, `-1` beyond."""
+    return _pack_entries(self, slot0)
 
-    def whole(self, halo: int) -> bool:
-        """Always False: a pack is documents, not one sequence. `halo` unused. Returns False."""
-        return False
 
-    def keep(self, out: torch.Tensor) -> torch.Tensor:
-        """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's
-        rows. Returns a tensor of `out`'s shape and dtype."""
-        return torch.where(self.real.view(-1, 1, 1), out, 0)
+@patch
+def entries(self: PackRows, n_comp: int, ratio: int) -> int:
+    """The compressed entries one row can choose among: a document's, at most `max_seqlen // ratio`.
+
+    `n_comp` the pack's entries (unused); `ratio` the compression
+    ratio (>= 1). Returns `max_seqlen // ratio`, an int."""
+    return self.max_seqlen // ratio
+
+
+@patch
+def whole(self: PackRows, halo: int) -> bool:
+    """Always False: a pack is documents, not one sequence. `halo` unused. Returns False."""
+    return False
+
+
+@patch
+def keep(self: PackRows, out: torch.Tensor) -> torch.Tensor:
+    """`out [T, ...]` with padding rows (past `cu[N]`) zeroed. `out` the attention output of the pack's
+    rows. Returns a tensor of `out`'s shape and dtype."""
+    return torch.where(self.real.view(-1, 1, 1), out, 0)
 
 # %% ../nbs/00_layout.ipynb #cb7c2875
 def _doc_of(cu, rows):

@@ -127,6 +127,21 @@ def _compressed_logits(q, ckv, cidx, t0, t1, j0, j1, ratio, scale, off=0):
     s = torch.einsum("bchd,bckd->bchk", q, _gather_rows(ckv, idx).to(q.dtype)).mul_(scale)
     return s.masked_fill_((idx < 0)[:, :, None, :], float("-inf"))
 
+# %% ../nbs/02_teacher.ipynb #c4a1e7b1
+def _chunk_lse(q, kvb, widx, sink, t0, t1, scale, ckv, cidx, k_end, kblk, ratio, off):
+    """The LSE `[b, c, H]` of query chunk `q [b, c, H, D]` (rows `t0…t1`, accumulation dtype): the sink `[1, 1, H]`
+    and the window `widx [b, c, W]` over `kvb [b, S, D]`, then compressed keys `[0, k_end)` of `ckv [b, n_comp, D]`
+    (dense) or slots of `cidx` (sparse) in blocks of `kblk` (`_compressed_logits`; `off` the rows' first position)."""
+    b, c, H = q.shape[:3]
+    s = torch.einsum("bchd,bcwd->bchw", q, _gather_rows(kvb, widx).to(q.dtype)).mul_(scale)
+    s.masked_fill_((widx < 0)[:, :, None, :], float("-inf"))
+    lse = torch.logsumexp(torch.stack([sink.expand(b, c, H), torch.logsumexp(s, -1)], -1), -1)
+    del s
+    for j0 in range(0, k_end, kblk):
+        sc = _compressed_logits(q, ckv, cidx, t0, t1, j0, min(k_end, j0 + kblk), ratio, scale, off)
+        lse = torch.logsumexp(torch.stack([lse, torch.logsumexp(sc, -1)], -1), -1)
+    return lse
+
 # %% ../nbs/02_teacher.ipynb #e29c2acb
 def csa_teacher_lse(
     query,
@@ -160,16 +175,9 @@ def csa_teacher_lse(
     there); `None`: all of them.
     Returns fp32 `[b, sq, H]`, float64 when `query`, `kv` or `compressed_kv` is float64."""
     sq, b, H, D, n_comp = _check_teacher_inputs(
-        query,
-        kv,
-        compressed_kv,
-        attn_sink,
-        window_idxs,
-        compressed_idxs,
-        ratio,
-        ratio_required=compressed_idxs is None and compressed_kv is not None,
-        q_offset=q_offset,
-    )
+        query, kv, compressed_kv, attn_sink, window_idxs, compressed_idxs, ratio,
+        ratio_required=compressed_idxs is None and compressed_kv is not None, q_offset=q_offset,
+    )  # fmt: skip
     off = q_offset or 0
     check_int("max_chunk_bytes", max_chunk_bytes, 1)
     scale, acc = _scale(softmax_scale, D), _acc_dtype(query, kv, compressed_kv)
@@ -189,16 +197,9 @@ def csa_teacher_lse(
     for t0 in range(0, sq, rows):
         t1 = min(sq, t0 + rows)
         q = query[t0:t1].detach().to(acc).transpose(0, 1)  # [b, c, H, D]
-        widx = window_idxs[:, t0:t1]
-        s = torch.einsum("bchd,bcwd->bchw", q, _gather_rows(kvb, widx).to(acc)).mul_(scale)
-        s.masked_fill_((widx < 0)[:, :, None, :], float("-inf"))
-        lse = torch.logsumexp(torch.stack([sink.expand(b, t1 - t0, H), torch.logsumexp(s, -1)], -1), -1)
-        del s
         k_end = min(n_keys, (off + t1) // ratio) if (n_keys and compressed_idxs is None) else n_keys
-        for j0 in range(0, k_end, kblk):
-            sc = _compressed_logits(q, ckv, compressed_idxs, t0, t1, j0, min(k_end, j0 + kblk), ratio, scale, off)
-            lse = torch.logsumexp(torch.stack([lse, torch.logsumexp(sc, -1)], -1), -1)
-        out[:, t0:t1] = lse
+        keys = (ckv, compressed_idxs, k_end, kblk, ratio, off)
+        out[:, t0:t1] = _chunk_lse(q, kvb, window_idxs[:, t0:t1], sink, t0, t1, scale, *keys)
     return out
 
 # %% ../nbs/02_teacher.ipynb #6cac25a2
@@ -294,6 +295,21 @@ def _kl_total(scores, target, support, index_scores, row_mask, off: int, ratio: 
         visible = visible & row_mask[:, :, None]
     return row.sum() + 0.0 * torch.where(visible, index_scores, zero).sum()
 
+# %% ../nbs/02_teacher.ipynb #c4a1e7b3
+@torch.no_grad()
+def _support_target(query, kv, compressed_kv, attn_sink, window_idxs, ratio, scale, max_chunk_bytes, q_offset,
+                    support_idxs, teacher_lse=None):  # fmt: skip
+    """The teacher's target `[b, sq, K]` over the loss's support (`support_idxs`, None: every causal entry), without
+    gradient: `_teacher_target` of the LSE over sink + window + that support — `teacher_lse` when given, else
+    `csa_teacher_lse` of the detached inputs (`csa_indexer_loss`'s arguments, `scale` checked)."""
+    if teacher_lse is None:
+        ckv = None if compressed_kv is None else compressed_kv.detach()
+        lse = csa_teacher_lse(query.detach(), kv.detach(), ckv, attn_sink.detach(), window_idxs, support_idxs, ratio,
+                              scale, max_chunk_bytes=max_chunk_bytes, q_offset=q_offset)  # fmt: skip
+    else:
+        lse = teacher_lse.detach().to(_acc_dtype(query, kv, compressed_kv))
+    return _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes, q_offset or 0)
+
 # %% ../nbs/02_teacher.ipynb #fb50c448
 def csa_indexer_loss(
     index_scores,
@@ -348,23 +364,8 @@ def csa_indexer_loss(
     if n_comp == 0 or (topk_idxs is not None and topk_idxs.shape[-1] == 0):
         return coeff * index_scores.to(work).sum() * 0.0  # no compressed entry anywhere: 0, graph kept
     support_idxs, support, scores = _loss_support(index_scores, topk_idxs, off, n_comp, ratio)
-    with torch.no_grad():
-        if teacher_lse is None:
-            lse = csa_teacher_lse(
-                query.detach(),
-                kv.detach(),
-                None if compressed_kv is None else compressed_kv.detach(),
-                attn_sink.detach(),
-                window_idxs,
-                compressed_idxs=support_idxs,
-                ratio=ratio,
-                softmax_scale=scale,
-                max_chunk_bytes=max_chunk_bytes,
-                q_offset=q_offset,
-            )
-        else:
-            lse = teacher_lse.detach().to(_acc_dtype(query, kv, compressed_kv))
-        target = _teacher_target(query, compressed_kv, lse, support_idxs, ratio, scale, max_chunk_bytes, off)
+    teacher = (query, kv, compressed_kv, attn_sink, window_idxs, ratio, scale, max_chunk_bytes, q_offset)
+    target = _support_target(*teacher, support_idxs, teacher_lse)
     total = _kl_total(scores.to(work), target.to(work), support, index_scores.to(work), row_mask, off, ratio)
     return coeff * (total if per_token else total / max(1, b * sq))
 
