@@ -450,8 +450,9 @@ def main(argv=None):
         PROGRESS.say(timings_summary(args.timings))
     PROGRESS.stop.set()
     print(
-        f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}); "
-        f"code cells not run, flagged {off}: {skipped}"
+        f"{len(nbs)} notebooks in {time.perf_counter() - t0:.0f} s (flags: {args.flags or 'none'}"
+        + ("" if args.part == "all" else f"; part: {args.part}")
+        + f"); code cells not run, flagged {off}: {skipped}"
     )
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 and passed > 0 else 1
