@@ -29,9 +29,9 @@ HEADER = "## The GPU suite"
 
 
 def parse(log: str) -> dict:
-    """`{"notebooks", "passed", "wall_s", "flags", "part", "calls", "warm_s", "wait_s", "slowest": [(name, s)]}` of a
-    run's output (`part`: `all`, `untimed` or `timed`; `calls`: `[(part, wall s)]`); a `ValueError` naming what is
-    missing or saying that the run failed."""
+    """`{"notebooks", "passed", "wall_s", "flags", "calls", "warm_s", "wait_s", "slowest": [(name, s)]}` of a run's
+    output (`calls`: `[(part, wall s)]`, the part `all`, `untimed` or `timed`); a `ValueError` naming what is missing
+    or saying that the run failed."""
     wall = re.findall(r"^(\d+) notebooks in (\d+) s \(flags: ([^;)]*)(?:; part: (\w+))?\)", log, re.M)
     tally = re.findall(r"^(\d+) passed, (\d+) failed", log, re.M)
     missing = ([] if wall else ["the `N notebooks in T s (flags: ...)` line"]) + (
@@ -48,7 +48,6 @@ def parse(log: str) -> dict:
         "passed": int(tally[-1][0]),
         "wall_s": int(wall[-1][1]),
         "flags": wall[-1][2],
-        "part": wall[-1][3] or "all",
         "calls": [(wall[-1][3] or "all", int(wall[-1][1]))],
         "warm_s": float(warm[1]) if warm else None,
         "wait_s": float(warm[2]) if warm else None,
@@ -60,23 +59,22 @@ def combine(runs: list) -> dict:
     """One run of the suite from `parse`d logs: a whole run (`part` `all`) alone, or its two parts (`untimed` and
     `timed`, the same flags) added up: notebooks, passes and wall times summed (the calls ran one after the other),
     the slowest notebooks of both, the warm-up of the timed part. A `ValueError` for anything else."""
-    if len(runs) == 1 and runs[0]["part"] == "all":
+    parts = [part for r in runs for part, _ in r["calls"]]
+    if parts == ["all"]:
         return runs[0]
-    parts = sorted(r["part"] for r in runs)
-    if parts != ["timed", "untimed"]:
+    if sorted(parts) != ["timed", "untimed"]:
         raise ValueError(
             "pass one log of a whole run, or the two logs of `--part untimed` and `--part timed`; "
-            f"got the parts {', '.join(r['part'] for r in runs)}"
+            f"got the parts {', '.join(parts)}"
         )
     if runs[0]["flags"] != runs[1]["flags"]:
         raise ValueError(f"the two parts ran with different flags: {runs[0]['flags']!r} and {runs[1]['flags']!r}")
-    untimed, timed = sorted(runs, key=lambda r: r["part"] == "timed")
+    untimed, timed = sorted(runs, key=lambda r: r["calls"][0][0] == "timed")
     slowest = sorted(untimed["slowest"] + timed["slowest"], key=lambda kv: -kv[1])[:5]
     return {
         **{k: untimed[k] + timed[k] for k in ("notebooks", "passed", "wall_s")},
         **{k: timed[k] for k in ("warm_s", "wait_s")},
         "flags": untimed["flags"],
-        "part": "all",
         "calls": untimed["calls"] + timed["calls"],
         "slowest": slowest,
     }
