@@ -198,8 +198,9 @@ def csa_teacher_lse(
         t1 = min(sq, t0 + rows)
         q = query[t0:t1].detach().to(acc).transpose(0, 1)  # [b, c, H, D]
         k_end = min(n_keys, (off + t1) // ratio) if (n_keys and compressed_idxs is None) else n_keys
-        keys = (ckv, compressed_idxs, k_end, kblk, ratio, off)
-        out[:, t0:t1] = _chunk_lse(q, kvb, window_idxs[:, t0:t1], sink, t0, t1, scale, *keys)
+        out[:, t0:t1] = _chunk_lse(
+            q, kvb, window_idxs[:, t0:t1], sink, t0, t1, scale, ckv, compressed_idxs, k_end, kblk, ratio, off
+        )
     return out
 
 # %% ../nbs/02_teacher.ipynb #6cac25a2
@@ -364,8 +365,8 @@ def csa_indexer_loss(
     if n_comp == 0 or (topk_idxs is not None and topk_idxs.shape[-1] == 0):
         return coeff * index_scores.to(work).sum() * 0.0  # no compressed entry anywhere: 0, graph kept
     support_idxs, support, scores = _loss_support(index_scores, topk_idxs, off, n_comp, ratio)
-    teacher = (query, kv, compressed_kv, attn_sink, window_idxs, ratio, scale, max_chunk_bytes, q_offset)
-    target = _support_target(*teacher, support_idxs, teacher_lse)
+    target = _support_target(query, kv, compressed_kv, attn_sink, window_idxs, ratio, scale, max_chunk_bytes,
+                             q_offset, support_idxs, teacher_lse)  # fmt: skip
     total = _kl_total(scores.to(work), target.to(work), support, index_scores.to(work), row_mask, off, ratio)
     return coeff * (total if per_token else total / max(1, b * sq))
 
