@@ -58,7 +58,8 @@ def parse(log: str) -> dict:
 def combine(runs: list) -> dict:
     """One run of the suite from `parse`d logs: a whole run (`part` `all`) alone, or its two parts (`untimed` and
     `timed`, the same flags) added up: notebooks, passes and wall times summed (the calls ran one after the other),
-    the slowest notebooks of both, the warm-up of the timed part. A `ValueError` for anything else."""
+    the slowest notebooks of both, and no warm-up (the timed part runs alone: nothing compiles beside other
+    notebooks, its kernels compile in its own cells). A `ValueError` for anything else."""
     parts = [part for r in runs for part, _ in r["calls"]]
     if parts == ["all"]:
         return runs[0]
@@ -73,7 +74,8 @@ def combine(runs: list) -> dict:
     slowest = sorted(untimed["slowest"] + timed["slowest"], key=lambda kv: -kv[1])[:5]
     return {
         **{k: untimed[k] + timed[k] for k in ("notebooks", "passed", "wall_s")},
-        **{k: timed[k] for k in ("warm_s", "wait_s")},
+        "warm_s": None,
+        "wait_s": None,
         "flags": untimed["flags"],
         "calls": untimed["calls"] + timed["calls"],
         "slowest": slowest,
@@ -82,11 +84,10 @@ def combine(runs: list) -> dict:
 
 def section(run: dict, commit: str, gpu: str, day: str) -> str:
     "The Markdown of the GPU suite's section for a parsed run."
-    warm = (
-        "–"
-        if run["warm_s"] is None
-        else f"{run['warm_s']:.0f} s compiling, then {run['wait_s']:.0f} s waiting for the other notebooks"
-    )
+    if run["warm_s"] is not None:
+        warm = f"{run['warm_s']:.0f} s compiling, then {run['wait_s']:.0f} s waiting for the other notebooks"
+    else:
+        warm = "none: a call of their own, compiling in their cells" if len(run["calls"]) == 2 else "–"
     slow = ", ".join(f"`{n}` {s:.0f} s" for n, s in run["slowest"])
     command = f"python tools/run_tests.py --flags {run['flags']} --store"
     if len(run["calls"]) == 1:
@@ -149,6 +150,7 @@ def self_test():
         "      warm-up: 89.4 s, then 109.5 s waiting for the other notebooks\n", ""
     )
     timed = (
+        "      warm-up: 0.0 s, then 0.0 s waiting for the other notebooks\n"
         "[1/1] PASS  t.ipynb  200.0 s\n"
         "1 notebooks in 240 s (flags: gpu; part: timed); code cells not run, flagged #| slow: 1\n"
         "1 passed, 0 failed\n"
@@ -162,7 +164,8 @@ def self_test():
     ), both
     assert [n for n, _ in both["slowest"]][:2] == ["t.ipynb", "b.ipynb"], both
     md = section(both, "0123abc", "NVIDIA H200", "2026-01-01")
-    assert "in two calls" in md and "| gpu | 4 | 4 | 631 |" in md and "first call (391 s)" in md, md
+    assert "in two calls" in md and "| gpu | 4 | 4 | 631 | none: a call of their own" in md, md
+    assert "first call (391 s)" in md, md
     assert combine([run]) is run
     assert_refused(
         combine,
