@@ -84,10 +84,6 @@ def combine(runs: list) -> dict:
 
 def section(run: dict, commit: str, gpu: str, day: str) -> str:
     "The Markdown of the GPU suite's section for a parsed run."
-    if run["warm_s"] is not None:
-        warm = f"{run['warm_s']:.0f} s compiling, then {run['wait_s']:.0f} s waiting for the other notebooks"
-    else:
-        warm = "none: a call of their own, compiling in their cells" if len(run["calls"]) == 2 else "–"
     slow = ", ".join(f"`{n}` {s:.0f} s" for n, s in run["slowest"])
     command = f"python tools/run_tests.py --flags {run['flags']} --store"
     if len(run["calls"]) == 1:
@@ -96,7 +92,13 @@ def section(run: dict, commit: str, gpu: str, day: str) -> str:
             "the untimed chapters in parallel, the timing chapters last in one process",
             "SUITE_LOG",
         )
+        warm = (
+            "–"
+            if run["warm_s"] is None
+            else f"{run['warm_s']:.0f} s compiling, then {run['wait_s']:.0f} s waiting for the other notebooks"
+        )
     else:
+        warm = "none: a call of their own, compiling in their cells"
         walls = dict(run["calls"])
         title = f"in two calls (`{command} --part untimed`, then `--part timed`)"
         how = (
