@@ -90,16 +90,19 @@ class CompressedSparseAttention(nn.Module):
             _check_rebuild(self._cfg, cfg, self.ratio)
             self._cfg, self.backend, self._checked = cfg, backend, None  # the next call's checks run with `cfg`
 
-    @property
-    def fused(self) -> bool:
-        "Whether the layer runs on the fused kernels (its backend, chosen at construction)."
-        return self.backend.fused
+# %% ../nbs/06_attention.ipynb #c4a1e7d3
+@patch(as_prop=True)
+def fused(self: CompressedSparseAttention) -> bool:
+    "Whether the layer runs on the fused kernels (its backend, chosen at construction)."
+    return self.backend.fused
 
-    def extra_repr(self) -> str:
-        return (
-            f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
-            f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}"
-        )
+
+@patch
+def extra_repr(self: CompressedSparseAttention) -> str:
+    return (
+        f"ratio={self.ratio}, num_heads={self.cfg.num_heads}, head_dim={self.cfg.head_dim}, "
+        f"window={self.cfg.window_size}, backend={self.cfg.kernel_backend!r}, fused={self.fused}"
+    )
 
 # %% ../nbs/06_attention.ipynb #f6d112ea
 @patch

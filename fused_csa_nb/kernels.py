@@ -992,20 +992,9 @@ def _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_q, cu_k, max_q, max_k, q_causa
 
 # %% ../nbs/03_kernels.ipynb #1dad87c1
 def indexer_fwd_thd(
-    q,
-    k,
-    w,
-    ratio: int,
-    sm_scale: float,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    q_causal_offsets=None,
-    *,
-    q_scale=None,
-    k_scale=None,
-):
+    q, k, w, ratio: int, sm_scale: float, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
+    q_causal_offsets=None, *, q_scale=None, k_scale=None,
+):  # fmt: skip
     """THD indexer scores of packed documents, checked: all tensors contiguous on one CUDA device.
 
     `q [T, H, 128]` bf16: the index queries of all documents, packed; `k [T_k, 128]` bf16: the packed compressed index
@@ -1022,14 +1011,8 @@ def indexer_fwd_thd(
         raise ValueError(f"`q` must have {_anywhere('index_heads')} index heads, got {h}")
     check_tensor("k", k, shape=(None, 128), what="[T_k, 128]", contiguous=True)
     fp8 = _check_fp8_scales(q, k, q_scale, k_scale, (T, h), (k.shape[0],))
-    check_tensor(
-        "w",
-        w,
-        dtype=torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32),
-        shape=(T, h),
-        what="[T, H]",
-        contiguous=True,
-    )
+    w_dtype = torch.bfloat16 if fp8 else (torch.bfloat16, torch.float32)
+    check_tensor("w", w, dtype=w_dtype, shape=(T, h), what="[T, H]", contiguous=True)
     check_tensor("cu_seqlens_q", cu_seqlens_q, dtype=torch.int32, ndim=1, contiguous=True)
     n = cu_seqlens_q.shape[0] - 1
     check_tensor("cu_seqlens_k", cu_seqlens_k, dtype=torch.int32, shape=(n + 1,), what="[N+1]", contiguous=True)
@@ -1044,22 +1027,11 @@ def indexer_fwd_thd(
         )
     )
     _need(_dsa)
-    _check_index_heads(
-        h,
-        sm_major(
-            _check_devices(
-                q=q,
-                k=k,
-                w=w,
-                cu_seqlens_q=cu_seqlens_q,
-                cu_seqlens_k=cu_seqlens_k,
-                q_causal_offsets=qco,
-                q_scale=q_scale,
-                k_scale=k_scale,
-            )
-        ),
-        fp8,
-    )
+    device = _check_devices(
+        q=q, k=k, w=w, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, q_causal_offsets=qco, q_scale=q_scale,
+        k_scale=k_scale,
+    )  # fmt: skip
+    _check_index_heads(h, sm_major(device), fp8)
     return _indexer_fwd_thd(q, k, w, ratio, sm_scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k, qco, q_scale, k_scale)
 
 # %% ../nbs/03_kernels.ipynb #8c17ef5b
@@ -1358,20 +1330,9 @@ def indexer_bwd(q, w, k, target, predict, indices, grad_loss, sm_scale: float, l
 
 # %% ../nbs/03_kernels.ipynb #0dfd07a6
 def dense_indexer_bwd(
-    q,
-    w,
-    k,
-    attn_scores,
-    attn_denom,
-    index_scores,
-    index_lse,
-    grad_loss,
-    sm_scale: float,
-    loss_coeff: float,
-    ratio: int,
-    q_offset=None,
-    d_index_k=None,
-):
+    q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale: float, loss_coeff: float,
+    ratio: int, q_offset=None, d_index_k=None,
+):  # fmt: skip
     """Dense KL indexer backward over all ratio-causal entries, checked: BSHD tensors, contiguous on one CUDA device.
 
     `q [B,S,H,128]` bf16: the index queries (as in `indexer_bwd`); `w [B,S,H]` bf16: each head's weight; `k [B,S_k,128]`
@@ -1395,29 +1356,10 @@ def dense_indexer_bwd(
     qco = _q_causal_offsets(q_offset, b, q.device)
     _need(_dsa)
     _check_devices(
-        q=q,
-        w=w,
-        k=k,
-        attn_scores=attn_scores,
-        attn_denom=attn_denom,
-        index_scores=index_scores,
-        index_lse=index_lse,
-        grad_loss=grad_loss,
-        q_offset=qco,
-        d_index_k=d_index_k,
-    )
+        q=q, w=w, k=k, attn_scores=attn_scores, attn_denom=attn_denom, index_scores=index_scores, index_lse=index_lse,
+        grad_loss=grad_loss, q_offset=qco, d_index_k=d_index_k,
+    )  # fmt: skip
     return _dense_indexer_bwd(
-        q,
-        w,
-        k,
-        attn_scores,
-        attn_denom,
-        index_scores,
-        index_lse,
-        grad_loss,
-        sm_scale,
-        loss_coeff,
-        ratio,
-        qco if qco is not None else 0,
-        d_index_k,
-    )
+        q, w, k, attn_scores, attn_denom, index_scores, index_lse, grad_loss, sm_scale, loss_coeff, ratio,
+        qco if qco is not None else 0, d_index_k,
+    )  # fmt: skip
