@@ -540,18 +540,8 @@ def _det_ds_dq(q, kv, dout, indices, topk_length, lsef, delta, ds, part, pos, ac
 
 # %% ../nbs/04_deterministic.ipynb #ed34c703
 def _deterministic_sparse_bwd(
-    q,
-    kv,
-    out,
-    dout,
-    lse,
-    attn_sink,
-    indices,
-    sm_scale,
-    topk_length=None,
-    part_bytes: int = 1 << 33,
-    **variant,
-):
+    q, kv, out, dout, lse, attn_sink, indices, sm_scale, topk_length=None, part_bytes: int = 1 << 33, **variant
+):  # fmt: skip
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
     `part_bytes`: the budget of one chunk's buffers (contributions, `ds`); `variant`: `_det_variant`'s keywords
     (`accumulate="segments" | "fixed_point"`, tiles, `part_dtype` — fp32, or bf16: half the parts' traffic, each
@@ -852,21 +842,9 @@ def _index_parts(parts: dict, width: int) -> dict:
 
 # %% ../nbs/04_deterministic.ipynb #d1c4a7e2
 def _deterministic_index_dk(
-    q,
-    w,
-    k,
-    target,
-    predict,
-    indices,
-    grad_loss,
-    sm_scale,
-    loss_coeff,
-    part_bytes: int = 1 << 33,
-    accumulate: str | None = None,
-    num_warps: int = 4,
-    with_dq: bool = False,
-    **parts,
-):
+    q, w, k, target, predict, indices, grad_loss, sm_scale, loss_coeff, part_bytes: int = 1 << 33,
+    accumulate: str | None = None, num_warps: int = 4, with_dq: bool = False, **parts,
+):  # fmt: skip
     """The sparse indexer loss's `(d_index_k [B, S_k, D], d_weights [B, S, H])` fp32, bitwise repeatable, on the cuDNN
     indexer backward's checked arguments (`q [B,S,H,D]`, `w [B,S,H]`, `k [B,S_k,D]` bf16, `target`,
     `predict [B,S,K]` fp32, local `indices [B,S,K]` int32, `grad_loss [1]`, `sm_scale`, `loss_coeff`: it
