@@ -117,36 +117,14 @@ if triton is not None:
         a2, g2, off2, m2 = _pool_tile(a_ptr, g_ptr, ape_ptr, i, bb, B, W, R, C0, D, k, ch)
         mx = tl.maximum(tl.max(g1, 0), tl.max(g2, 0))
         e1, e2 = tl.exp(g1 - mx[None, :]), tl.exp(g2 - mx[None, :])
-        return (
-            a1,
-            e1,
-            off1,
-            m1,
-            a2,
-            e2,
-            off2,
-            m2,
-            tl.sum(e1, 0) + tl.sum(e2, 0),
-            tl.sum(e1 * a1, 0) + tl.sum(e2 * a2, 0),
-        )
+        s, num = tl.sum(e1, 0) + tl.sum(e2, 0), tl.sum(e1 * a1, 0) + tl.sum(e2 * a2, 0)
+        return a1, e1, off1, m1, a2, e2, off2, m2, s, num
 
     @triton.jit
     def _pool_fwd_kernel(
-        a_ptr,
-        g_ptr,
-        ape_ptr,
-        first_ptr,
-        c_ptr,
-        B,
-        W,
-        R,
-        D,
-        C0,
-        RP: tl.constexpr,
-        BLOCK_D: tl.constexpr,
-        OVERLAP: tl.constexpr,
-        HAS_FIRST: tl.constexpr,
-    ):
+        a_ptr, g_ptr, ape_ptr, first_ptr, c_ptr, B, W, R, D, C0,
+        RP: tl.constexpr, BLOCK_D: tl.constexpr, OVERLAP: tl.constexpr, HAS_FIRST: tl.constexpr,
+    ):  # fmt: skip
         i, bb = tl.program_id(0), tl.program_id(1)
         ch, k = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D), tl.arange(0, RP)
         _, _, _, _, _, _, _, _, s, num = _pool_softmax(
