@@ -783,6 +783,9 @@ if triton is not None:
                 dq = tl.dot(da.to(k.dtype), k)
         return dq
 
+# %% ../nbs/04_deterministic.ipynb #c4a1e7d5
+if triton is not None:
+
     @triton.jit
     def _det_index_dk_kernel(
         q_ptr, w_ptr, k_ptr, g_ptr, sel_ptr, part_ptr, pos_ptr, dw_ptr, fx_ptr, bad_ptr, two_e_ptr,
