@@ -124,6 +124,40 @@ if triton is not None:
                 )  # fmt: skip
         return bad
 
+# %% ../nbs/04_deterministic.ipynb #dgates01
+if triton is not None:
+
+    @triton.jit
+    def _det_gates(
+        q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, r, kb, row0, H, K, N, scale,
+        D: tl.constexpr, DV: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+        BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr, ROWS64: tl.constexpr,
+    ):  # fmt: skip
+        """Query row `t = row0 + r`, slots `ks = [kb·BLOCK_K, …)`: `(t, ks, hs, hm, valid, rows, gp, ds)` — the heads
+        `hs` (`hm`: the real ones), the valid slots and their kv rows, `gp = p·gate` and `ds` (scaled), `[BLOCK_H,
+        BLOCK_K]` fp32, 0 off the valid slots; `s` and `dp` by `_det_scores`."""
+        t = (row0 + r).to(tl.int64)
+        ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        hs = tl.arange(0, BLOCK_H)
+        hm = hs < H
+        idx = tl.load(idx_ptr + t * K + ks, mask=ks < K, other=-1)
+        valid = (idx >= 0) & (idx < N) & (ks < K)
+        if HAS_TLEN:
+            valid = valid & (ks < tl.load(tlen_ptr + t))
+        rows = tl.where(valid, idx, 0)  # int32 offsets (fewer registers) where `N·D < 2^31`
+        if ROWS64:
+            rows = rows.to(tl.int64)
+        s, dp = _det_scores(
+            q_ptr + t * H * D, kv_ptr, do_ptr + t * H * DV, H, hs, hm, rows, valid,
+            D, DV, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, PIPE, STAGES,
+        )  # fmt: skip
+        lsef = tl.load(lsef_ptr + t * H + hs, mask=hm, other=float("inf"))
+        delta = tl.load(delta_ptr + t * H + hs, mask=hm, other=0.0)
+        live = hm[:, None] & valid[None, :]
+        gp = tl.where(live, tl.exp(s * scale - lsef[:, None]), 0.0)  # p·gate = exp(s − logaddexp(lse, sink))
+        ds = tl.where(live, gp * (dp - delta[:, None]) * scale, 0.0)
+        return t, ks, hs, hm, valid, rows, gp, ds
+
 # %% ../nbs/04_deterministic.ipynb #75669456
 if triton is not None:
 
@@ -138,28 +172,13 @@ if triton is not None:
         """Query row `row0 + r`, slots `[kb·BLOCK_K, …)`: `ds` (scaled; bf16 on the GPU) into `ds [R, H, K]`; the slots'
         dKV parts into `part [R·K, D]` (row `r·K + k`, or with `SORTED` row `pos[r·K + k]`: the pairs' sorted order),
         or with `FIXED` added as integers `round(c·2^e)` into `fx [N, D]` int64 (`2^e` at `two_e_ptr`), kv rows that get
-        a non-finite part marked in `bad [N]`; the D loops as `_det_scores`' and `_det_parts`'."""
-        t = (row0 + r).to(tl.int64)
-        ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-        hs = tl.arange(0, BLOCK_H)
-        hm = hs < H
-        idx = tl.load(idx_ptr + t * K + ks, mask=ks < K, other=-1)
-        valid = (idx >= 0) & (idx < N) & (ks < K)
-        if HAS_TLEN:
-            valid = valid & (ks < tl.load(tlen_ptr + t))
-        rows = tl.where(valid, idx, 0)  # int32 offsets (fewer registers) where `N·D < 2^31`
-        if ROWS64:
-            rows = rows.to(tl.int64)
+        a non-finite part marked in `bad [N]`; `ds` and `g·p` from `_det_gates`, the D loops as `_det_parts`'."""
+        t, ks, hs, hm, valid, rows, gp, ds = _det_gates(
+            q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, r, kb, row0, H, K, N, scale,
+            D, DV, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, PIPE, STAGES, ROWS64,
+        )  # fmt: skip
         q_row = q_ptr + t * H * D  # the row's q and dout: int32 offsets from here
         do_row = do_ptr + t * H * DV
-        s, dp = _det_scores(
-            q_row, kv_ptr, do_row, H, hs, hm, rows, valid, D, DV, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, PIPE, STAGES
-        )  # fmt: skip
-        lsef = tl.load(lsef_ptr + t * H + hs, mask=hm, other=float("inf"))
-        delta = tl.load(delta_ptr + t * H + hs, mask=hm, other=0.0)
-        live = hm[:, None] & valid[None, :]
-        gp = tl.where(live, tl.exp(s * scale - lsef[:, None]), 0.0)  # p·gate = exp(s − logaddexp(lse, sink))
-        ds = tl.where(live, gp * (dp - delta[:, None]) * scale, 0.0)
         tl.store(
             ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :],
             ds.to(ds_ptr.dtype.element_ty),
@@ -223,9 +242,10 @@ if triton is not None:
     def _det_dq_block(
         kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, r, db, row0, H, K, N,
         D: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
-        UPCAST: tl.constexpr,
+        UPCAST: tl.constexpr, DS_KH: tl.constexpr,
     ):  # fmt: skip
-        "`dq[row0 + r, :, d-block db] = Σ_k ds[r, :, k] · kv[idx[k], d-block]`, slots in order."
+        """`dq[row0 + r, :, d-block db] = Σ_k ds[r, :, k] · kv[idx[k], d-block]`, slots in order; `ds [R, H, K]`, or
+        with `DS_KH` `[R, K, H]` (the tiles' layout)."""
         t = (row0 + r).to(tl.int64)
         dd = db * BLOCK_D + tl.arange(0, BLOCK_D)
         hs = tl.arange(0, BLOCK_H)
@@ -240,11 +260,11 @@ if triton is not None:
             valid = (idx >= 0) & (idx < N) & (ks < k_end)
             rows = tl.where(valid, idx, 0).to(tl.int64)
             k = tl.load(kv_ptr + rows[:, None] * D + dd[None, :], mask=valid[:, None], other=0.0)
-            ds = tl.load(
-                ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :],
-                mask=hm[:, None] & valid[None, :],
-                other=0.0,
-            )  # unwritten past the prefix
+            if DS_KH:
+                ds_at = ds_ptr + (r.to(tl.int64) * K + ks[None, :]) * H + hs[:, None]
+            else:
+                ds_at = ds_ptr + (r.to(tl.int64) * H + hs[:, None]) * K + ks[None, :]
+            ds = tl.load(ds_at, mask=hm[:, None] & valid[None, :], other=0.0)  # unwritten past the prefix
             if UPCAST:
                 acc = tl.dot(ds, k.to(tl.float32), acc)
             else:
@@ -255,13 +275,13 @@ if triton is not None:
     def _det_dq_kernel(
         kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, row0, H, K, N,
         D: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
-        UPCAST: tl.constexpr, ROW_ORDER: tl.constexpr,
+        UPCAST: tl.constexpr, ROW_ORDER: tl.constexpr, DS_KH: tl.constexpr,
     ):  # fmt: skip
         "`_det_dq_block` of query row `row0 + program_id(0)`, D block `program_id(1)` (`ROW_ORDER`: the ds kernel's)."
         r, db = _det_row_block(D // BLOCK_D, ROW_ORDER)
         _det_dq_block(
             kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, r, db, row0, H, K, N,
-            D, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST,
+            D, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, DS_KH,
         )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #b86b803b
@@ -349,7 +369,7 @@ if triton is not None:
 
 # %% ../nbs/04_deterministic.ipynb #84affde0
 _BLOCK_D = 64
-_ACCUMULATE = ("segments", "fixed_point")  # the ways to sum the dKV contributions (see below)
+_ACCUMULATE = ("segments", "fixed_point", "tiles")  # the ways to sum the dKV contributions (see below)
 _PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contributions (see "Fewer bytes" below)
 # the default: the ds and dq kernels' tiles the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in
 # one chunk; fixed point 8.44); the parts bf16 in sorted order and the segment sum's tile 128 x 128, the fastest of
@@ -371,7 +391,8 @@ def _det_blocks(h):
 
 _DET_KEYS = {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages", "dq_BLOCK_K", "dq_BLOCK_D", "dq_num_warps"}
 _DET_KEYS |= {"part_dtype", "sorted_parts", "fuse_dq", "seg_BLOCK_P", "seg_BLOCK_D", "seg_warps", "seg_split"}
-_DET_KEYS |= {"row_order"}
+_DET_KEYS |= {"row_order", "tile_BLOCK_J", "tile_BD", "tile_RP", "tile_warps", "tile_stages"}
+_DET_TILES = dict(tile_BLOCK_J=64, tile_BD=128, tile_RP=256, tile_warps=8, tile_stages=2)  # not yet timed
 
 # %% ../nbs/04_deterministic.ipynb #e8b2f4a6
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
@@ -382,8 +403,10 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     bf16), `sorted_parts` (parts written in sorted order; default True), `seg_BLOCK_P` (128), `seg_BLOCK_D` (must
     divide `D`, else 64; 128), `seg_warps` (4), `seg_split` (segments in pieces of at most this many pairs, default
     None: whole); `fuse_dq` (dq in the ds kernel's program, default False); `row_order` (the ds and dq kernels'
-    programs in row order: a row's blocks one after another in a 1-D grid; default True)."""
-    v = {**_DET_DEFAULT, **kw}
+    programs in row order: a row's blocks one after another in a 1-D grid; default True); with `accumulate="tiles"`
+    the tile kernel's `tile_BLOCK_J` kv rows, `tile_BD` columns (a power of two; 64 where more than `D`) and
+    `tile_RP` query rows a program, `tile_warps`, `tile_stages` (`_DET_TILES`; see "Summed by kv tiles")."""
+    v = {**_DET_TILES, **_DET_DEFAULT, **kw}  # (`_DET_DEFAULT` may name tile settings too)
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
         raise ValueError(f"unknown variant keys {unknown}")
@@ -410,7 +433,19 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
         seg_BLOCK_D=bds if d % bds == 0 else _BLOCK_D,
         seg_warps=v["seg_warps"],
         seg_split=v.get("seg_split"),
+        tiles=_tile_settings(v, d),
     )
+
+
+def _tile_settings(v: dict, d: int) -> dict:
+    "The tile kernel's settings of a variant (`_det_variant`), checked: positive, `tile_BD` a power of two ≤ `D`."
+    for key in ("tile_BLOCK_J", "tile_BD", "tile_RP", "tile_warps", "tile_stages"):
+        check_int(key, v[key], 1)
+    for key in ("tile_BLOCK_J", "tile_BD"):
+        if v[key] & (v[key] - 1) or v[key] < 16:
+            raise ValueError(f"`{key}` must be a power of two >= 16, got {v[key]}")
+    return dict(BLOCK_J=v["tile_BLOCK_J"], BD=v["tile_BD"] if v["tile_BD"] <= d else 64, RP=v["tile_RP"],
+                num_warps=v["tile_warps"], STAGES=v["tile_stages"])  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #8d9c7e5b
 def _segments(targets, n: int):
@@ -535,7 +570,7 @@ def _det_ds_dq(q, kv, dout, indices, topk_length, lsef, delta, ds, part, pos, ac
     _launch_triton(_det_dq_kernel, grid(r1 - r0, d // v["dq_BLOCK_D"]),
         kv, indices, tl_ptr, ds, dq, r0, h, k, n,
         D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
-        UPCAST=up, ROW_ORDER=v["row_order"], num_warps=v["dq_num_warps"],
+        UPCAST=up, ROW_ORDER=v["row_order"], DS_KH=False, num_warps=v["dq_num_warps"],
     )  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #ed34c703
@@ -544,8 +579,8 @@ def _deterministic_sparse_bwd(
 ):  # fmt: skip
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
     `part_bytes`: the budget of one chunk's buffers (contributions, `ds`); `variant`: `_det_variant`'s keywords
-    (`accumulate="segments" | "fixed_point"`, tiles, `part_dtype` — fp32, or bf16: half the parts' traffic, each
-    contribution rounded — `sorted_parts`, `fuse_dq`; default `_DET_DEFAULT`)."""
+    (`accumulate="segments" | "fixed_point" | "tiles"`, tiles, `part_dtype` — fp32, or bf16: half the parts'
+    traffic, each contribution rounded — `sorted_parts`, `fuse_dq`; default `_DET_DEFAULT`)."""
     s_q, h, d = q.shape
     n, k, dv = kv.shape[0], indices.shape[1], out.shape[-1]
     dev = q.device
@@ -576,9 +611,15 @@ def _deterministic_sparse_bwd(
     if not (s_q and k):
         return done()
     esz = v["part_dtype"].itemsize
-    rows = max(1, min(s_q, part_bytes // (k * (4 * h if fixed else esz * d + 4 * h))))
+    per_row = k * (4 * h if fixed else esz * d + 4 * h)
+    tiles = v["accumulate"] == "tiles"
+    per_row = _tile_row_bytes(h, k, n, d, v["tiles"]["RP"]) if tiles else per_row
+    rows = max(1, min(s_q, part_bytes // per_row))
     for r0 in range(0, s_q, rows):
         r1 = min(s_q, r0 + rows)
+        if tiles:  # no parts: see "Summed by kv tiles"
+            _det_tiles_chunk(q, kv, dout, indices, topk_length, lsef, delta, acc, dq, r0, r1, sm_scale, bh, v, up)
+            continue
         ds = torch.empty(r1 - r0, h, k, dtype=torch.float32 if up else q.dtype, device=dev)  # bf16: what dq reads
         seg = None if fixed else _segments(_pair_targets(indices, topk_length, n, r0, r1), n)
         srt = v["sorted_parts"] and not fixed
@@ -616,8 +657,211 @@ if triton is not None:
         for db in range(0, D // DQ_BLOCK_D):
             _det_dq_block(
                 kv_ptr, idx_ptr, tlen_ptr, ds_ptr, dq_ptr, r, db, row0, H, K, N,
-                D, HAS_TLEN, BLOCK_H, DQ_BLOCK_K, DQ_BLOCK_D, UPCAST,
+                D, HAS_TLEN, BLOCK_H, DQ_BLOCK_K, DQ_BLOCK_D, UPCAST, False,
             )  # fmt: skip
+
+# %% ../nbs/04_deterministic.ipynb #tilesk01
+if triton is not None:
+
+    @triton.jit
+    def _det_ds_gp_kernel(
+        q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, ds_ptr, gp_ptr, row0, H, K, N, scale,
+        D: tl.constexpr, DV: tl.constexpr, HAS_TLEN: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+        BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PIPE: tl.constexpr, STAGES: tl.constexpr, ROWS64: tl.constexpr,
+        ROW_ORDER: tl.constexpr,
+    ):  # fmt: skip
+        """The ds kernel of the tiles: query row `row0 + r`, slot block `kb` (`_det_ds_kernel`'s grid) → `ds` and
+        `g·p` into `ds`, `gp [R, K, H]` (bf16 on the GPU); no parts."""
+        r, kb = _det_row_block(tl.cdiv(K, BLOCK_K), ROW_ORDER)
+        if HAS_TLEN:
+            if kb * BLOCK_K >= tl.load(tlen_ptr + (row0 + r).to(tl.int64)):  # past the row's valid prefix:
+                return  # nothing reads these slots
+        t, ks, hs, hm, valid, rows, gp, ds = _det_gates(
+            q_ptr, kv_ptr, do_ptr, idx_ptr, tlen_ptr, lsef_ptr, delta_ptr, r, kb, row0, H, K, N, scale,
+            D, DV, HAS_TLEN, BLOCK_H, BLOCK_K, BLOCK_D, UPCAST, PIPE, STAGES, ROWS64,
+        )  # fmt: skip
+        at = (r.to(tl.int64) * K + ks[None, :]) * H + hs[:, None]
+        m = hm[:, None] & (ks < K)[None, :]
+        tl.store(ds_ptr + at, ds.to(ds_ptr.dtype.element_ty), mask=m)
+        tl.store(gp_ptr + at, gp.to(gp_ptr.dtype.element_ty), mask=m)
+
+# %% ../nbs/04_deterministic.ipynb #tilesk02
+if triton is not None:
+
+    @triton.jit
+    def _det_tile_add(
+        q_row, do_row, mds, mgp, hs, hm, c0, acc,
+        D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, UPCAST: tl.constexpr, FULL: tl.constexpr,
+    ):  # fmt: skip
+        """`acc += mds·q[t, :, c0 : c0 + BD] + mgp·dout[t, :, …]` (`dout`'s term where the columns are `< DV`), `mds`,
+        `mgp [BLOCK_J, BLOCK_H]`; `FULL`: every head real and every column in range (no masks)."""
+        cols = c0 + tl.arange(0, BD)
+        if FULL:
+            qc = tl.load(q_row + hs[:, None] * D + cols[None, :])
+        else:
+            qc = tl.load(q_row + hs[:, None] * D + cols[None, :], mask=hm[:, None] & (cols < D)[None, :], other=0.0)
+        acc = tl.dot(mds, qc.to(tl.float32) if UPCAST else qc, acc)
+        if c0 < DV:
+            if FULL:
+                dc = tl.load(do_row + hs[:, None] * DV + cols[None, :])
+            else:
+                dc = tl.load(
+                    do_row + hs[:, None] * DV + cols[None, :], mask=hm[:, None] & (cols < DV)[None, :], other=0.0
+                )
+            acc = tl.dot(mgp, dc.to(tl.float32) if UPCAST else dc, acc)
+        return acc
+
+# %% ../nbs/04_deterministic.ipynb #tilesk03
+if triton is not None:
+
+    @triton.jit
+    def _det_tile_gates(ds_ptr, gp_ptr, nxt_ptr, base, nxt_row, sl, hs, hm, H, nrep,
+                        UPCAST: tl.constexpr, FULL_H: tl.constexpr, REPEATS: tl.constexpr):  # fmt: skip
+        """The tile's `(mds, mgp) [BLOCK_J, BLOCK_H]` of one query row: `ds` and `g·p` at the slots `sl` (-1: none;
+        `base`: the row's first element), and with `REPEATS` each slot's `nxt` after it, `nrep` slots in all, summed
+        in fp32 in slot order; bf16 on the GPU (a single slot's: exact)."""
+        m = (sl >= 0)[:, None] if FULL_H else (sl >= 0)[:, None] & hm[None, :]
+        mds = tl.load(ds_ptr + base + sl[:, None] * H + hs[None, :], mask=m, other=0.0)
+        mgp = tl.load(gp_ptr + base + sl[:, None] * H + hs[None, :], mask=m, other=0.0)
+        if REPEATS:
+            mds, mgp = mds.to(tl.float32), mgp.to(tl.float32)
+            for _ in range(1, nrep):
+                sl = tl.load(nxt_row + sl, mask=sl >= 0, other=-1)
+                m = (sl >= 0)[:, None] if FULL_H else (sl >= 0)[:, None] & hm[None, :]
+                mds += tl.load(ds_ptr + base + sl[:, None] * H + hs[None, :], mask=m, other=0.0).to(tl.float32)
+                mgp += tl.load(gp_ptr + base + sl[:, None] * H + hs[None, :], mask=m, other=0.0).to(tl.float32)
+        if not UPCAST:
+            mds, mgp = mds.to(ds_ptr.dtype.element_ty), mgp.to(gp_ptr.dtype.element_ty)
+        return mds, mgp
+
+    @triton.jit
+    def _det_tile_row(
+        q_ptr, do_ptr, ds_ptr, gp_ptr, smap_ptr, nxt_ptr, t, row0, H, K, N, NS, ch, jj, hs, hm, acc, acct, nrep,
+        D: tl.constexpr, DV: tl.constexpr, BD: tl.constexpr, TAIL: tl.constexpr, HAS_TAIL: tl.constexpr,
+        NCH: tl.constexpr, UPCAST: tl.constexpr, FULL_H: tl.constexpr, REPEATS: tl.constexpr,
+    ):  # fmt: skip
+        "Query row `t`'s share of the tile: `acc` (and, in the last chunk, `acct`: the `TAIL` columns after it)."
+        t64 = tl.cast(t, tl.int64)
+        r = t64 - row0
+        sl = tl.load(smap_ptr + r * NS + jj, mask=jj < N, other=-1)  # the row's (first) slot of each kv row
+        mds, mgp = _det_tile_gates(ds_ptr, gp_ptr, nxt_ptr, r * K * H, nxt_ptr + r * K, sl, hs, hm, H, nrep,
+                                   UPCAST, FULL_H, REPEATS)  # fmt: skip
+        q_row, do_row = q_ptr + t64 * H * D, do_ptr + t64 * H * DV
+        acc = _det_tile_add(q_row, do_row, mds, mgp, hs, hm, ch * BD, acc, D, DV, BD, UPCAST, FULL_H and DV % BD == 0)
+        if HAS_TAIL:
+            if ch == NCH - 1:
+                acct = _det_tile_add(q_row, do_row, mds, mgp, hs, hm, NCH * BD, acct, D, DV, TAIL, UPCAST, False)
+        return acc, acct
+
+# %% ../nbs/04_deterministic.ipynb #tilesk04
+if triton is not None:
+
+    @triton.jit
+    def _det_tile_kernel(
+        q_ptr, do_ptr, ds_ptr, gp_ptr, smap_ptr, nxt_ptr, nrep_ptr, trange_ptr, part_ptr, row0, H, K, N, NS,
+        D: tl.constexpr, DV: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_H: tl.constexpr, BD: tl.constexpr,
+        TAIL: tl.constexpr, HAS_TAIL: tl.constexpr, NCH: tl.constexpr, RP: tl.constexpr, UPCAST: tl.constexpr,
+        STAGES: tl.constexpr, FULL_H: tl.constexpr,
+    ):  # fmt: skip
+        """Program (kv tile `program_id(0)`, column chunk `program_id(1)`, row range `program_id(2)`): its tile's
+        `Σ_t dsᵀ·q[t] + (g·p)ᵀ·dout[t]` over the range's rows that touch the tile (`trange [tiles, 2]`), in order, into
+        `part [ranges, N, D]` (every program writes its block; zeros where no row touched it). `nrep [1]`: the most
+        slots a row gives one kv row (1: the slot map alone, the pipelined loop); `TAIL`: the width (a power of two
+        ≥ 16) of the columns after the `NCH` chunks, there with `HAS_TAIL`."""
+        tile, ch, rg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        jj = tile * BLOCK_J + tl.arange(0, BLOCK_J)
+        hs = tl.arange(0, BLOCK_H)
+        hm = hs < H
+        ta = tl.load(trange_ptr + 2 * tile) + rg * RP
+        tb = tl.minimum(tl.load(trange_ptr + 2 * tile + 1), ta + RP)
+        acc = tl.zeros([BLOCK_J, BD], dtype=tl.float32)
+        acct = tl.zeros([BLOCK_J, TAIL], dtype=tl.float32)
+        nrep = tl.load(nrep_ptr)
+        if nrep <= 1:
+            for t in tl.range(ta, tb, num_stages=STAGES):
+                acc, acct = _det_tile_row(
+                    q_ptr, do_ptr, ds_ptr, gp_ptr, smap_ptr, nxt_ptr, t, row0, H, K, N, NS, ch, jj, hs, hm, acc, acct,
+                    nrep, D, DV, BD, TAIL, HAS_TAIL, NCH, UPCAST, FULL_H, False,
+                )  # fmt: skip
+        else:
+            for t in range(ta, tb):
+                acc, acct = _det_tile_row(
+                    q_ptr, do_ptr, ds_ptr, gp_ptr, smap_ptr, nxt_ptr, t, row0, H, K, N, NS, ch, jj, hs, hm, acc, acct,
+                    nrep, D, DV, BD, TAIL, HAS_TAIL, NCH, UPCAST, FULL_H, True,
+                )  # fmt: skip
+        out = part_ptr + rg.to(tl.int64) * N * D + jj[:, None].to(tl.int64) * D
+        tl.store(out + ch * BD + tl.arange(0, BD)[None, :], acc, mask=(jj < N)[:, None])
+        if HAS_TAIL:
+            if ch == NCH - 1:
+                ct = NCH * BD + tl.arange(0, TAIL)
+                tl.store(out + ct[None, :], acct, mask=(jj < N)[:, None] & (ct < D)[None, :])
+
+# %% ../nbs/04_deterministic.ipynb #tilesh01
+def _tile_plan(indices, topk_length, n: int, r0: int, r1: int, block_j: int) -> tuple:
+    """The tile kernel's maps of rows `[r0, r1)`, on the device (no host sync): `(smap [R, NS], nxt [R, K], nrep [1],
+    trange [tiles, 2], NS)` int32 — each row's first slot of each kv row (-1: none; `NS ≥ n + 1` a multiple of 16,
+    column `n` the invalid pairs'), each slot's next slot of the same kv row in that row (-1: none), the most slots a
+    row gives one kv row, and each tile's first and past-last row that touches it (global; empty: `lo ≥ hi`)."""
+    idx = indices[r0:r1]
+    rr, k = idx.shape
+    valid = (idx >= 0) & (idx < n)
+    if topk_length is not None:
+        valid &= torch.arange(k, device=idx.device, dtype=torch.int32)[None] < topk_length[r0:r1, None]
+    keys, slots = torch.sort(torch.where(valid, idx, n), dim=1, stable=True)  # a row's slots by kv row, then slot
+    slots = slots.to(torch.int32)
+    first = torch.ones_like(keys, dtype=torch.bool)
+    first[:, 1:] = keys[:, 1:] != keys[:, :-1]
+    ns = _cdiv(n + 1, 16) * 16
+    smap = torch.full((rr, ns), -1, dtype=torch.int32, device=idx.device)
+    smap.scatter_(1, torch.where(first, keys, n).long(), torch.where(first, slots, -1))
+    smap[:, n:] = -1  # column n: written by every non-first pair (any of them), read by none
+    nxt = torch.full((rr, k), -1, dtype=torch.int32, device=idx.device)
+    nxt.scatter_(1, slots[:, :-1].long(), torch.where(~first[:, 1:] & (keys[:, 1:] < n), slots[:, 1:], -1))
+    pos = torch.arange(k, device=idx.device)
+    run = pos - torch.cummax(torch.where(first, pos, 0), 1).values + 1  # position within its kv row's run
+    nrep = torch.where(keys < n, run, 0).amax().to(torch.int32).reshape(1)
+    nt = _cdiv(n, block_j)
+    tile = torch.where(keys < n, keys // block_j, nt).flatten().long()
+    rows = (torch.arange(r0, r1, device=idx.device, dtype=torch.int32)[:, None]).expand(rr, k).flatten()
+    lo = torch.full((nt + 1,), r1, dtype=torch.int32, device=idx.device).scatter_reduce(0, tile, rows, "amin")
+    hi = torch.full((nt + 1,), r0, dtype=torch.int32, device=idx.device).scatter_reduce(0, tile, rows + 1, "amax")
+    return smap, nxt, nrep, torch.stack([lo[:nt], hi[:nt]], 1).contiguous(), ns
+
+
+def _tile_row_bytes(h: int, k: int, n: int, d: int, rp: int) -> int:
+    "A chunk's bytes per row with the tiles: `ds`, `g·p` (fp32 at most), the maps and sort, the partial sums."
+    return 8 * k * h + 4 * (n + 1 + 16) + 24 * k + -(-4 * n * d // rp)
+
+# %% ../nbs/04_deterministic.ipynb #tilesh02
+def _det_tiles_chunk(q, kv, dout, indices, topk_length, lsef, delta, acc, dq, r0, r1, sm_scale, bh, v, up):
+    """Rows `[r0, r1)` of `accumulate="tiles"`: `ds`, `g·p` (`_det_ds_gp_kernel`), `dq` (from that layout), then the
+    tile kernel's partial sums added to `acc [N, D]` fp32 in order (`v`: `_det_variant`'s, `bh`: padded heads)."""
+    h, d = q.shape[1:]
+    n, k, dv = kv.shape[0], indices.shape[1], dout.shape[-1]
+    tv, tlen = v["tiles"], topk_length if topk_length is not None else indices
+    ds = torch.empty(r1 - r0, k, h, dtype=torch.float32 if up else q.dtype, device=q.device)
+    gp = torch.empty_like(ds)
+    grid = lambda rows, blocks: (rows * blocks,) if v["row_order"] else (rows, blocks)  # see `_det_ds_kernel`
+    _launch_triton(_det_ds_gp_kernel, grid(r1 - r0, _cdiv(k, v["BLOCK_K"])),
+        q, kv, dout, indices, tlen, lsef, delta, ds, gp, r0, h, k, n, sm_scale,
+        D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
+        UPCAST=up, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1, ROWS64=n * d >= 2**31,
+        ROW_ORDER=v["row_order"], num_warps=v["num_warps"],
+    )  # fmt: skip
+    _launch_triton(_det_dq_kernel, grid(r1 - r0, d // v["dq_BLOCK_D"]), kv, indices, tlen, ds, dq, r0, h, k, n,
+        D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
+        UPCAST=up, ROW_ORDER=v["row_order"], DS_KH=True, num_warps=v["dq_num_warps"],
+    )  # fmt: skip
+    smap, nxt, nrep, trange, ns = _tile_plan(indices, topk_length, n, r0, r1, tv["BLOCK_J"])
+    bd = tv["BD"]
+    part = torch.empty(_cdiv(r1 - r0, tv["RP"]), n, d, dtype=torch.float32, device=q.device)
+    _launch_triton(_det_tile_kernel, (_cdiv(n, tv["BLOCK_J"]), d // bd, part.shape[0]),
+        q, dout, ds, gp, smap, nxt, nrep, trange, part, r0, h, k, n, ns,
+        D=d, DV=dv, BLOCK_J=tv["BLOCK_J"], BLOCK_H=bh, BD=bd, TAIL=max(16, _pow2(d % bd)), HAS_TAIL=d % bd > 0,
+        NCH=d // bd,
+        RP=tv["RP"], UPCAST=up, STAGES=tv["STAGES"], FULL_H=h == bh, num_warps=tv["num_warps"],
+    )  # fmt: skip
+    acc += part.sum(0)  # the ranges in order: torch's sum over a fixed shape
 
 # %% ../nbs/04_deterministic.ipynb #169cfa6a
 @_op(
@@ -694,7 +938,8 @@ def deterministic_sparse_attn_bwd(
     each
     row (`None`: all `K`); `part_bytes`: the budget of one chunk's buffers (`rows·K·(D + H)` fp32 for the segment sum,
     `rows·K·H` for the fixed point; default 8 GiB); `accumulate`: how `dkv` is summed, `"segments"` (fp32 in a fixed
-    order) or `"fixed_point"` (int64, order-free), `None`: the default variant (`_DET_DEFAULT`).
+    order), `"fixed_point"` (int64, order-free) or `"tiles"` (fp32 by kv tiles, in row order; for short sequences),
+    `None`: the default variant (`_DET_DEFAULT`).
     All tensors contiguous, on one CUDA device (CPU ones under `TRITON_INTERPRET=1`).
     Returns `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)
