@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_choice, check_int, check_scale, check_tensor, first_order_only
+from .checks import check_choice, check_float, check_int, check_scale, check_tensor, first_order_only
 from .launch import _cdiv, _INTERPRETED, _launch_triton, _need_triton, _pow2, tl, triton
 from .kernels import _SparseAttention, _op, _pad_idx, _run
 from .kernel_support import _check_devices, _sm_count, round_up
@@ -369,7 +369,7 @@ if triton is not None:
 
 # %% ../nbs/04_deterministic.ipynb #84affde0
 _BLOCK_D = 64
-_ACCUMULATE = ("segments", "fixed_point", "tiles")  # the ways to sum the dKV contributions (see below)
+_ACCUMULATE = ("segments", "fixed_point", "tiles", "auto")  # the ways to sum the dKV contributions (see below)
 _PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contributions (see "Fewer bytes" below)
 # the default: the ds and dq kernels' tiles the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in
 # one chunk; fixed point 8.44); the parts bf16 in sorted order and the segment sum's tile 128 x 128, the fastest of
@@ -391,8 +391,8 @@ def _det_blocks(h):
 
 _DET_KEYS = {"accumulate", "BLOCK_K", "BLOCK_D", "num_warps", "num_stages", "dq_BLOCK_K", "dq_BLOCK_D", "dq_num_warps"}
 _DET_KEYS |= {"part_dtype", "sorted_parts", "fuse_dq", "seg_BLOCK_P", "seg_BLOCK_D", "seg_warps", "seg_split"}
-_DET_KEYS |= {"row_order", "tile_BLOCK_J", "tile_BD", "tile_RP", "tile_warps", "tile_stages"}
-_DET_TILES = dict(tile_BLOCK_J=64, tile_BD=128, tile_RP=256, tile_warps=8, tile_stages=2)  # not yet timed
+_DET_KEYS |= {"row_order", "tile_BLOCK_J", "tile_BD", "tile_RP", "tile_warps", "tile_stages", "tile_max_ratio"}
+_DET_TILES = dict(tile_BLOCK_J=64, tile_BD=128, tile_RP=256, tile_warps=8, tile_stages=2, tile_max_ratio=8)  # untimed
 
 # %% ../nbs/04_deterministic.ipynb #e8b2f4a6
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
@@ -405,7 +405,9 @@ def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
     None: whole); `fuse_dq` (dq in the ds kernel's program, default False); `row_order` (the ds and dq kernels'
     programs in row order: a row's blocks one after another in a 1-D grid; default True); with `accumulate="tiles"`
     the tile kernel's `tile_BLOCK_J` kv rows, `tile_BD` columns (a power of two; 64 where more than `D`) and
-    `tile_RP` query rows a program, `tile_warps`, `tile_stages` (`_DET_TILES`; see "Summed by kv tiles")."""
+    `tile_RP` query rows a program, `tile_warps`, `tile_stages`, and with `accumulate="auto"` `tile_max_ratio` (the
+    tiles where the kv rows are at most that many times the slots a row, else the segments; `_DET_TILES`; see
+    "Summed by kv tiles")."""
     v = {**_DET_TILES, **_DET_DEFAULT, **kw}  # (`_DET_DEFAULT` may name tile settings too)
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
@@ -441,11 +443,12 @@ def _tile_settings(v: dict, d: int) -> dict:
     "The tile kernel's settings of a variant (`_det_variant`), checked: positive, `tile_BD` a power of two ≤ `D`."
     for key in ("tile_BLOCK_J", "tile_BD", "tile_RP", "tile_warps", "tile_stages"):
         check_int(key, v[key], 1)
+    check_float("tile_max_ratio", v["tile_max_ratio"], positive=True)
     for key in ("tile_BLOCK_J", "tile_BD"):
         if v[key] & (v[key] - 1) or v[key] < 16:
             raise ValueError(f"`{key}` must be a power of two >= 16, got {v[key]}")
     return dict(BLOCK_J=v["tile_BLOCK_J"], BD=v["tile_BD"] if v["tile_BD"] <= d else 64, RP=v["tile_RP"],
-                num_warps=v["tile_warps"], STAGES=v["tile_stages"])  # fmt: skip
+                num_warps=v["tile_warps"], STAGES=v["tile_stages"], max_ratio=v["tile_max_ratio"])  # fmt: skip
 
 # %% ../nbs/04_deterministic.ipynb #8d9c7e5b
 def _segments(targets, n: int):
@@ -579,13 +582,15 @@ def _deterministic_sparse_bwd(
 ):  # fmt: skip
     """Deterministic sparse-attention backward on checked flat tensors (the contract above) → `(dq, dkv, d_sink fp32)`;
     `part_bytes`: the budget of one chunk's buffers (contributions, `ds`); `variant`: `_det_variant`'s keywords
-    (`accumulate="segments" | "fixed_point" | "tiles"`, tiles, `part_dtype` — fp32, or bf16: half the parts'
+    (`accumulate="segments" | "fixed_point" | "tiles" | "auto"`, tiles, `part_dtype` — fp32, or bf16: half the parts'
     traffic, each contribution rounded — `sorted_parts`, `fuse_dq`; default `_DET_DEFAULT`)."""
     s_q, h, d = q.shape
     n, k, dv = kv.shape[0], indices.shape[1], out.shape[-1]
     dev = q.device
     q, kv, out, dout, lse, attn_sink, indices = (t.contiguous() for t in (q, kv, out, dout, lse, attn_sink, indices))
     v = _det_variant(h, d, dv, **variant)
+    if v["accumulate"] == "auto":  # the tiles where a row's slots are a large share of the kv rows (short sequences)
+        v["accumulate"] = "tiles" if n <= v["tiles"]["max_ratio"] * k else "segments"
     fixed = v["accumulate"] == "fixed_point"
     bh = _det_blocks(h)[0]
     up = _INTERPRETED  # the interpreter's `tl.dot` on bf16 tiles is wrong (see "Fewer bytes"): fp32 tiles there
@@ -938,8 +943,8 @@ def deterministic_sparse_attn_bwd(
     each
     row (`None`: all `K`); `part_bytes`: the budget of one chunk's buffers (`rows·K·(D + H)` fp32 for the segment sum,
     `rows·K·H` for the fixed point; default 8 GiB); `accumulate`: how `dkv` is summed, `"segments"` (fp32 in a fixed
-    order), `"fixed_point"` (int64, order-free) or `"tiles"` (fp32 by kv tiles, in row order; for short sequences),
-    `None`: the default variant (`_DET_DEFAULT`).
+    order), `"fixed_point"` (int64, order-free), `"tiles"` (fp32 by kv tiles, in row order; for short sequences) or
+    `"auto"` (`"tiles"` where `s_kv ≤ 8·K`, else `"segments"`), `None`: the default variant (`_DET_DEFAULT`).
     All tensors contiguous, on one CUDA device (CPU ones under `TRITON_INTERPRET=1`).
     Returns `(dq [s_q, H, D] bf16, dkv [s_kv, D] bf16, d_sink [H] fp32)`."""
     check_tensor("q", q, dtype=torch.bfloat16, shape=(None, None, None), what="[s_q, H, D]", contiguous=True)

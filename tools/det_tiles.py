@@ -14,8 +14,9 @@ The chapter *Deterministic mode* ("Summed by kv tiles") builds and tests the var
 2. the whole ratio-4 training step at 4,096 tokens (`det_sweep`'s helpers): the default step, the deterministic one,
    and the deterministic one with the fastest `CONFIGS` entry (CUDA-graph replays, five eager steps compared bitwise,
    the least similarity to the default step, a kernel table);
-3. the backward alone at 16,384 rows (the default and the fastest), then at 4,096 rows with the bench's random
-   compressed entries, which repeat kv rows within a row (the tiles' `nxt` loop).
+3. the backward alone at 8,192 and 16,384 rows (the default and the fastest: where the tiles stop paying, which sets
+   `tile_max_ratio`), then at 4,096 rows with the bench's random compressed entries, which repeat kv rows within a
+   row (the tiles' `nxt` loop).
 """
 
 import argparse
@@ -162,8 +163,9 @@ def gpu(budget: float) -> None:
     if left() > 90:
         step(4096, best)
         torch.cuda.empty_cache()
-    if left() > 60:
-        alone(16384, [best], left, iters=10)
+    for sq in (8192, 16384):  # where the tiles stop paying: `tile_max_ratio` of `accumulate="auto"`
+        if left() > 60:
+            alone(sq, [best], left, iters=10)
     if left() > 40:
         alone(4096, [best], left, distinct=False)
     print(f"done in {time.time() - t0:.0f} s")
