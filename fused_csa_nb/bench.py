@@ -659,7 +659,7 @@ def bench_deterministic(
     `[sq, n_comp]` scores (`topk - 128` entries), default vs deterministic order; with the backwards' agreement
     (`sim_dq`, `sim_dkv`, `sim_dsink`) and whether the deterministic one repeats bitwise (`repeat`); also the
     deterministic one's two accumulations at `_DET_DEFAULT`'s tiles (`det_<accumulate>_ms`, `sim_dkv_<accumulate>`,
-    `repeat_<accumulate>`: "segments", "fixed_point"; `det_bwd_ms` is the default variant, `_DET_DEFAULT`).
+    `repeat_<accumulate>`: "segments", "fixed_point", "tiles"; `det_bwd_ms` is the default variant, `_DET_DEFAULT`).
     `sq`: query rows; `heads`: H; `topk`: slots per row (the 128 window slots, then `topk - 128` random compressed
     entries; a multiple of 128); `n_comp`: compressed entries
     (the kv rows after the `sq` raw ones, and the top-k's score

@@ -369,7 +369,8 @@ if triton is not None:
 
 # %% ../nbs/04_deterministic.ipynb #84affde0
 _BLOCK_D = 64
-_ACCUMULATE = ("segments", "fixed_point", "tiles", "auto")  # the ways to sum the dKV contributions (see below)
+_ACCUMULATE = ("segments", "fixed_point", "tiles")  # the ways to sum the dKV contributions (see below)
+_ACCUMULATE_AUTO = (*_ACCUMULATE, "auto")  # and "auto": the tiles or the segments, by size ("Summed by kv tiles")
 _PART_DTYPES = (torch.float32, torch.bfloat16)  # the segment sum's contributions (see "Fewer bytes" below)
 # the default: the ds and dq kernels' tiles the fastest of `tools/det_sweep.py` on the H200 (4,096 rows: 6.96 ms in
 # one chunk; fixed point 8.44); the parts bf16 in sorted order and the segment sum's tile 128 x 128, the fastest of
@@ -396,23 +397,22 @@ _DET_TILES = dict(tile_BLOCK_J=64, tile_BD=128, tile_RP=256, tile_warps=8, tile_
 
 # %% ../nbs/04_deterministic.ipynb #e8b2f4a6
 def _det_variant(h: int, d: int, dv: int, **kw) -> dict:
-    """`_DET_DEFAULT` updated by `kw`, completed: `accumulate` (one of `_ACCUMULATE`) and the ds kernel's `BLOCK_K`,
-    `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: the D loops unrolled; 2, 3, …:
-    runtime loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`, `dq_BLOCK_D`
-    (must divide `D`, else 64) and `dq_num_warps`; the segment sum's `part_dtype` (one of `_PART_DTYPES`; the default
-    bf16), `sorted_parts` (parts written in sorted order; default True), `seg_BLOCK_P` (128), `seg_BLOCK_D` (must
-    divide `D`, else 64; 128), `seg_warps` (4), `seg_split` (segments in pieces of at most this many pairs, default
-    None: whole); `fuse_dq` (dq in the ds kernel's program, default False); `row_order` (the ds and dq kernels'
-    programs in row order: a row's blocks one after another in a 1-D grid; default True); with `accumulate="tiles"`
-    the tile kernel's `tile_BLOCK_J` kv rows, `tile_BD` columns (a power of two; 64 where more than `D`) and
-    `tile_RP` query rows a program, `tile_warps`, `tile_stages`, and with `accumulate="auto"` `tile_max_ratio` (the
-    tiles where the kv rows are at most that many times the slots a row, else the segments; `_DET_TILES`; see
-    "Summed by kv tiles")."""
+    """`_DET_DEFAULT` updated by `kw`, completed: `accumulate` (one of `_ACCUMULATE_AUTO`) and the ds kernel's
+    `BLOCK_K`, `BLOCK_D` (must divide `D` and `DV`, else 64), `num_warps`, `num_stages` (None: the D loops unrolled; 2,
+    3, …: runtime loops software-pipelined in that many stages) for `h` heads; the dq kernel's `dq_BLOCK_K`,
+    `dq_BLOCK_D` (must divide `D`, else 64) and `dq_num_warps`; the segment sum's `part_dtype` (one of `_PART_DTYPES`;
+    the default bf16), `sorted_parts` (parts written in sorted order; default True), `seg_BLOCK_P` (128), `seg_BLOCK_D`
+    (must divide `D`, else 64; 128), `seg_warps` (4), `seg_split` (segments in pieces of at most this many pairs,
+    default None: whole); `fuse_dq` (dq in the ds kernel's program, default False); `row_order` (the ds and dq kernels'
+    programs in row order: a row's blocks one after another in a 1-D grid; default True); with `accumulate="tiles"` the
+    tile kernel's `tile_BLOCK_J` kv rows, `tile_BD` columns (a power of two; 64 where more than `D`) and `tile_RP` query
+    rows a program, `tile_warps`, `tile_stages`, and with `accumulate="auto"` `tile_max_ratio` (the tiles where the kv
+    rows are at most that many times the slots a row, else the segments; `_DET_TILES`; see "Summed by kv tiles")."""
     v = {**_DET_TILES, **_DET_DEFAULT, **kw}  # (`_DET_DEFAULT` may name tile settings too)
     unknown = sorted(set(v) - _DET_KEYS)
     if unknown:
         raise ValueError(f"unknown variant keys {unknown}")
-    check_choice("accumulate", v["accumulate"], _ACCUMULATE)
+    check_choice("accumulate", v["accumulate"], _ACCUMULATE_AUTO)
     if v["part_dtype"] not in _PART_DTYPES:
         raise ValueError(f"`part_dtype` must be one of {_PART_DTYPES}, got {v['part_dtype']!r}")
     _, bk, warps = _det_blocks(h)
@@ -964,7 +964,7 @@ def deterministic_sparse_attn_bwd(
         check_tensor("topk_length", topk_length, dtype=torch.int32, shape=(s_q,), what="[s_q]", contiguous=True)
     sm_scale = check_scale("sm_scale", sm_scale, required=True)
     check_int("part_bytes", part_bytes, 1)
-    variant = {} if accumulate is None else dict(accumulate=check_choice("accumulate", accumulate, _ACCUMULATE))
+    variant = {} if accumulate is None else dict(accumulate=check_choice("accumulate", accumulate, _ACCUMULATE_AUTO))
     _need_triton("the deterministic backward needs")
     if q.device.type != "cuda" and not _INTERPRETED:
         raise ValueError(f"`q` must be a CUDA tensor (CPU only under TRITON_INTERPRET=1), got device {q.device}")
@@ -1107,7 +1107,7 @@ def _deterministic_index_dk(
     (the same `d_k`, `d_w`), the whole indexer backward without cuDNN's: returns `(d_k, d_w, d_q)`;
     `parts`: the segment sum's `part_dtype` (fp32 or bf16), `sorted_parts` and its `seg_BLOCK_P`, `seg_BLOCK_D`,
     `seg_warps`, `seg_split` (`_segment_sum`'s tiles, warps and pieces; default `_DET_INDEX_PARTS`)."""
-    fixed = check_choice("accumulate", accumulate or _DET_INDEX_DEFAULT, _ACCUMULATE) == "fixed_point"
+    fixed = check_choice("accumulate", accumulate or _DET_INDEX_DEFAULT, _ACCUMULATE[:2]) == "fixed_point"  # no tiles
     pv = _index_parts(parts, k.shape[-1])
     srt = bool(pv["sorted_parts"]) and not fixed
     b, s, h, d = q.shape
