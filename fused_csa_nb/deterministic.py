@@ -553,28 +553,43 @@ def _pair_targets(indices, topk_length, n: int, r0: int, r1: int):
     return torch.where(valid, idx, n).flatten()
 
 
+def _row_grid(v: dict, rows: int, blocks: int) -> tuple:
+    "The ds and dq kernels' grid: with `row_order` 1-D, a row's blocks side by side (see `_det_ds_kernel`), else 2-D."
+    return (rows * blocks,) if v["row_order"] else (rows, blocks)
+
+
+def _ds_meta(d, dv, topk_length, n, bh, v, up) -> dict:
+    "The launch settings a ds kernel (`_det_ds_kernel`, `_det_fused_kernel`, `_det_ds_gp_kernel`) takes from a variant."
+    return dict(
+        D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
+        UPCAST=up, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1, ROWS64=n * d >= 2**31,
+        num_warps=v["num_warps"],
+    )  # fmt: skip
+
+
+def _launch_dq(kv, indices, topk_length, ds, dq, r0, r1, h, k, n, d, bh, v, up, ds_kh: bool):
+    "The dq kernel on rows `[r0, r1)`, reading `ds` as `[R, H, K]` or, with `ds_kh`, `[R, K, H]` (the tiles')."
+    tl_ptr = topk_length if topk_length is not None else indices
+    _launch_triton(_det_dq_kernel, _row_grid(v, r1 - r0, d // v["dq_BLOCK_D"]),
+        kv, indices, tl_ptr, ds, dq, r0, h, k, n,
+        D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
+        UPCAST=up, ROW_ORDER=v["row_order"], DS_KH=ds_kh, num_warps=v["dq_num_warps"],
+    )  # fmt: skip
+
+
 def _det_ds_dq(q, kv, dout, indices, topk_length, lsef, delta, ds, part, pos, acc, bad, two_e, dq, r0, r1, h, k, n,
                sm_scale, d, dv, bh, v, up, fixed, srt):  # fmt: skip
     "Rows `[r0, r1)`: `ds`, the parts (or the fixed-point sums) and `dq` — two kernels, or with `fuse_dq` one."
     tl_ptr = topk_length if topk_length is not None else indices
-    meta = dict(
-        D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
-        UPCAST=up, FIXED=fixed, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1,
-        ROWS64=n * d >= 2**31, SORTED=srt, num_warps=v["num_warps"],
-    )  # fmt: skip
+    meta = dict(_ds_meta(d, dv, topk_length, n, bh, v, up), FIXED=fixed, SORTED=srt)
     ins = (q, kv, dout, indices, tl_ptr, lsef, delta, ds, part, pos, acc, bad, two_e)
     if v["fuse_dq"]:
         _launch_triton(_det_fused_kernel, (r1 - r0,), *ins, dq, r0, h, k, n, sm_scale,
                        DQ_BLOCK_K=v["dq_BLOCK_K"], DQ_BLOCK_D=v["dq_BLOCK_D"], **meta)  # fmt: skip
         return
-    grid = lambda rows, blocks: (rows * blocks,) if v["row_order"] else (rows, blocks)  # see `_det_ds_kernel`
-    _launch_triton(_det_ds_kernel, grid(r1 - r0, _cdiv(k, v["BLOCK_K"])), *ins, r0, h, k, n, sm_scale,
+    _launch_triton(_det_ds_kernel, _row_grid(v, r1 - r0, _cdiv(k, v["BLOCK_K"])), *ins, r0, h, k, n, sm_scale,
                    ROW_ORDER=v["row_order"], **meta)  # fmt: skip
-    _launch_triton(_det_dq_kernel, grid(r1 - r0, d // v["dq_BLOCK_D"]),
-        kv, indices, tl_ptr, ds, dq, r0, h, k, n,
-        D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
-        UPCAST=up, ROW_ORDER=v["row_order"], DS_KH=False, num_warps=v["dq_num_warps"],
-    )  # fmt: skip
+    _launch_dq(kv, indices, topk_length, ds, dq, r0, r1, h, k, n, d, bh, v, up, ds_kh=False)
 
 # %% ../nbs/04_deterministic.ipynb #ed34c703
 def _deterministic_sparse_bwd(
@@ -720,7 +735,7 @@ if triton is not None:
 if triton is not None:
 
     @triton.jit
-    def _det_tile_gates(ds_ptr, gp_ptr, nxt_ptr, base, nxt_row, sl, hs, hm, H, nrep,
+    def _det_tile_gates(ds_ptr, gp_ptr, base, nxt_row, sl, hs, hm, H, nrep,
                         UPCAST: tl.constexpr, FULL_H: tl.constexpr, REPEATS: tl.constexpr):  # fmt: skip
         """The tile's `(mds, mgp) [BLOCK_J, BLOCK_H]` of one query row: `ds` and `g·p` at the slots `sl` (-1: none;
         `base`: the row's first element), and with `REPEATS` each slot's `nxt` after it, `nrep` slots in all, summed
@@ -749,7 +764,7 @@ if triton is not None:
         t64 = tl.cast(t, tl.int64)
         r = t64 - row0
         sl = tl.load(smap_ptr + r * NS + jj, mask=jj < N, other=-1)  # the row's (first) slot of each kv row
-        mds, mgp = _det_tile_gates(ds_ptr, gp_ptr, nxt_ptr, r * K * H, nxt_ptr + r * K, sl, hs, hm, H, nrep,
+        mds, mgp = _det_tile_gates(ds_ptr, gp_ptr, r * K * H, nxt_ptr + r * K, sl, hs, hm, H, nrep,
                                    UPCAST, FULL_H, REPEATS)  # fmt: skip
         q_row, do_row = q_ptr + t64 * H * D, do_ptr + t64 * H * DV
         acc = _det_tile_add(q_row, do_row, mds, mgp, hs, hm, ch * BD, acc, D, DV, BD, UPCAST, FULL_H and DV % BD == 0)
@@ -846,25 +861,17 @@ def _det_tiles_chunk(q, kv, dout, indices, topk_length, lsef, delta, acc, dq, r0
     tv, tlen = v["tiles"], topk_length if topk_length is not None else indices
     ds = torch.empty(r1 - r0, k, h, dtype=torch.float32 if up else q.dtype, device=q.device)
     gp = torch.empty_like(ds)
-    grid = lambda rows, blocks: (rows * blocks,) if v["row_order"] else (rows, blocks)  # see `_det_ds_kernel`
-    _launch_triton(_det_ds_gp_kernel, grid(r1 - r0, _cdiv(k, v["BLOCK_K"])),
-        q, kv, dout, indices, tlen, lsef, delta, ds, gp, r0, h, k, n, sm_scale,
-        D=d, DV=dv, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["BLOCK_K"], BLOCK_D=v["BLOCK_D"],
-        UPCAST=up, PIPE=v["num_stages"] is not None, STAGES=v["num_stages"] or 1, ROWS64=n * d >= 2**31,
-        ROW_ORDER=v["row_order"], num_warps=v["num_warps"],
-    )  # fmt: skip
-    _launch_triton(_det_dq_kernel, grid(r1 - r0, d // v["dq_BLOCK_D"]), kv, indices, tlen, ds, dq, r0, h, k, n,
-        D=d, HAS_TLEN=topk_length is not None, BLOCK_H=bh, BLOCK_K=v["dq_BLOCK_K"], BLOCK_D=v["dq_BLOCK_D"],
-        UPCAST=up, ROW_ORDER=v["row_order"], DS_KH=True, num_warps=v["dq_num_warps"],
-    )  # fmt: skip
+    _launch_triton(_det_ds_gp_kernel, _row_grid(v, r1 - r0, _cdiv(k, v["BLOCK_K"])),
+                   q, kv, dout, indices, tlen, lsef, delta, ds, gp, r0, h, k, n, sm_scale,
+                   ROW_ORDER=v["row_order"], **_ds_meta(d, dv, topk_length, n, bh, v, up))  # fmt: skip
+    _launch_dq(kv, indices, topk_length, ds, dq, r0, r1, h, k, n, d, bh, v, up, ds_kh=True)
     smap, nxt, nrep, trange, ns = _tile_plan(indices, topk_length, n, r0, r1, tv["BLOCK_J"])
     bd = tv["BD"]
     part = torch.empty(_cdiv(r1 - r0, tv["RP"]), n, d, dtype=torch.float32, device=q.device)
     _launch_triton(_det_tile_kernel, (_cdiv(n, tv["BLOCK_J"]), d // bd, part.shape[0]),
         q, dout, ds, gp, smap, nxt, nrep, trange, part, r0, h, k, n, ns,
         D=d, DV=dv, BLOCK_J=tv["BLOCK_J"], BLOCK_H=bh, BD=bd, TAIL=max(16, _pow2(d % bd)), HAS_TAIL=d % bd > 0,
-        NCH=d // bd,
-        RP=tv["RP"], UPCAST=up, STAGES=tv["STAGES"], FULL_H=h == bh, num_warps=tv["num_warps"],
+        NCH=d // bd, RP=tv["RP"], UPCAST=up, STAGES=tv["STAGES"], FULL_H=h == bh, num_warps=tv["num_warps"],
     )  # fmt: skip
     acc += part.sum(0)  # the ranges in order: torch's sum over a fixed shape
 
